@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+/**
+ * Every environment variable the service reads is parsed here, once, so a bad value fails the start
+ * with a message that names the variable instead of surfacing later as a confusing runtime error.
+ */
+
+export const DEMO_CATALOG_FILE = fileURLToPath(new URL('../../catalog/demo.yaml', import.meta.url));
+
+const flag = z.enum(['1', '0', 'true', 'false', '']).optional().transform((v) => v === '1' || v === 'true');
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
+const decimal = z.string().trim().regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal amount with at most 6 places');
+
+const schema = z.object({
+  PORT: int(0, 65535).default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DATA_DIR: z.string().min(1).default('.data'),
+  ENGINE: z.enum(['embedded', 'temporal']).default('embedded'),
+  TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('workflow-runs'),
+  CATALOG_FILE: z.string().min(1).optional(),
+  INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  RUN_CAPACITY: int(1).default(16),
+  QUEUE_MAX_WAIT_SECONDS: int(1).default(900),
+  COMPUTE_LIMIT_USD: decimal.default('5'),
+  SSE_HEARTBEAT_MS: int(10).default(15000),
+  MAX_OUTPUT_BYTES: int(1).default(10 * 1024 * 1024),
+  WEBHOOK_ALLOW_INSECURE: flag,
+  ALLOW_PRIVATE_NETWORK: flag,
+  /** 32 bytes, base64 or hex: the AES-256-GCM key for secrets at rest. Generated under DATA_DIR when unset. */
+  ENCRYPTION_KEY: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  NODE_ENV: z.string().default('development'),
+});
+
+export type Env = z.infer<typeof schema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  publicBaseUrl: string | undefined;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  engine: 'embedded' | 'temporal';
+  temporal: { address: string; namespace: string; taskQueue: string };
+  catalogFile: string | null;
+  internalApiToken: string;
+  internalApiTokenGenerated: boolean;
+  runCapacity: number;
+  queueMaxWaitSeconds: number;
+  computeLimitUsd: string;
+  sseHeartbeatMs: number;
+  maxOutputBytes: number;
+  webhookAllowInsecure: boolean;
+  allowPrivateNetwork: boolean;
+  encryptionKey: string | undefined;
+  logLevel: Env['LOG_LEVEL'];
+  production: boolean;
+  providers: ProviderEnv;
+}
+
+export interface ProviderEnv {
+  openai: { apiKey?: string; baseURL?: string };
+  anthropic: { apiKey?: string; baseURL?: string };
+  google: { apiKey?: string; baseURL?: string };
+  azure_openai: { apiKey?: string; baseURL?: string; resourceName?: string };
+  vertex: { apiKey?: string; baseURL?: string; project?: string; location?: string };
+  openrouter: { apiKey?: string; baseURL?: string };
+}
+
+export class ConfigError extends Error {
+  readonly code = 'config_invalid';
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // An empty variable means "not set", as it does for most shells' `VAR= cmd`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = schema.safeParse(present);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const e = parsed.data;
+  const token = e.INTERNAL_API_TOKEN ?? randomBytes(24).toString('base64url');
+  const catalog = e.CATALOG_FILE === undefined ? DEMO_CATALOG_FILE : e.CATALOG_FILE === 'none' ? null : e.CATALOG_FILE;
+  const opt = (k: string) => (present[k] as string | undefined) ?? undefined;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.DATA_DIR,
+    engine: e.ENGINE,
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
+    catalogFile: catalog,
+    internalApiToken: token,
+    internalApiTokenGenerated: e.INTERNAL_API_TOKEN === undefined,
+    runCapacity: e.RUN_CAPACITY,
+    queueMaxWaitSeconds: e.QUEUE_MAX_WAIT_SECONDS,
+    computeLimitUsd: e.COMPUTE_LIMIT_USD,
+    sseHeartbeatMs: e.SSE_HEARTBEAT_MS,
+    maxOutputBytes: e.MAX_OUTPUT_BYTES,
+    webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE,
+    allowPrivateNetwork: e.ALLOW_PRIVATE_NETWORK,
+    encryptionKey: e.ENCRYPTION_KEY,
+    logLevel: e.LOG_LEVEL,
+    production: e.NODE_ENV === 'production',
+    providers: {
+      openai: { apiKey: opt('OPENAI_API_KEY'), baseURL: opt('OPENAI_BASE_URL') },
+      anthropic: { apiKey: opt('ANTHROPIC_API_KEY'), baseURL: opt('ANTHROPIC_BASE_URL') },
+      google: { apiKey: opt('GOOGLE_GENERATIVE_AI_API_KEY'), baseURL: opt('GOOGLE_BASE_URL') },
+      azure_openai: {
+        apiKey: opt('AZURE_OPENAI_API_KEY'),
+        baseURL: opt('AZURE_OPENAI_BASE_URL'),
+        resourceName: opt('AZURE_OPENAI_RESOURCE_NAME'),
+      },
+      vertex: {
+        apiKey: opt('VERTEX_API_KEY'),
+        baseURL: opt('VERTEX_BASE_URL'),
+        project: opt('VERTEX_PROJECT'),
+        location: opt('VERTEX_LOCATION'),
+      },
+      openrouter: { apiKey: opt('OPENROUTER_API_KEY'), baseURL: opt('OPENROUTER_BASE_URL') },
+    },
+  };
+}
+
+/** The `/v1` prefix of absolute URLs in responses. */
+export function baseUrl(config: Config): string {
+  return config.publicBaseUrl ?? `http://localhost:${config.port}/v1`;
+}

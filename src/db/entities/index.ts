@@ -1,0 +1,359 @@
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
+
+/**
+ * The whole data model. Foreign keys are mapped to their primary key values (`mapToPk`) because the
+ * services read and fence rows by id in SQL; MikroORM owns the schema, the migrations and the simple
+ * reads. Money columns are numeric(18,6) and surface as decimal strings, never floats.
+ */
+
+const money = () => p.decimal('string').precision(18).scale(6);
+const createdAt = () => p.datetime().defaultRaw('now()').onCreate(() => new Date());
+
+export const AccountSchema = defineEntity({
+  name: 'Account',
+  tableName: 'accounts',
+  properties: {
+    id: p.uuid().primary(),
+    handle: p.string().unique(),
+    restricted: p.boolean().default(false),
+    listingsPaused: p.boolean().default(false),
+    maxConcurrentRuns: p.integer().nullable(),
+    connections: p.json<string[]>().default('[]'),
+    createdAt: createdAt(),
+  },
+});
+export type Account = InferEntity<typeof AccountSchema>;
+
+/** Current balance of an account; every change is mirrored by a ledger row in the same transaction. */
+export const WalletSchema = defineEntity({
+  name: 'Wallet',
+  tableName: 'wallets',
+  properties: {
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').primary().deleteRule('cascade'),
+    balanceUsd: money().default('0'),
+    heldUsd: money().default('0'),
+    updatedAt: createdAt(),
+  },
+});
+export type Wallet = InferEntity<typeof WalletSchema>;
+
+export const LEDGER_KINDS = ['credit', 'hold', 'release', 'charge', 'bundle_charge', 'unpaid'] as const;
+export type LedgerKind = (typeof LEDGER_KINDS)[number];
+
+/** Append-only wallet history. `amountUsd` is signed as it moves the available balance. */
+export const LedgerEntrySchema = defineEntity({
+  name: 'LedgerEntry',
+  tableName: 'ledger_entries',
+  properties: {
+    id: p.bigint('number').primary().autoincrement(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    runId: p.uuid().nullable(),
+    kind: p.enum(LEDGER_KINDS),
+    amountUsd: money(),
+    balanceAfterUsd: money(),
+    note: p.text().nullable(),
+    createdAt: createdAt(),
+  },
+  indexes: [{ properties: ['accountId', 'id'] }, { properties: ['runId'] }],
+});
+export type LedgerEntry = InferEntity<typeof LedgerEntrySchema>;
+
+export const SPEND_WINDOWS = ['daily', 'monthly', 'lifetime'] as const;
+export type SpendWindow = (typeof SPEND_WINDOWS)[number];
+
+export const ApiKeySchema = defineEntity({
+  name: 'ApiKey',
+  tableName: 'api_keys',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    /** sha256 of the secret, hex; the secret itself is never stored. */
+    keyHash: p.string().length(64).unique(),
+    /** First characters of the secret, to recognise a key in a console without revealing it. */
+    prefix: p.string().length(16),
+    scopes: p.json<string[]>(),
+    rateLimitPerMinute: p.integer().default(60),
+    spendCapWindow: p.enum(SPEND_WINDOWS).nullable(),
+    spendCapUsd: money().nullable(),
+    expiresAt: p.datetime().nullable(),
+    revoked: p.boolean().default(false),
+    createdAt: createdAt(),
+  },
+});
+export type ApiKey = InferEntity<typeof ApiKeySchema>;
+
+export const ProviderKeySchema = defineEntity({
+  name: 'ProviderKey',
+  tableName: 'provider_keys',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    provider: p.string(),
+    /** AES-256-GCM ciphertext (see src/security/crypto.ts). */
+    ciphertext: p.text(),
+    createdAt: createdAt(),
+  },
+  uniques: [{ properties: ['accountId', 'provider'] }],
+});
+export type ProviderKey = InferEntity<typeof ProviderKeySchema>;
+
+export const RUN_MODELS = ['free', 'per_run'] as const;
+export const LISTINGS = ['public', 'unlisted', 'none'] as const;
+export const CREDENTIAL_MODES = ['service_hosted', 'byok'] as const;
+
+export const WorkflowSchema = defineEntity({
+  name: 'Workflow',
+  tableName: 'workflows',
+  properties: {
+    id: p.uuid().primary(),
+    ownerId: p.manyToOne(AccountSchema).mapToPk().fieldName('owner_id'),
+    name: p.text(),
+    description: p.text().nullable(),
+    serviceCode: p.string().nullable(),
+    runModel: p.enum(RUN_MODELS),
+    priceUsd: money().default('0'),
+    listing: p.enum(LISTINGS),
+    unlock: p.boolean().default(false),
+    apiAccess: p.boolean().default(true),
+    credentialMode: p.enum(CREDENTIAL_MODES),
+    computeLimitUsd: money().nullable(),
+    activeVersionId: p.uuid().nullable(),
+    runsCount: p.integer().default(0),
+    createdAt: createdAt(),
+  },
+  indexes: [{ properties: ['ownerId'] }, { properties: ['name', 'id'] }],
+});
+export type Workflow = InferEntity<typeof WorkflowSchema>;
+
+/** Immutable: a version's graph never changes once written. */
+export const WorkflowVersionSchema = defineEntity({
+  name: 'WorkflowVersion',
+  tableName: 'workflow_versions',
+  properties: {
+    id: p.uuid().primary(),
+    workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id').deleteRule('cascade'),
+    label: p.string(),
+    graph: p.json<Graph>(),
+    /** sha256 of the canonical graph JSON, so a reload can tell "same version" from "changed version". */
+    graphHash: p.string().length(64),
+    createdAt: createdAt(),
+  },
+  uniques: [{ properties: ['workflowId', 'label'] }],
+  indexes: [{ properties: ['workflowId', 'createdAt'] }],
+});
+export type WorkflowVersion = InferEntity<typeof WorkflowVersionSchema>;
+
+/** A purchase pins the buyer to one version until they accept an update. */
+export const PurchaseSchema = defineEntity({
+  name: 'Purchase',
+  tableName: 'purchases',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id').deleteRule('cascade'),
+    versionId: p.manyToOne(WorkflowVersionSchema).mapToPk().fieldName('version_id'),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  uniques: [{ properties: ['accountId', 'workflowId'] }],
+});
+export type Purchase = InferEntity<typeof PurchaseSchema>;
+
+export const BundleSchema = defineEntity({
+  name: 'Bundle',
+  tableName: 'bundles',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id').deleteRule('cascade'),
+    versionId: p.manyToOne(WorkflowVersionSchema).mapToPk().fieldName('version_id'),
+    runsTotal: p.integer(),
+    runsLeft: p.integer(),
+    usdPerRun: money(),
+    createdAt: createdAt(),
+  },
+  uniques: [{ properties: ['accountId', 'workflowId', 'versionId'] }],
+});
+export type Bundle = InferEntity<typeof BundleSchema>;
+
+export const RUN_STATUSES = ['pending', 'running', 'suspended', 'completed', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const TERMINAL_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
+export const BILLING_STATUSES = ['pending', 'settled', 'not_charged'] as const;
+export type BillingStatus = (typeof BILLING_STATUSES)[number];
+export const OUTCOMES = ['completed', 'completed_with_issues'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+export const USER_ACCESS = ['owned', 'purchased', 'wallet', 'purchase_required'] as const;
+export type UserAccess = (typeof USER_ACCESS)[number];
+
+/**
+ * Engine-owned progress of a run: finished node results and started delay timers. Written in the same
+ * transaction as the events that report it, so a restart resumes exactly where the log says it was.
+ */
+export interface RunProgressState {
+  results: Record<string, NodeResult>;
+  /** Delay nodes started and not yet finished: nodeId → due time, epoch ms. */
+  timers: Record<string, number>;
+}
+
+export const RunSchema = defineEntity({
+  name: 'Run',
+  tableName: 'runs',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id'),
+    apiKeyId: p.uuid().nullable(),
+    workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id'),
+    versionId: p.manyToOne(WorkflowVersionSchema).mapToPk().fieldName('version_id'),
+    status: p.enum(RUN_STATUSES).default('pending'),
+    /** pending runs: `queued` (waiting for capacity), `starting` (admitted), `preparing` (funding). */
+    phase: p.string().nullable(),
+    reason: p.text().nullable(),
+    suspendReason: p.string().nullable(),
+    /** When a wait_timer suspension is due (earliest started delay). */
+    resumeAt: p.datetime().nullable(),
+    outcome: p.enum(OUTCOMES).nullable(),
+    billingStatus: p.enum(BILLING_STATUSES).default('pending'),
+    chargeUsd: money().nullable(),
+    /** Counted against the key's spend cap: the displayed price until settled, then the final charge. */
+    capUsd: money().default('0'),
+    userAccess: p.enum(USER_ACCESS),
+    displayedPriceUsd: money().default('0'),
+    creatorPriceUsd: money().default('0'),
+    stepUsd: money().default('0'),
+    computeLimitUsd: money(),
+    computeUsd: money().default('0'),
+    stepsExecuted: p.integer().default(0),
+    funding: p.string().nullable(),
+    bundleId: p.uuid().nullable(),
+    holdUsd: money().default('0'),
+    credentialMode: p.enum(CREDENTIAL_MODES),
+    inputs: p.json<Record<string, JsonValue>>(),
+    progress: p.json<RunProgressState>(),
+    outputs: p.json<RunOutputField[]>().default('[]'),
+    cancelRequested: p.boolean().default(false),
+    lastSequence: p.integer().default(0),
+    engine: p.string().default('embedded'),
+    leaseOwner: p.string().nullable(),
+    leaseUntil: p.datetime().nullable(),
+    createdAt: createdAt(),
+    queuedAt: createdAt(),
+    startedAt: p.datetime().nullable(),
+    completedAt: p.datetime().nullable(),
+    updatedAt: createdAt(),
+  },
+  indexes: [
+    { name: 'runs_account_created_idx', properties: ['accountId', 'createdAt', 'id'] },
+    { name: 'runs_status_queued_idx', properties: ['status', 'queuedAt'] },
+    { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
+    { name: 'runs_workflow_idx', properties: ['workflowId'] },
+  ],
+});
+export type Run = InferEntity<typeof RunSchema>;
+
+export const RunEventSchema = defineEntity({
+  name: 'RunEvent',
+  tableName: 'run_events',
+  properties: {
+    id: p.bigint('number').primary().autoincrement(),
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
+    sequence: p.integer(),
+    type: p.string(),
+    nodeId: p.string().nullable(),
+    data: p.json<Record<string, string>>(),
+    ts: createdAt(),
+  },
+  uniques: [{ name: 'run_events_run_sequence_unique', properties: ['runId', 'sequence'] }],
+});
+export type RunEvent = InferEntity<typeof RunEventSchema>;
+
+/** Password inputs and supplied provider credentials of one run, encrypted; deleted when the run ends. */
+export const RunSecretSchema = defineEntity({
+  name: 'RunSecret',
+  tableName: 'run_secrets',
+  properties: {
+    id: p.uuid().primary(),
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
+    kind: p.enum(['password_input', 'provider_credential'] as const),
+    name: p.string(),
+    ciphertext: p.text(),
+    createdAt: createdAt(),
+  },
+  uniques: [{ properties: ['runId', 'kind', 'name'] }],
+});
+export type RunSecret = InferEntity<typeof RunSecretSchema>;
+
+export const IdempotencyRecordSchema = defineEntity({
+  name: 'IdempotencyRecord',
+  tableName: 'idempotency_records',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    key: p.string().length(255),
+    fingerprint: p.string().length(64),
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
+    createdAt: createdAt(),
+    expiresAt: p.datetime(),
+  },
+  uniques: [{ name: 'idempotency_account_key_unique', properties: ['accountId', 'key'] }],
+  indexes: [{ properties: ['expiresAt'] }],
+});
+export type IdempotencyRecord = InferEntity<typeof IdempotencyRecordSchema>;
+
+export const WebhookEndpointSchema = defineEntity({
+  name: 'WebhookEndpoint',
+  tableName: 'webhook_endpoints',
+  properties: {
+    id: p.uuid().primary(),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    url: p.text(),
+    /** The Standard Webhooks secret, encrypted (it must be recoverable to sign). */
+    secretCiphertext: p.text(),
+    events: p.json<string[]>().nullable(),
+    createdAt: createdAt(),
+  },
+  uniques: [{ properties: ['accountId', 'url'] }],
+});
+export type WebhookEndpoint = InferEntity<typeof WebhookEndpointSchema>;
+
+/** The webhook outbox: written with the terminal event, drained by the delivery worker. */
+export const WebhookDeliverySchema = defineEntity({
+  name: 'WebhookDelivery',
+  tableName: 'webhook_deliveries',
+  properties: {
+    id: p.string().primary(),
+    endpointId: p.manyToOne(WebhookEndpointSchema).mapToPk().fieldName('endpoint_id').deleteRule('cascade'),
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
+    eventType: p.string(),
+    /** The exact body that is signed and sent, fixed at creation so retries are byte-identical. */
+    payload: p.text(),
+    status: p.enum(['pending', 'delivered', 'failed'] as const).default('pending'),
+    attempts: p.integer().default(0),
+    nextAttemptAt: p.datetime(),
+    lastStatusCode: p.integer().nullable(),
+    lastError: p.text().nullable(),
+    createdAt: createdAt(),
+    deliveredAt: p.datetime().nullable(),
+  },
+  indexes: [{ name: 'webhook_deliveries_due_idx', properties: ['status', 'nextAttemptAt'] }],
+});
+export type WebhookDelivery = InferEntity<typeof WebhookDeliverySchema>;
+
+export const entities = [
+  AccountSchema,
+  WalletSchema,
+  LedgerEntrySchema,
+  ApiKeySchema,
+  ProviderKeySchema,
+  WorkflowSchema,
+  WorkflowVersionSchema,
+  PurchaseSchema,
+  BundleSchema,
+  RunSchema,
+  RunEventSchema,
+  RunSecretSchema,
+  IdempotencyRecordSchema,
+  WebhookEndpointSchema,
+  WebhookDeliverySchema,
+];
