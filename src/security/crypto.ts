@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -25,9 +25,17 @@ export function constantTimeEqual(a: string, b: string): boolean {
 export class Sealer {
   readonly #key: Buffer;
 
+  readonly #macKey: Buffer;
+
   constructor(key: Buffer) {
     if (key.length !== 32) throw new Error('encryption key must be 32 bytes');
     this.#key = key;
+    this.#macKey = Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'fingerprint-mac', 32));
+  }
+
+  /** Keyed hash for fingerprints over request data that may contain secrets (no offline guessing). */
+  mac(text: string): string {
+    return createHmac('sha256', this.#macKey).update(text, 'utf8').digest('hex');
   }
 
   /** `v1.<iv>.<tag>.<ciphertext>`, base64url parts. */

@@ -340,7 +340,20 @@ export const WebhookDeliverySchema = defineEntity({
 });
 export type WebhookDelivery = InferEntity<typeof WebhookDeliverySchema>;
 
+/** Service-wide settings loaded from the catalog (pricing), shared by the API and worker processes. */
+export const SettingSchema = defineEntity({
+  name: 'Setting',
+  tableName: 'settings',
+  properties: {
+    key: p.string().primary(),
+    value: p.json<JsonValue>(),
+    updatedAt: createdAt(),
+  },
+});
+export type Setting = InferEntity<typeof SettingSchema>;
+
 export const entities = [
+  SettingSchema,
   AccountSchema,
   WalletSchema,
   LedgerEntrySchema,

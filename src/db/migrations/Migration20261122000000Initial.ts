@@ -16,6 +16,7 @@ export class Migration20261122000000Initial extends Migration {
     this.addSql(`alter table "ledger_entries" add constraint "ledger_entries_kind_check" check ("kind" in ('credit', 'hold', 'release', 'charge', 'bundle_charge', 'unpaid'))`);
     this.addSql(`create table "provider_keys" ("id" uuid not null, "account_id" uuid not null, "provider" varchar(255) not null, "ciphertext" text not null, "created_at" timestamptz not null default now(), primary key ("id"))`);
     this.addSql(`alter table "provider_keys" add constraint "provider_keys_account_id_provider_unique" unique ("account_id", "provider")`);
+    this.addSql(`create table "settings" ("key" varchar(255) not null, "value" jsonb not null, "updated_at" timestamptz not null default now(), primary key ("key"))`);
     this.addSql(`create table "wallets" ("account_id" uuid not null, "balance_usd" numeric(18,6) not null default '0', "held_usd" numeric(18,6) not null default '0', "updated_at" timestamptz not null default now(), primary key ("account_id"))`);
     this.addSql(`create table "webhook_endpoints" ("id" uuid not null, "account_id" uuid not null, "url" text not null, "secret_ciphertext" text not null, "events" jsonb null, "created_at" timestamptz not null default now(), primary key ("id"))`);
     this.addSql(`alter table "webhook_endpoints" add constraint "webhook_endpoints_account_id_url_unique" unique ("account_id", "url")`);

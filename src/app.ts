@@ -1,0 +1,96 @@
+import { readFile } from 'node:fs/promises';
+import { baseUrl, type Config } from './config/config.ts';
+import { describeDb, migrate, openOrm, type Orm } from './db/orm.ts';
+import type { EnginePort } from './engine/port.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { HttpServer } from './http/server.ts';
+import { mountHealth } from './http/health.ts';
+import { loadOrCreateKey, Sealer } from './security/crypto.ts';
+import { InProcessRunEventBus } from './services/events/bus.ts';
+import type { Deps } from './services/deps.ts';
+import { loadCatalog, parseCatalog } from './catalog/load-catalog.ts';
+
+/**
+ * The composition root: opens the database, applies migrations, loads the catalog, builds the service
+ * dependencies, the engine and the HTTP adapters. Nothing else constructs these.
+ */
+
+export interface AppOptions {
+  config: Config;
+  /** Reuse an open database (tests share one); the app then does not close it. */
+  orm?: Orm;
+  log?: Logger;
+  /** Builds the engine once the dependencies exist; defaults to the engine named by config. */
+  engine?: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort>;
+}
+
+export interface App {
+  deps: Deps;
+  http: HttpServer;
+  /** Listens on config PORT/HOST; returns the bound URL root (http://host:port). */
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function createApp(opts: AppOptions): Promise<App> {
+  const { config } = opts;
+  const log = opts.log ?? createLogger(config.logLevel);
+  const ownsOrm = !opts.orm;
+  const orm = opts.orm ?? (await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  const applied = await migrate(orm);
+  if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+
+  const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));
+  if (config.catalogFile) {
+    const text = await readFile(config.catalogFile, 'utf8');
+    const report = await loadCatalog(orm, parseCatalog(text, config.catalogFile), { sealer });
+    log.info({ catalog: config.catalogFile, report }, 'catalog loaded');
+  }
+
+  let boundPort = config.port;
+  const bus = new InProcessRunEventBus();
+  const base: Omit<Deps, 'engine'> = {
+    config,
+    orm,
+    log,
+    sealer,
+    bus,
+    baseUrl: () => (config.publicBaseUrl ? baseUrl(config) : `http://localhost:${boundPort}/v1`),
+  };
+  const engine = opts.engine ? await opts.engine(base) : await defaultEngine(base);
+  const deps: Deps = { ...base, engine };
+
+  const http = new HttpServer(log);
+  mountHealth(http, deps);
+  await mountAdapters(http, deps);
+
+  let closed = false;
+  return {
+    deps,
+    http,
+    async listen() {
+      const { port, host } = await http.listen(config.port, config.host);
+      boundPort = port;
+      await engine.start();
+      log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name }, 'listening');
+      return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await http.close();
+      await engine.stop();
+      await bus.close();
+      if (ownsOrm) await orm.close(true);
+    },
+  };
+}
+
+async function defaultEngine(deps: Omit<Deps, 'engine'>): Promise<EnginePort> {
+  const { NullEngine } = await import('./engine/port.ts');
+  deps.log.warn('no run engine is wired yet; accepted runs stay pending');
+  return new NullEngine();
+}
+
+/** REST and GraphQL adapters register themselves here as they land. */
+async function mountAdapters(_http: HttpServer, _deps: Deps): Promise<void> {}

@@ -1,0 +1,48 @@
+import { createApp } from './app.ts';
+import { ConfigError, DEMO_CATALOG_FILE, loadConfig } from './config/config.ts';
+import { createLogger } from './logger.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const app = await createApp({ config, log });
+  const url = await app.listen();
+
+  // Printed plainly (not only as JSON) because a newcomer reads this first.
+  const lines = [`workflow run API listening on ${url}  (REST ${url}/v1, GraphQL ${url}/graphql)`];
+  if (config.internalApiTokenGenerated) lines.push(`internal GraphQL token (generated, set INTERNAL_API_TOKEN to fix it): ${config.internalApiToken}`);
+  if (config.catalogFile === DEMO_CATALOG_FILE) lines.push(`demo API key: wr_demo_key   try: curl -H 'Authorization: Bearer wr_demo_key' ${url}/v1/workflows`);
+  process.stdout.write(lines.join('\n') + '\n');
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 15_000);
+    force.unref();
+    app.close().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

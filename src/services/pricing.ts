@@ -1,0 +1,26 @@
+import type { Em } from '../db/orm.ts';
+
+/** Service pricing from the catalog (contract §3), kept in `settings` so every process sees the same. */
+export interface Pricing {
+  stepUsd: string;
+  /** USD per million tokens, by model name. */
+  models: Record<string, { input: string; output: string }>;
+}
+
+export const DEFAULT_PRICING: Pricing = { stepUsd: '0.000100', models: {} };
+export const PRICING_KEY = 'pricing';
+
+export async function getPricing(em: Em): Promise<Pricing> {
+  const [row] = await em.execute<{ value: unknown }[]>('select value from settings where key = ?', [PRICING_KEY]);
+  if (!row) return DEFAULT_PRICING;
+  const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;
+  return { stepUsd: value.stepUsd ?? DEFAULT_PRICING.stepUsd, models: value.models ?? {} };
+}
+
+export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
+  await em.execute(
+    `insert into settings (key, value, updated_at) values (?, ?::jsonb, now())
+     on conflict (key) do update set value = excluded.value, updated_at = now()`,
+    [PRICING_KEY, JSON.stringify(pricing)],
+  );
+}

@@ -1,0 +1,167 @@
+import type { Em } from '../../db/orm.ts';
+import { isoOrNull, json } from '../../db/sql.ts';
+import type { RunOutputField } from '../../domain/graph/types.ts';
+import { toJson } from '../../domain/money.ts';
+
+/** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
+
+export interface AcceptedRun {
+  id: string;
+  status: 'accepted';
+  statusUrl: string;
+  eventsUrl: string;
+  streamUrl: string;
+}
+
+export function runUrls(baseUrl: string, runId: string) {
+  const statusUrl = `${baseUrl}/runs/${runId}`;
+  return { statusUrl, eventsUrl: `${statusUrl}/events`, streamUrl: `${statusUrl}/stream` };
+}
+
+export interface RunRow {
+  id: string;
+  accountId: string;
+  workflowId: string;
+  versionId: string;
+  status: 'pending' | 'running' | 'suspended' | 'completed' | 'failed' | 'cancelled';
+  phase: string | null;
+  reason: string | null;
+  suspendReason: string | null;
+  outcome: 'completed' | 'completed_with_issues' | null;
+  billingStatus: 'pending' | 'settled' | 'not_charged';
+  chargeUsd: string | null;
+  outputs: RunOutputField[];
+  createdAt: string;
+  queuedAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  lastSequence: number;
+}
+
+export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
+  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
+
+export function mapRunRow(r: Record<string, unknown>): RunRow {
+  return {
+    id: String(r.id),
+    accountId: String(r.account_id),
+    workflowId: String(r.workflow_id),
+    versionId: String(r.version_id),
+    status: r.status as RunRow['status'],
+    phase: (r.phase as string | null) ?? null,
+    reason: (r.reason as string | null) ?? null,
+    suspendReason: (r.suspend_reason as string | null) ?? null,
+    outcome: (r.outcome as RunRow['outcome']) ?? null,
+    billingStatus: r.billing_status as RunRow['billingStatus'],
+    chargeUsd: r.charge_usd === null || r.charge_usd === undefined ? null : String(r.charge_usd),
+    outputs: r.outputs === undefined ? [] : json<RunOutputField[]>(r.outputs),
+    createdAt: isoOrNull(r.created_at)!,
+    queuedAt: isoOrNull(r.queued_at)!,
+    startedAt: isoOrNull(r.started_at),
+    completedAt: isoOrNull(r.completed_at),
+    lastSequence: Number(r.last_sequence ?? 0),
+  };
+}
+
+/** A run of this account, or null (another account's run is as unknown as a missing one). */
+export async function findAccountRun(em: Em, accountId: string, runId: string): Promise<RunRow | null> {
+  const rows = await em.execute<Record<string, unknown>[]>(`select ${RUN_COLUMNS} from runs where id = ? and account_id = ?`, [runId, accountId]);
+  return rows[0] ? mapRunRow(rows[0]) : null;
+}
+
+export async function findRun(em: Em, runId: string): Promise<RunRow | null> {
+  const rows = await em.execute<Record<string, unknown>[]>(`select ${RUN_COLUMNS} from runs where id = ?`, [runId]);
+  return rows[0] ? mapRunRow(rows[0]) : null;
+}
+
+export interface RunQueue {
+  state: 'waiting' | 'starting';
+  position: number;
+  etaSeconds: number | null;
+}
+
+/**
+ * Queue position is the run's place among waiting runs in FIFO order (1 = next). The ETA is derived
+ * from how long recent runs held a slot: slots free up at capacity / mean duration per second.
+ */
+export async function queueOf(em: Em, run: RunRow, capacity: number): Promise<RunQueue | null> {
+  if (run.status !== 'pending') return null;
+  if (run.phase === 'starting') return { state: 'starting', position: 0, etaSeconds: null };
+  if (run.phase !== 'queued') return null;
+  const [pos] = await em.execute<{ ahead: number }[]>(
+    `select count(*)::int as ahead from runs
+      where status = 'pending' and phase = 'queued' and (queued_at, id) < (?, ?)`,
+    [run.queuedAt, run.id],
+  );
+  const position = Number(pos?.ahead ?? 0) + 1;
+  const [avg] = await em.execute<{ mean: number | null }[]>(
+    `select avg(extract(epoch from completed_at - started_at))::float8 as mean from (
+       select started_at, completed_at from runs
+        where completed_at is not null and started_at is not null
+        order by completed_at desc limit 50) recent`,
+  );
+  const mean = avg?.mean === null || avg?.mean === undefined ? null : Number(avg.mean);
+  const etaSeconds = mean === null ? null : Math.max(1, Math.ceil((position * mean) / Math.max(1, capacity)));
+  return { state: 'waiting', position, etaSeconds };
+}
+
+export function toPublicRun(run: RunRow, queue: RunQueue | null) {
+  return {
+    id: run.id,
+    status: run.status,
+    reason: run.status === 'failed' ? (run.reason ?? 'the run failed') : null,
+    suspended: run.status === 'suspended',
+    workflowId: run.workflowId,
+    workflowVersionId: run.versionId,
+    startedAt: run.startedAt,
+    completedAt: run.completedAt,
+    displayedChargeUsd: run.chargeUsd === null ? null : toJson(run.chargeUsd),
+    billingStatus: run.billingStatus,
+    outcome: run.status === 'completed' ? run.outcome : null,
+    queue,
+    outputs: run.outputs,
+  };
+}
+
+export type PublicRun = ReturnType<typeof toPublicRun>;
+
+export function toRunListItem(run: RunRow) {
+  return {
+    id: run.id,
+    status: run.status === 'suspended' ? ('running' as const) : run.status,
+    workflowId: run.workflowId,
+    workflowVersionId: run.versionId,
+    startedAt: run.startedAt,
+    completedAt: run.completedAt,
+    displayedChargeUsd: run.chargeUsd === null ? null : toJson(run.chargeUsd),
+    billingStatus: run.billingStatus,
+    outcome: run.status === 'completed' ? run.outcome : null,
+  };
+}
+
+export interface PublicRunEvent {
+  type: string;
+  sequence: number;
+  ts: string;
+  nodeId: string | null;
+  data: Record<string, string>;
+}
+
+export function mapEventRow(r: Record<string, unknown>): PublicRunEvent {
+  return {
+    type: String(r.type),
+    sequence: Number(r.sequence),
+    ts: isoOrNull(r.ts)!,
+    nodeId: (r.node_id as string | null) ?? null,
+    data: json<Record<string, string>>(r.data),
+  };
+}
+
+/** Events after a sequence, in order, at most `limit`. */
+export async function readEvents(em: Em, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
+  const rows = await em.execute<Record<string, unknown>[]>(
+    'select type, sequence, ts, node_id, data from run_events where run_id = ? and sequence > ? order by sequence asc limit ?',
+    [runId, afterSequence, limit],
+  );
+  return rows.map(mapEventRow);
+}

@@ -1,0 +1,27 @@
+import { forbidden, notFound } from '../../domain/errors.ts';
+import { fork, type Deps } from '../deps.ts';
+import { isUuid } from '../ids.ts';
+import { findVisibleWorkflow } from './workflow-access.ts';
+
+/** Re-pins the caller's purchase to the active version (contract §2). Fenced on the old pin. */
+export async function acceptWorkflowUpdate(deps: Deps, accountId: string, workflowId: string) {
+  if (!isUuid(workflowId)) throw notFound('workflow');
+  const em = fork(deps);
+  const wf = await findVisibleWorkflow(em, accountId, workflowId);
+  if (!wf) throw notFound('workflow');
+  if (!wf.pinnedVersionId) throw forbidden('you have no purchase of this workflow to update');
+  const previous = wf.pinnedVersionId;
+  if (wf.activeVersionId && previous !== wf.activeVersionId) {
+    await em.execute(
+      'update purchases set version_id = ?, updated_at = now() where account_id = ? and workflow_id = ? and version_id = ?',
+      [wf.activeVersionId, accountId, workflowId, previous],
+    );
+  }
+  return {
+    workflowId,
+    previousVersionId: previous,
+    pinnedVersionId: wf.activeVersionId ?? previous,
+    activeVersionId: wf.activeVersionId,
+    updateAvailable: false as const,
+  };
+}

@@ -1,0 +1,38 @@
+import { notFound } from '../../domain/errors.ts';
+import { isoOrNull } from '../../db/sql.ts';
+import { inputSchema } from '../../domain/graph/validate.ts';
+import type { Graph } from '../../domain/graph/types.ts';
+import { fork, type Deps } from '../deps.ts';
+import { isUuid } from '../ids.ts';
+import { checkPage } from '../pagination.ts';
+import { findVisibleWorkflow } from './workflow-access.ts';
+
+/** Owners see every version; others the active version and the one they are pinned to (contract §2). */
+export async function listWorkflowVersions(deps: Deps, accountId: string, workflowId: string, query: { offset?: number; limit?: number }) {
+  const page = checkPage(query.offset, query.limit);
+  if (!isUuid(workflowId)) throw notFound('workflow');
+  const em = fork(deps);
+  const wf = await findVisibleWorkflow(em, accountId, workflowId);
+  if (!wf) throw notFound('workflow');
+  const owner = wf.ownerId === accountId;
+  const rows = await em.execute<Record<string, unknown>[]>(
+    `select id, label, graph, created_at from workflow_versions
+      where workflow_id = ? and (? or id = ? or id = ?)
+      order by created_at desc, id desc limit ? offset ?`,
+    [workflowId, owner, wf.activeVersionId, wf.pinnedVersionId, page.limit + 1, page.offset],
+  );
+  return {
+    workflowId,
+    activeVersionId: wf.activeVersionId,
+    pinnedVersionId: wf.pinnedVersionId,
+    versions: rows.slice(0, page.limit).map((r) => ({
+      id: String(r.id),
+      label: String(r.label),
+      createdAt: isoOrNull(r.created_at),
+      isActive: r.id === wf.activeVersionId,
+      isPinned: r.id === wf.pinnedVersionId,
+      inputCount: inputSchema((typeof r.graph === 'string' ? JSON.parse(r.graph) : r.graph) as Graph).length,
+    })),
+    pagination: { ...page, hasMore: rows.length > page.limit },
+  };
+}

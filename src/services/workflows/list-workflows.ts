@@ -1,0 +1,36 @@
+import { invalidRequest } from '../../domain/errors.ts';
+import { USER_ACCESS, type UserAccess } from '../../db/entities/index.ts';
+import { fork, type Deps } from '../deps.ts';
+import { checkPage, type PaginationOut } from '../pagination.ts';
+import { getPricing } from '../pricing.ts';
+import { accessOf, listVisibleWorkflows } from './workflow-access.ts';
+import { toListItem } from './workflow-views.ts';
+
+export interface ListWorkflowsQuery {
+  offset?: number;
+  limit?: number;
+  q?: string;
+  runModel?: string;
+  access?: string;
+}
+
+export async function listWorkflows(deps: Deps, accountId: string, query: ListWorkflowsQuery) {
+  const page = checkPage(query.offset, query.limit);
+  if (query.runModel !== undefined && query.runModel !== 'free' && query.runModel !== 'per_run') {
+    throw invalidRequest('runModel must be one of: free, per_run');
+  }
+  if (query.access !== undefined && !(USER_ACCESS as readonly string[]).includes(query.access)) {
+    throw invalidRequest(`access must be one of: ${USER_ACCESS.join(', ')}`);
+  }
+  if (query.q !== undefined && query.q.length > 200) throw invalidRequest('q must be at most 200 characters');
+  const em = fork(deps);
+  const pricing = await getPricing(em);
+  const { rows, hasMore } = await listVisibleWorkflows(em, accountId, {
+    ...page,
+    q: query.q || undefined,
+    runModel: query.runModel as 'free' | 'per_run' | undefined,
+    access: query.access as UserAccess | undefined,
+  });
+  const pagination: PaginationOut = { ...page, hasMore };
+  return { workflows: rows.map((r) => toListItem(accessOf(r, accountId, pricing))), pagination };
+}

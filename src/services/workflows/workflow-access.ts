@@ -1,0 +1,165 @@
+import type { Em } from '../../db/orm.ts';
+import { json } from '../../db/sql.ts';
+import type { UserAccess } from '../../db/entities/index.ts';
+import type { Graph } from '../../domain/graph/types.ts';
+import { countStepNodes } from '../../domain/graph/validate.ts';
+import { toDb, usd } from '../../domain/money.ts';
+import type { Pricing } from '../pricing.ts';
+
+/**
+ * What one caller may see and do with one workflow: the single place that applies the visibility,
+ * access, pinning and price rules of contract §5 and §8. Lists, details, versions and POST /runs all
+ * read workflows through here, so they can never disagree.
+ */
+
+export interface WorkflowRow {
+  id: string;
+  ownerId: string;
+  ownerHandle: string;
+  ownerListingsPaused: boolean;
+  name: string;
+  description: string | null;
+  serviceCode: string | null;
+  runModel: 'free' | 'per_run';
+  priceUsd: string;
+  listing: 'public' | 'unlisted' | 'none';
+  unlock: boolean;
+  apiAccess: boolean;
+  credentialMode: 'service_hosted' | 'byok';
+  computeLimitUsd: string | null;
+  activeVersionId: string | null;
+  runsCount: number;
+  pinnedVersionId: string | null;
+  /** The version this caller sees and runs by default: the pin, else the active version. */
+  shownVersion: { id: string; label: string; graph: Graph } | null;
+}
+
+export interface WorkflowAccess {
+  row: WorkflowRow;
+  userAccess: UserAccess;
+  /** Creator price charged to this caller (0 when not charged). */
+  creatorPriceUsd: string;
+  /** Per contract §5; null when it is 0. */
+  displayedRunPriceUsd: string | null;
+  apiRunnableNow: boolean;
+  isOwner: boolean;
+}
+
+/** Columns and joins shared by every workflow read; `?` 1 is the caller's account id. */
+const SELECT = `
+  select w.id, w.owner_id, o.handle as owner_handle, o.listings_paused as owner_listings_paused,
+         w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock,
+         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, w.runs_count,
+         p.version_id as pinned_version_id,
+         v.id as shown_version_id, v.label as shown_version_label, v.graph as shown_version_graph
+    from workflows w
+    join accounts o on o.id = w.owner_id
+    left join purchases p on p.workflow_id = w.id and p.account_id = ?
+    left join workflow_versions v on v.id = coalesce(p.version_id, w.active_version_id)`;
+
+/** Public listings, the caller's own workflows and what the caller purchased (contract §8). */
+const VISIBLE = `(w.listing = 'public' or w.owner_id = ? or p.id is not null)`;
+
+const ACCESS_SQL = `(case when w.owner_id = ? then 'owned' when p.id is not null then 'purchased'
+                          when w.unlock then 'purchase_required' else 'wallet' end)`;
+
+function mapRow(r: Record<string, unknown>): WorkflowRow {
+  return {
+    id: String(r.id),
+    ownerId: String(r.owner_id),
+    ownerHandle: String(r.owner_handle),
+    ownerListingsPaused: Boolean(r.owner_listings_paused),
+    name: String(r.name),
+    description: (r.description as string | null) ?? null,
+    serviceCode: (r.service_code as string | null) ?? null,
+    runModel: r.run_model as WorkflowRow['runModel'],
+    priceUsd: String(r.price_usd),
+    listing: r.listing as WorkflowRow['listing'],
+    unlock: Boolean(r.unlock),
+    apiAccess: Boolean(r.api_access),
+    credentialMode: r.credential_mode as WorkflowRow['credentialMode'],
+    computeLimitUsd: r.compute_limit_usd === null || r.compute_limit_usd === undefined ? null : String(r.compute_limit_usd),
+    activeVersionId: (r.active_version_id as string | null) ?? null,
+    runsCount: Number(r.runs_count ?? 0),
+    pinnedVersionId: (r.pinned_version_id as string | null) ?? null,
+    shownVersion: r.shown_version_id
+      ? { id: String(r.shown_version_id), label: String(r.shown_version_label), graph: json<Graph>(r.shown_version_graph) }
+      : null,
+  };
+}
+
+export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing): WorkflowAccess {
+  const isOwner = row.ownerId === accountId;
+  const userAccess: UserAccess = isOwner ? 'owned' : row.pinnedVersionId ? 'purchased' : row.unlock ? 'purchase_required' : 'wallet';
+  // A purchase_required caller is shown the wallet price (contract §8, "Prices shown").
+  const charged = (userAccess === 'wallet' || userAccess === 'purchase_required') && row.runModel === 'per_run';
+  const creatorPrice = charged ? usd(row.priceUsd) : usd(0);
+  const steps = row.shownVersion ? countStepNodes(row.shownVersion.graph) : 0;
+  const displayed = creatorPrice.plus(usd(pricing.stepUsd).times(steps));
+  const apiRunnableNow =
+    row.apiAccess && userAccess !== 'purchase_required' && (isOwner || !row.ownerListingsPaused) && row.shownVersion !== null;
+  return {
+    row,
+    userAccess,
+    creatorPriceUsd: toDb(creatorPrice),
+    displayedRunPriceUsd: displayed.isZero() ? null : toDb(displayed),
+    apiRunnableNow,
+    isOwner,
+  };
+}
+
+/** One workflow as the caller sees it, or null when it does not exist or is not visible to them. */
+export async function findVisibleWorkflow(em: Em, accountId: string, workflowId: string): Promise<WorkflowRow | null> {
+  const rows = await em.execute<Record<string, unknown>[]>(`${SELECT} where w.id = ? and ${VISIBLE}`, [accountId, workflowId, accountId]);
+  return rows[0] ? mapRow(rows[0]) : null;
+}
+
+export interface WorkflowFilter {
+  q?: string;
+  runModel?: 'free' | 'per_run';
+  access?: UserAccess;
+  offset: number;
+  limit: number;
+}
+
+/** A page of visible workflows ordered by name then id, plus whether another page follows. */
+export async function listVisibleWorkflows(em: Em, accountId: string, f: WorkflowFilter): Promise<{ rows: WorkflowRow[]; hasMore: boolean }> {
+  const where = [VISIBLE];
+  const params: unknown[] = [accountId, accountId];
+  if (f.q) {
+    where.push(`(w.name ilike ? or coalesce(w.description, '') ilike ?)`);
+    const like = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    params.push(like, like);
+  }
+  if (f.runModel) {
+    where.push('w.run_model = ?');
+    params.push(f.runModel);
+  }
+  if (f.access) {
+    where.push(`${ACCESS_SQL} = ?`);
+    params.push(accountId, f.access);
+  }
+  params.push(f.limit + 1, f.offset);
+  const rows = await em.execute<Record<string, unknown>[]>(
+    `${SELECT} where ${where.join(' and ')} order by w.name asc, w.id asc limit ? offset ?`,
+    params,
+  );
+  return { rows: rows.slice(0, f.limit).map(mapRow), hasMore: rows.length > f.limit };
+}
+
+export interface VersionRow {
+  id: string;
+  workflowId: string;
+  label: string;
+  graph: Graph;
+  createdAt: unknown;
+}
+
+export async function findVersion(em: Em, workflowId: string, versionId: string): Promise<VersionRow | null> {
+  const rows = await em.execute<Record<string, unknown>[]>(
+    'select id, workflow_id, label, graph, created_at from workflow_versions where id = ? and workflow_id = ?',
+    [versionId, workflowId],
+  );
+  const r = rows[0];
+  return r ? { id: String(r.id), workflowId: String(r.workflow_id), label: String(r.label), graph: json<Graph>(r.graph), createdAt: r.created_at } : null;
+}

@@ -1,0 +1,41 @@
+import { entities } from '../../src/db/entities/index.ts';
+import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
+
+/**
+ * One database per test process: embedded PGlite in memory by default, the server named by
+ * DATABASE_URL when set (its public schema is dropped and rebuilt once, so point it at a test database).
+ */
+
+let shared: Promise<Orm> | undefined;
+
+export function testDbOptions(): { databaseUrl?: string; dataDir?: string } {
+  return process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : { dataDir: 'memory://' };
+}
+
+export function testOrm(): Promise<Orm> {
+  shared ??= (async () => {
+    const orm = await openOrm(testDbOptions());
+    if (process.env.DATABASE_URL) {
+      await orm.em.fork().execute('drop schema if exists public cascade; create schema public');
+    }
+    await migrate(orm);
+    return orm;
+  })();
+  return shared;
+}
+
+export function tableNames(orm: Orm): string[] {
+  return entities.map((e) => orm.getMetadata().get(e.meta.className).tableName);
+}
+
+/** Empties every table so each suite starts from a known state. */
+export async function resetDb(orm: Orm): Promise<void> {
+  const tables = tableNames(orm).map((t) => `"${t}"`).join(', ');
+  await orm.em.fork().execute(`truncate ${tables} restart identity cascade`);
+}
+
+/** Closes the shared database at process exit (uvu runs every suite in one process). */
+export async function closeTestOrm(): Promise<void> {
+  if (shared) await (await shared).close(true);
+  shared = undefined;
+}
