@@ -1,0 +1,203 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ApolloServer, HeaderMap, type ApolloServerPlugin } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import {
+  execute,
+  GraphQLError,
+  NoSchemaIntrospectionCustomRule,
+  specifiedRules,
+  subscribe,
+  validate,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type GraphQLFormattedError,
+  type ValidationRule,
+} from 'graphql';
+import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
+import { readBody } from '../http/respond.ts';
+import type { HttpServer, RequestContext } from '../http/server.ts';
+import { constantTimeEqual } from '../security/crypto.ts';
+import type { Deps } from '../services/deps.ts';
+import { createContext, type GraphqlContext } from './context.ts';
+import { formatGraphQLError } from './errors.ts';
+import { costError, depthLimitRule } from './limits.ts';
+import { graphqlSchema } from './schema.ts';
+
+/**
+ * The internal GraphQL adapter on the service's node:http server (contract §6):
+ * - `POST /graphql` (and GET for queries): Apollo Server 5 through executeHTTPGraphQLRequest;
+ * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
+ * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is
+ * 401 with no data. Both apply the same limits: depth (validation), page size (resolvers) and a cost
+ * budget computed with the variables, and answer errors in the same shape. In production mode,
+ * introspection and Apollo's landing page are off.
+ */
+
+export const GRAPHQL_PATH = '/graphql';
+export const GRAPHQL_STREAM_PATH = '/graphql/stream';
+const MAX_GRAPHQL_BODY = 256 * 1024;
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+export function authorized(req: IncomingMessage, token: string): boolean {
+  const header = req.headers.authorization;
+  const match = typeof header === 'string' ? BEARER.exec(header) : null;
+  // Compare even when absent, so the timing does not tell "no header" from "wrong token".
+  return constantTimeEqual(match?.[1] ?? '', token) && match !== null;
+}
+
+function sendUnauthorized(res: ServerResponse): void {
+  const body = JSON.stringify({
+    errors: [{ message: 'missing or invalid internal API token; expected "Authorization: Bearer <INTERNAL_API_TOKEN>"', extensions: { code: 'UNAUTHENTICATED' } }],
+  });
+  res.writeHead(401, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'WWW-Authenticate': 'Bearer realm="internal-graphql"',
+    'Cache-Control': 'no-store',
+  });
+  res.end(body);
+}
+
+function sendGraphqlError(res: ServerResponse, status: number, message: string, code: string): void {
+  const body = JSON.stringify({ errors: [{ message, extensions: { code } }] });
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export function validationRules(production: boolean): ValidationRule[] {
+  return [depthLimitRule(), ...(production ? [NoSchemaIntrospectionCustomRule] : [])];
+}
+
+/** Apollo plugin: the cost budget, checked once the operation and its variables are known. */
+const costPlugin: ApolloServerPlugin<GraphqlContext> = {
+  async requestDidStart() {
+    return {
+      async didResolveOperation({ schema, document, operationName, request }) {
+        const err = costError(schema, document, operationName, request.variables);
+        if (err) throw err;
+      },
+    };
+  },
+};
+
+export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> {
+  const { schema } = await graphqlSchema();
+  const production = deps.config.production;
+  const token = deps.config.internalApiToken;
+  const format = (formatted: GraphQLFormattedError, err: unknown) => formatGraphQLError(formatted, err, deps.log);
+
+  const apollo = new ApolloServer<GraphqlContext>({
+    schema,
+    introspection: !production,
+    includeStacktraceInErrorResponses: false,
+    stopOnTerminationSignals: false,
+    logger: deps.log.child({ component: 'graphql' }),
+    validationRules: validationRules(production),
+    formatError: format,
+    plugins: [costPlugin, ...(production ? [ApolloServerPluginLandingPageDisabled()] : [])],
+  });
+  await apollo.start();
+
+  http.mount(
+    (path) => path === GRAPHQL_PATH,
+    async (req, res, ctx) => {
+      if (!authorized(req, token)) return sendUnauthorized(res);
+      await serveApollo(apollo, deps, req, res, ctx);
+    },
+  );
+
+  const rules = [...specifiedRules, ...validationRules(production)];
+  const guarded =
+    (run: (args: ExecutionArgs) => unknown) =>
+    (args: ExecutionArgs): ExecutionResult | Promise<unknown> | unknown => {
+      const err = costError(args.schema, args.document, args.operationName, args.variableValues as Record<string, unknown> | undefined);
+      return err ? { errors: [err] } : run(args);
+    };
+  const sse = createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>({
+    schema,
+    validate: (s, document) => validate(s, document, rules),
+    context: (req) => createContext(deps, req.context.requestId) as unknown as OperationContext,
+    execute: guarded(execute) as never,
+    subscribe: guarded(subscribe as (args: ExecutionArgs) => unknown) as never,
+    onNext: (_ctx, _req, result) => {
+      if (!result.errors?.length) return result;
+      const errors = result.errors.map((e) => format(e.toJSON ? e.toJSON() : (e as unknown as GraphQLFormattedError), e));
+      return { ...result, errors: errors as unknown as GraphQLError[] };
+    },
+  });
+
+  http.mount(
+    (path) => path === GRAPHQL_STREAM_PATH,
+    async (req, res, ctx) => {
+      if (!authorized(req, token)) return sendUnauthorized(res);
+      await serveSse(sse, req, res, ctx);
+    },
+  );
+}
+
+async function serveApollo(apollo: ApolloServer<GraphqlContext>, deps: Deps, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+  const headers = new HeaderMap();
+  for (const [key, value] of Object.entries(req.headers)) {
+    if (value !== undefined) headers.set(key, Array.isArray(value) ? value.join(', ') : value);
+  }
+  let body: unknown;
+  if (req.method === 'POST') {
+    const text = await readBody(req, MAX_GRAPHQL_BODY);
+    const type = headers.get('content-type') ?? '';
+    if (text.length && type.includes('json')) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return sendGraphqlError(res, 400, 'the request body is not valid JSON', 'BAD_REQUEST');
+      }
+    } else body = text.length ? text : undefined;
+  }
+  const result = await apollo.executeHTTPGraphQLRequest({
+    httpGraphQLRequest: { method: (req.method ?? 'GET').toUpperCase(), headers, search: ctx.url.search, body },
+    context: async () => createContext(deps, ctx.requestId),
+  });
+  for (const [key, value] of result.headers) res.setHeader(key, value);
+  res.statusCode = result.status ?? 200;
+  if (result.body.kind === 'complete') {
+    res.end(result.body.string);
+    return;
+  }
+  for await (const chunk of result.body.asyncIterator) res.write(chunk);
+  res.end();
+}
+
+type SseHandler = ReturnType<typeof createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>>;
+
+/** graphql-sse's node:http glue (as in graphql-sse/lib/use/http), with a bounded request body. */
+async function serveSse(handler: SseHandler, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+  const [body, init] = await handler({
+    method: req.method ?? 'GET',
+    url: req.url ?? '/',
+    headers: {
+      get(key: string) {
+        const h = req.headers[key.toLowerCase()];
+        return Array.isArray(h) ? h.join('\n') : h;
+      },
+    },
+    body: () => readBody(req, MAX_GRAPHQL_BODY),
+    raw: req,
+    context: { res, requestId: ctx.requestId },
+  });
+  res.writeHead(init.status, init.statusText, init.headers);
+  if (!body || typeof body === 'string') {
+    await new Promise<void>((resolve) => res.end(body ?? undefined, () => resolve()));
+    return;
+  }
+  const stop = () => void body.return(undefined);
+  res.once('close', stop);
+  try {
+    for await (const chunk of body) {
+      if (!res.writable) break;
+      const ok = await new Promise<boolean>((resolve) => res.write(chunk, (err) => resolve(!err)));
+      if (!ok) break;
+    }
+  } finally {
+    res.off('close', stop);
+    if (!res.writableEnded) res.end();
+  }
+}
