@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createApp, type App } from '../../../src/app.ts';
+import { createApp, type App, type AppOptions } from '../../../src/app.ts';
 import { parseCatalog, loadCatalog } from '../../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../../src/config/config.ts';
 import type { Em } from '../../../src/db/orm.ts';
@@ -87,7 +87,14 @@ export interface GqlResponse<T> {
   text: string;
 }
 
-export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
+export interface HarnessOptions {
+  /** The engine to run; default NullEngine (accepted runs stay pending, the tests drive the log). */
+  engine?: AppOptions['engine'];
+  /** Catalog JSON/YAML; default CATALOG above. */
+  catalog?: string;
+}
+
+export async function startHarness(env: Record<string, string> = {}, opts: HarnessOptions = {}): Promise<Harness> {
   const orm = await testOrm();
   await resetDb(orm);
   const config = loadConfig({
@@ -98,9 +105,8 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
     ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     ...env,
   });
-  // NullEngine: accepted runs stay pending, so the tests drive the event log themselves.
-  const app = await createApp({ config, orm, engine: () => new NullEngine() });
-  await loadCatalog(orm, parseCatalog(CATALOG, 'graphql-test-catalog'), { sealer: app.deps.sealer });
+  const app = await createApp({ config, orm, engine: opts.engine ?? (() => new NullEngine()) });
+  await loadCatalog(orm, parseCatalog(opts.catalog ?? CATALOG, 'graphql-test-catalog'), { sealer: app.deps.sealer });
   const url = await app.listen();
   const em = () => app.deps.orm.em.fork() as unknown as Em;
   return {
