@@ -5,6 +5,7 @@ import type { EnginePort } from './engine/port.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HttpServer } from './http/server.ts';
 import { mountHealth } from './http/health.ts';
+import { mountRest } from './http/rest/rest-adapter.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
 import type { Deps } from './services/deps.ts';
@@ -87,10 +88,18 @@ export async function createApp(opts: AppOptions): Promise<App> {
 }
 
 async function defaultEngine(deps: Omit<Deps, 'engine'>): Promise<EnginePort> {
+  if (deps.config.engine === 'embedded') {
+    const { EmbeddedEngine } = await import('./engine/embedded/embedded-engine.ts');
+    return new EmbeddedEngine(deps);
+  }
   const { NullEngine } = await import('./engine/port.ts');
   deps.log.warn('no run engine is wired yet; accepted runs stay pending');
   return new NullEngine();
 }
 
 /** REST and GraphQL adapters register themselves here as they land. */
-async function mountAdapters(_http: HttpServer, _deps: Deps): Promise<void> {}
+async function mountAdapters(http: HttpServer, deps: Deps): Promise<void> {
+  await mountRest(http, deps);
+  const { mountGraphql } = await import('./graphql/adapter.ts');
+  await mountGraphql(http, deps);
+}

@@ -12,7 +12,7 @@ import { migrations } from './migrations/index.ts';
  * the same SQL, so services write plain Postgres and never branch on the driver.
  */
 
-export type Orm = PgMikroORM | PgliteMikroORM;
+export type Orm = PgMikroORM;
 /** Both drivers' entity managers share the SQL API; services type against this one. */
 export type Em = PgEntityManager;
 
@@ -39,14 +39,15 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     forceUtcTimezone: true,
   };
   if (opts.databaseUrl) {
-    return PgMikroORM.init({ ...common, clientUrl: opts.databaseUrl, pool: { min: 0, max: 10 } });
+    return (await PgMikroORM.init({ ...common, clientUrl: opts.databaseUrl, pool: { min: 0, max: 10 } })) as unknown as Orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';
   if (!dataDir.startsWith('memory:')) {
     dataDir = resolve(dataDir, 'pg');
     mkdirSync(dataDir, { recursive: true });
   }
-  return PgliteMikroORM.init({ ...common, dbName: dataDir });
+  // Both drivers share the SQL entity manager API; services only use that surface.
+  return (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
 }
 
 /** Applies pending migrations; a no-op on an up-to-date database. Returns the names applied. */

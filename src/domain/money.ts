@@ -1,4 +1,4 @@
-import Decimal from 'decimal.js';
+import { Decimal } from 'decimal.js';
 
 /**
  * Exact USD arithmetic. Amounts travel as decimal strings with 6 places (numeric(18,6) in Postgres) and

@@ -1,4 +1,3 @@
-import { entities } from '../../src/db/entities/index.ts';
 import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
 
 /**
@@ -24,14 +23,13 @@ export function testOrm(): Promise<Orm> {
   return shared;
 }
 
-export function tableNames(orm: Orm): string[] {
-  return entities.map((e) => orm.getMetadata().get(e.meta.className).tableName);
-}
-
-/** Empties every table so each suite starts from a known state. */
+/** Empties every table (but the migrations log) so each suite starts from a known state. */
 export async function resetDb(orm: Orm): Promise<void> {
-  const tables = tableNames(orm).map((t) => `"${t}"`).join(', ');
-  await orm.em.fork().execute(`truncate ${tables} restart identity cascade`);
+  const em = orm.em.fork();
+  const rows = await em.execute<{ tablename: string }[]>(
+    `select tablename from pg_tables where schemaname = 'public' and tablename not like 'mikro_orm%'`,
+  );
+  await em.execute(`truncate ${rows.map((r) => `"${r.tablename}"`).join(', ')} restart identity cascade`);
 }
 
 /** Closes the shared database at process exit (uvu runs every suite in one process). */

@@ -1,0 +1,90 @@
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
+import { parse as parseYaml } from 'yaml';
+import { ApiError } from '../../domain/errors.ts';
+import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
+import type { Deps } from '../../services/deps.ts';
+import { SlidingWindowLimiter } from '../../services/runs/rate-limiter.ts';
+import { sendJson } from '../respond.ts';
+import type { HttpServer, RequestContext } from '../server.ts';
+import { operations, type RestHandler } from './handlers.ts';
+
+/**
+ * The /v1 facade. openapi/openapi.yaml is the routing table (openapi-backend matches operations by
+ * it), the scope list (`x-scopes`) and, in tests, the schema every response is validated against.
+ * Handlers only translate HTTP to service calls; request rules live in the services so GraphQL and
+ * REST enforce the same ones.
+ */
+
+export const OPENAPI_FILE = fileURLToPath(new URL('../../../openapi/openapi.yaml', import.meta.url));
+const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
+
+export function loadOpenApiDocument(): Document {
+  return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
+}
+
+export interface RestCall {
+  req: IncomingMessage;
+  res: ServerResponse;
+  ctx: RequestContext;
+  api: Context;
+  deps: Deps;
+  limiter: SlidingWindowLimiter;
+  principal: Principal;
+}
+
+export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
+  const definition = loadOpenApiDocument();
+  const documentJson = JSON.stringify(definition);
+  // Routing only: the services validate requests themselves to answer with the spec's exact codes,
+  // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
+  const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
+  await api.init();
+  const limiter = new SlidingWindowLimiter();
+
+  http.mount('/v1', async (req, res, ctx) => {
+    const path = ctx.path.slice('/v1'.length) || '/';
+    const method = (req.method ?? 'GET').toLowerCase();
+    if (path === '/openapi.json' && (method === 'get' || method === 'head')) {
+      res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
+      res.end(method === 'head' ? undefined : documentJson);
+      return;
+    }
+    const operation = api.matchOperation({ method, path, headers: {}, query: {} } as never);
+    if (!operation) {
+      const allow = METHODS.filter((m) => api.matchOperation({ method: m, path, headers: {}, query: {} } as never)).map((m) => m.toUpperCase());
+      if (path === '/openapi.json') allow.push('GET', 'HEAD');
+      if (allow.length) {
+        throw new ApiError('method_not_allowed', `${req.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}`, {
+          headers: { Allow: allow.join(', ') },
+        });
+      }
+      throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
+    }
+    const handler = operations[operation.operationId as keyof typeof operations] as RestHandler | undefined;
+    if (!handler) throw new ApiError('internal_error', 'operation not implemented');
+
+    const principal = await authenticateKey(deps, header(req, 'authorization'));
+    const scopes = (operation as unknown as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute'];
+    requireScope(principal, scopes);
+
+    const query: Record<string, string> = {};
+    for (const [k, v] of ctx.url.searchParams) {
+      // A repeated parameter is ambiguous; the services reject the array form.
+      if (k in query) throw new ApiError('invalid_request', `query parameter "${k}" is given more than once`);
+      query[k] = v;
+    }
+    const parsed = api.router.parseRequest({ method, path, headers: {}, query: {} } as never, operation);
+    const apiContext = { operation, request: { ...parsed, query, params: parsed.params } } as unknown as Context;
+    await handler({ req, res, ctx, api: apiContext, deps, limiter, principal });
+  });
+}
+
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+export { sendJson };

@@ -1,0 +1,76 @@
+import { once } from 'node:events';
+import { ApiError, notFound } from '../../domain/errors.ts';
+import { fork } from '../../services/deps.ts';
+import { isUuid } from '../../services/ids.ts';
+import { followRunEvents } from '../../services/runs/follow-run-events.ts';
+import { parseCursor } from '../../services/runs/list-run-events.ts';
+import { findAccountRun, queueOf, toPublicRun } from '../../services/runs/run-views.ts';
+import { header, type RestCall } from './rest-adapter.ts';
+
+/**
+ * GET /runs/{id}/stream (contract §2 framing): `event: snapshot` with the Run, then each event as
+ * `id: <sequence>` / `event: <type>` / `data: <RunEvent>`, a `: heartbeat` comment while idle, and the
+ * end of the response after the terminal event. A run already terminal gets the snapshot and the close.
+ */
+export async function streamRun(c: RestCall, runId: string): Promise<void> {
+  const { deps, req, res } = c;
+  // Last-Event-ID wins over afterSequence; both are checked before the stream starts.
+  const fromHeader = header(req, 'last-event-id');
+  const cursor =
+    fromHeader !== undefined ? parseCursor(fromHeader, 'Last-Event-ID') : parseCursor((c.api.request.query as Record<string, string>).afterSequence);
+  if (!isUuid(runId)) throw notFound('run');
+  const em = fork(deps);
+  const run = await findAccountRun(em, c.principal.accountId, runId);
+  if (!run) throw notFound('run');
+
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-store',
+    Connection: 'keep-alive',
+    'X-Accel-Buffering': 'no',
+  });
+  res.socket?.setNoDelay(true);
+
+  let closed = false;
+  const write = async (frame: string) => {
+    if (closed) return;
+    heartbeat.refresh();
+    // Backpressure: a slow client makes its own stream wait, never the engine or other streams.
+    if (!res.write(frame)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+  };
+  const heartbeat = setInterval(() => {
+    if (!closed) res.write(': heartbeat\n\n');
+  }, deps.config.sseHeartbeatMs);
+  heartbeat.unref();
+
+  let stop: () => void = () => undefined;
+  const end = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(heartbeat);
+    stop();
+    res.end();
+  };
+  res.on('close', () => {
+    closed = true;
+    clearInterval(heartbeat);
+    stop();
+  });
+
+  await write(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(em, run, deps.config.runCapacity)))}\n\n`);
+  if (['completed', 'failed', 'cancelled'].includes(run.status)) return end();
+
+  stop = followRunEvents(
+    deps,
+    runId,
+    cursor ?? 0,
+    (ev) => write(`id: ${ev.sequence}\nevent: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`),
+    (err) => {
+      if (err) c.ctx.log.warn({ err, runId }, 'stream ended by an error');
+      end();
+    },
+  );
+  if (closed) stop();
+}
+
+export { ApiError };

@@ -1,0 +1,230 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { EventSource } from 'eventsource';
+import { appendRunEvents } from '../../src/services/events/append-run-events.ts';
+import { finishRun } from '../../src/services/runs/finish-run.ts';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
+
+const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
+const W_TYPED = 'aaaaaaaa-0000-4000-8000-000000000002';
+
+const t = suite<{ t: TestApp }>('runs: reads, cancel, events, stream');
+t.before(async (ctx) => {
+  ctx.t = await startTestApp();
+});
+t.after(async (ctx) => ctx.t.close());
+
+async function start(t: TestApp, key = 'wr_test_bob', inputs: Record<string, unknown> = { topic: 'x' }, workflow = W_SUMMARY): Promise<string> {
+  const res = await t.call('POST', '/runs', { key, body: { workflow, inputs } });
+  assert.is(res.status, 202, res.text);
+  return res.body.run.id;
+}
+
+/** Plays the engine's part: appends events and publishes them like a committed step would. */
+async function emit(t: TestApp, runId: string, events: { type: string; nodeId?: string; data?: Record<string, string> }[]) {
+  const last = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, runId, events));
+  t.deps.bus.publish(runId, last);
+}
+
+async function finish(t: TestApp, runId: string) {
+  const last = await t.deps.orm.em.fork().transactional((tx) =>
+    finishRun(tx as never, runId, { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }], charge: 'full' }),
+  );
+  t.deps.bus.publish(runId, last!);
+}
+
+t('a pending run reports every Run field, queue position in FIFO order and empty outputs', async ({ t }) => {
+  const a = await start(t);
+  const b = await start(t);
+  const ra = await t.call('GET', `/runs/${a}`);
+  assert.is(ra.status, 200);
+  const run = ra.body;
+  assert.equal(Object.keys(run).sort(), ['billingStatus', 'completedAt', 'displayedChargeUsd', 'id', 'outcome', 'outputs', 'queue', 'reason', 'startedAt', 'status', 'suspended', 'workflowId', 'workflowVersionId'].sort());
+  assert.is(run.status, 'pending');
+  assert.is(run.suspended, false);
+  assert.is(run.startedAt, null);
+  assert.is(run.billingStatus, 'pending');
+  assert.is(run.displayedChargeUsd, null);
+  assert.equal(run.outputs, []);
+  const qa = run.queue;
+  const qb = (await t.call('GET', `/runs/${b}`)).body.queue;
+  assert.is(qa.state, 'waiting');
+  assert.is(qb.position, qa.position + 1);
+  assert.is(qa.etaSeconds, null);
+});
+
+t('runs of another account and malformed ids answer 404', async ({ t }) => {
+  const id = await start(t);
+  for (const [path, key] of [[`/runs/${id}`, 'wr_test_carol'], [`/runs/${id}/events`, 'wr_test_carol'], ['/runs/nope', 'wr_test_bob']] as const) {
+    const res = await t.call('GET', path, { key });
+    assert.is(res.status, 404, path);
+    assert.is(res.body.error.code, 'not_found');
+  }
+  const cancel = await t.call('POST', `/runs/${id}/cancel`, { key: 'wr_test_carol' });
+  assert.is(cancel.status, 404);
+});
+
+t('the run list is newest first, filterable, paginated and shows suspended runs as running', async ({ t }) => {
+  const ids = [await start(t, 'wr_test_carol'), await start(t, 'wr_test_carol'), await start(t, 'wr_test_carol')];
+  await t.deps.orm.em.fork().execute(`update runs set status = 'suspended', suspend_reason = 'wait_timer' where id = ?`, [ids[0]]);
+  const all = await t.call('GET', '/runs', { key: 'wr_test_carol' });
+  assert.equal(all.body.runs.map((r: any) => r.id), [...ids].reverse());
+  assert.is(all.body.runs[2].status, 'running');
+  assert.is(all.body.runs[0].outputs, undefined);
+  assert.is(all.body.runs[0].reason, undefined);
+  const running = await t.call('GET', '/runs?status=running', { key: 'wr_test_carol' });
+  assert.equal(running.body.runs.map((r: any) => r.id), [ids[0]]);
+  const page = await t.call('GET', '/runs?limit=2&offset=1', { key: 'wr_test_carol' });
+  assert.equal(page.body.runs.map((r: any) => r.id), [ids[1], ids[0]]);
+  assert.equal(page.body.pagination, { offset: 1, limit: 2, hasMore: false });
+  const byWorkflow = await t.call('GET', `/runs?workflow=${W_TYPED}`, { key: 'wr_test_carol' });
+  assert.is(byWorkflow.body.runs.length, 0);
+  for (const q of ['status=suspended', 'status=accepted', 'workflow=abc', 'limit=51', 'offset=x']) {
+    const bad = await t.call('GET', `/runs?${q}`, { key: 'wr_test_carol' });
+    assert.is(bad.status, 400, q);
+    assert.is(bad.body.error.code, 'invalid_request', q);
+  }
+});
+
+t('cancelling a run in flight ends it cancelled, not charged, with a run.cancelled event; a second cancel is a no-op', async ({ t }) => {
+  const id = await start(t);
+  const res = await t.call('POST', `/runs/${id}/cancel`);
+  assert.is(res.status, 200);
+  assert.equal(res.body, { id, status: 'cancelled', cancelRequested: true });
+  const run = (await t.call('GET', `/runs/${id}`)).body;
+  assert.is(run.status, 'cancelled');
+  assert.is(run.billingStatus, 'not_charged');
+  assert.is(run.displayedChargeUsd, null);
+  assert.is(run.queue, null);
+  assert.ok(run.completedAt);
+  const again = await t.call('POST', `/runs/${id}/cancel`);
+  assert.equal(again.body, { id, status: 'cancelled', cancelRequested: false });
+  const events = (await t.call('GET', `/runs/${id}/events`)).body.events;
+  assert.equal(events.map((e: any) => e.type), ['run.queued', 'run.cancelled']);
+  assert.equal(events[1].data, { status: 'cancelled' });
+  const readOnly = await t.call('POST', `/runs/${id}/cancel`, { key: 'wr_test_bob_read' });
+  assert.is(readOnly.body.error.code, 'insufficient_scope');
+});
+
+t('a completed run is unchanged by a cancel and reports outcome, outputs and a settled charge', async ({ t }) => {
+  const id = await start(t, 'wr_test_carol');
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null, started_at = now(), funding = 'wallet' where id = ?`, [id]);
+  await finish(t, id);
+  const cancel = await t.call('POST', `/runs/${id}/cancel`, { key: 'wr_test_carol' });
+  assert.equal(cancel.body, { id, status: 'completed', cancelRequested: false });
+  const run = (await t.call('GET', `/runs/${id}`, { key: 'wr_test_carol' })).body;
+  assert.is(run.outcome, 'completed');
+  assert.is(run.billingStatus, 'settled');
+  // carol's wallet price of v2: 0.25 creator + 2 steps recorded as compute 0 here → 0.25.
+  assert.is(run.displayedChargeUsd, 0.25);
+  assert.equal(run.outputs, [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }]);
+});
+
+t('the event log pages by afterSequence with hasMore and rejects bad cursors', async ({ t }) => {
+  const id = await start(t);
+  await emit(t, id, Array.from({ length: 1005 }, (_, i) => ({ type: 'node.output.delta', nodeId: 'say', data: { text: `${i},` } })));
+  const first = await t.call('GET', `/runs/${id}/events`);
+  assert.is(first.body.id, id);
+  assert.is(first.body.events.length, 1000);
+  assert.is(first.body.hasMore, true);
+  assert.equal(first.body.events.slice(0, 2).map((e: any) => e.sequence), [1, 2]);
+  const next = await t.call('GET', `/runs/${id}/events?afterSequence=1000`);
+  assert.is(next.body.events.length, 6);
+  assert.is(next.body.hasMore, false);
+  assert.is(next.body.events[0].sequence, 1001);
+  const text = [...first.body.events, ...next.body.events].filter((e: any) => e.type === 'node.output.delta').map((e: any) => e.data.text).join('');
+  assert.is(text, Array.from({ length: 1005 }, (_, i) => `${i},`).join(''));
+  for (const c of ['-1', 'abc', '1.5', '']) {
+    const bad = await t.call('GET', `/runs/${id}/events?afterSequence=${c}`);
+    assert.is(bad.status, 400, c);
+    assert.is(bad.body.error.code, 'invalid_cursor');
+  }
+  const exec = await t.call('GET', `/runs/${id}/events`, { key: 'wr_test_bob_exec' });
+  assert.is(exec.body.error.code, 'insufficient_scope');
+});
+
+/** Collects SSE frames with the `eventsource` client until the stream's terminal event. */
+function collect(t: TestApp, id: string, opts: { key?: string; lastEventId?: string; query?: string } = {}) {
+  const frames: { type: string; id: string; data: any }[] = [];
+  let resolveDone!: () => void;
+  const done = new Promise<void>((r) => (resolveDone = r));
+  const es = new EventSource(`${t.base}/runs/${id}/stream${opts.query ?? ''}`, {
+    fetch: (input, init) =>
+      fetch(input, {
+        ...init,
+        headers: { ...init?.headers, authorization: `Bearer ${opts.key ?? 'wr_test_bob'}`, ...(opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}) },
+      }),
+  });
+  const on = (type: string) =>
+    es.addEventListener(type, (ev: MessageEvent) => {
+      frames.push({ type, id: ev.lastEventId, data: JSON.parse(ev.data) });
+      if (type === 'snapshot' && ['completed', 'failed', 'cancelled'].includes(JSON.parse(ev.data).status)) {
+        es.close();
+        resolveDone();
+      }
+      if (['run.completed', 'run.failed', 'run.cancelled'].includes(type)) {
+        es.close();
+        resolveDone();
+      }
+    });
+  for (const type of ['snapshot', 'run.queued', 'run.started', 'node.output.delta', 'node.completed', 'run.completed', 'run.cancelled']) on(type);
+  const opened = new Promise<void>((r) => es.addEventListener('open', () => r(), { once: true }));
+  return { frames, done, opened, close: () => es.close() };
+}
+
+t('the stream sends a snapshot, replays the log, tails live events without gaps or duplicates, then closes', async ({ t }) => {
+  const id = await start(t);
+  await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }]);
+  const s = collect(t, id);
+  await s.opened;
+  for (let i = 0; i < 20; i++) await emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i} ` } }]);
+  await emit(t, id, [{ type: 'node.completed', nodeId: 'say' }]);
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
+  await finish(t, id);
+  await s.done;
+  assert.is(s.frames[0].type, 'snapshot');
+  assert.is(s.frames[0].id, '');
+  assert.is(s.frames[0].data.id, id);
+  const seqs = s.frames.slice(1).map((f) => Number(f.id));
+  assert.equal(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
+  assert.equal(s.frames.slice(1).map((f) => f.data.sequence), seqs);
+  assert.is(s.frames.at(-1)!.type, 'run.completed');
+  assert.is(s.frames.filter((f) => f.type === 'node.output.delta').map((f) => f.data.text).join(''), Array.from({ length: 20 }, (_, i) => `${i} `).join(''));
+});
+
+t('resuming with Last-Event-ID or afterSequence replays only later events; Last-Event-ID wins', async ({ t }) => {
+  const id = await start(t);
+  await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }, { type: 'node.completed', nodeId: 'a' }]);
+  const byHeader = collect(t, id, { lastEventId: '2', query: '?afterSequence=0' });
+  const byQuery = collect(t, id, { query: '?afterSequence=2' });
+  await Promise.all([byHeader.opened, byQuery.opened]);
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
+  await finish(t, id);
+  await Promise.all([byHeader.done, byQuery.done]);
+  assert.equal(byHeader.frames.map((f) => f.type), ['snapshot', 'run.completed']);
+  assert.equal(byQuery.frames.map((f) => f.type), ['snapshot', 'run.completed']);
+  assert.is(byQuery.frames[1].id, '4');
+});
+
+t('a run already terminal gets its snapshot and the close', async ({ t }) => {
+  const id = await start(t);
+  await t.call('POST', `/runs/${id}/cancel`);
+  const res = await fetch(`${t.base}/runs/${id}/stream`, { headers: { authorization: 'Bearer wr_test_bob' } });
+  assert.is(res.status, 200);
+  assert.match(res.headers.get('content-type')!, 'text/event-stream');
+  const body = await res.text();
+  assert.match(body, /^event: snapshot\ndata: \{.*"status":"cancelled".*\}\n\n$/s);
+});
+
+t('stream cursors are validated before the stream starts', async ({ t }) => {
+  const id = await start(t);
+  for (const [headers, q] of [[{ 'last-event-id': 'x' }, ''], [{}, '?afterSequence=-3']] as const) {
+    const res = await t.call('GET', `/runs/${id}/stream${q}`, { headers: { ...headers } });
+    assert.is(res.status, 400);
+    assert.is(res.body.error.code, 'invalid_cursor');
+  }
+  const other = await t.call('GET', `/runs/${id}/stream`, { key: 'wr_test_carol' });
+  assert.is(other.status, 404);
+});
+
+t.run();
