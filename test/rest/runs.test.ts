@@ -189,14 +189,15 @@ t('the stream sends a snapshot, replays the log, tails live events without gaps 
   assert.equal(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
   assert.equal(s.frames.slice(1).map((f) => f.data.sequence), seqs);
   assert.is(s.frames.at(-1)!.type, 'run.completed');
-  assert.is(s.frames.filter((f) => f.type === 'node.output.delta').map((f) => f.data.text).join(''), Array.from({ length: 20 }, (_, i) => `${i} `).join(''));
+  assert.is(s.frames.filter((f) => f.type === 'node.output.delta').map((f) => f.data.data.text).join(''), Array.from({ length: 20 }, (_, i) => `${i} `).join(''));
 });
 
 t('resuming with Last-Event-ID or afterSequence replays only later events; Last-Event-ID wins', async ({ t }) => {
   const id = await start(t);
   await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }, { type: 'node.completed', nodeId: 'a' }]);
-  const byHeader = collect(t, id, { lastEventId: '2', query: '?afterSequence=0' });
-  const byQuery = collect(t, id, { query: '?afterSequence=2' });
+  // The log holds run.queued (1), run.started (2), node.completed (3).
+  const byHeader = collect(t, id, { lastEventId: '3', query: '?afterSequence=0' });
+  const byQuery = collect(t, id, { query: '?afterSequence=3' });
   await Promise.all([byHeader.opened, byQuery.opened]);
   await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
   await finish(t, id);

@@ -224,8 +224,8 @@ t('a spend cap answers 402 before any run row exists, counting reserved charges 
   const body = { workflow: W_SUMMARY, inputs: { topic: 'cap' } };
   const first = await t.call('POST', '/runs', { key: 'wr_test_bob_capped', body });
   assert.is(first.status, 202);
-  await t.deps.orm.em.fork().execute('update runs set cap_usd = 0.4998 where id = ?', [first.body.run.id]);
-  // 0.4998 + 0.0001 + 0.0001 = 0.5000: exactly at the cap is still allowed.
+  await t.deps.orm.em.fork().execute('update runs set cap_usd = 0.4999 where id = ?', [first.body.run.id]);
+  // 0.4999 + 0.0001 = 0.5000: exactly at the cap is still allowed; one more run would exceed it.
   const atCap = await t.call('POST', '/runs', { key: 'wr_test_bob_capped', body });
   assert.is(atCap.status, 202);
   const before = await count(t, 'runs');

@@ -1,0 +1,55 @@
+import { suite, test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ApiError } from '../../src/domain/errors.ts';
+import { SlidingWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
+
+test('the window slides: a hit leaves exactly 60 s after it was counted', () => {
+  const l = new SlidingWindowLimiter();
+  const t0 = 1_000_000;
+  assert.is(l.hit('k', 2, t0).remaining, 1);
+  assert.is(l.hit('k', 2, t0 + 30_000).remaining, 0);
+  try {
+    l.hit('k', 2, t0 + 59_999);
+    assert.unreachable('third hit inside the window');
+  } catch (e) {
+    assert.instance(e, ApiError);
+    assert.is((e as ApiError).code, 'rate_limited');
+    assert.is((e as ApiError).headers!['Retry-After'], '1');
+  }
+  // The refused hit did not count: at t0+60s the first hit has left and one slot is free.
+  assert.is(l.hit('k', 2, t0 + 60_000).remaining, 0);
+  assert.throws(() => l.hit('k', 2, t0 + 60_001), (e: unknown) => (e as ApiError).code === 'rate_limited');
+  assert.is(l.hit('other', 2, t0 + 60_001).remaining, 1);
+});
+
+const t = suite<{ t: TestApp }>('rate limit over HTTP');
+t.before(async (ctx) => {
+  ctx.t = await startTestApp();
+});
+t.after(async (ctx) => ctx.t.close());
+
+t('POST /runs is limited per key, invalid requests count, 429s do not, other routes never', async ({ t }) => {
+  const key = 'wr_test_bob_slow'; // 3 per minute
+  const a = await t.call('POST', '/runs', { key, body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } } });
+  assert.is(a.status, 202);
+  assert.is(a.headers.get('ratelimit-limit'), '3');
+  assert.is(a.headers.get('ratelimit-remaining'), '2');
+  const b = await t.call('POST', '/runs', { key, rawBody: '{bad', headers: { 'content-type': 'application/json' } });
+  assert.is(b.status, 400);
+  assert.is(b.headers.get('ratelimit-remaining'), '1');
+  const c = await t.call('POST', '/runs', { key, body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: {} } });
+  assert.is(c.status, 400);
+  assert.is(c.headers.get('ratelimit-remaining'), '0');
+  const before = Number((await t.deps.orm.em.fork().execute<any[]>('select count(*)::int as n from runs'))[0].n);
+  const d = await t.call('POST', '/runs', { key, body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } } });
+  assert.is(d.status, 429);
+  assert.is(d.body.error.code, 'rate_limited');
+  assert.ok(Number(d.headers.get('retry-after')) >= 1);
+  assert.is(Number((await t.deps.orm.em.fork().execute<any[]>('select count(*)::int as n from runs'))[0].n), before);
+  for (let i = 0; i < 5; i++) assert.is((await t.call('GET', '/runs', { key })).status, 200);
+  // Unauthenticated attempts never reach the limiter and another key is unaffected.
+  assert.is((await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'y' } } })).status, 202);
+});
+
+t.run();
