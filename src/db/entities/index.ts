@@ -19,7 +19,7 @@ export const AccountSchema = defineEntity({
     restricted: p.boolean().default(false),
     listingsPaused: p.boolean().default(false),
     maxConcurrentRuns: p.integer().nullable(),
-    connections: p.json<string[]>().default('[]'),
+    connections: p.json<string[]>().default('[]').onCreate(() => []),
     createdAt: createdAt(),
   },
 });
@@ -231,7 +231,7 @@ export const RunSchema = defineEntity({
     credentialMode: p.enum(CREDENTIAL_MODES),
     inputs: p.json<Record<string, JsonValue>>(),
     progress: p.json<RunProgressState>(),
-    outputs: p.json<RunOutputField[]>().default('[]'),
+    outputs: p.json<RunOutputField[]>().default('[]').onCreate(() => []),
     cancelRequested: p.boolean().default(false),
     lastSequence: p.integer().default(0),
     engine: p.string().default('embedded'),

@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  AccountSchema,
+  ApiKeySchema,
+  LedgerEntrySchema,
+  RunEventSchema,
+  RunSchema,
+  WalletSchema,
+  WorkflowSchema,
+  WorkflowVersionSchema,
+} from '../../src/db/entities/index.ts';
+import { migrate, type Orm } from '../../src/db/orm.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+
+const t = suite<{ orm: Orm }>('entities and migrations');
+t.before(async (ctx) => {
+  ctx.orm = await testOrm();
+  await resetDb(ctx.orm);
+});
+
+t('migrations are idempotent and leave no difference between the entities and the schema', async ({ orm }) => {
+  assert.equal(await migrate(orm), []);
+  assert.is((await orm.schema.getUpdateSchemaSQL()).trim(), '');
+});
+
+t('an account, wallet, key, workflow, version, run and event round-trip through the ORM', async ({ orm }) => {
+  const em = orm.em.fork();
+  const accountId = randomUUID();
+  const workflowId = randomUUID();
+  const versionId = randomUUID();
+  const runId = randomUUID();
+  em.create(AccountSchema, { id: accountId, handle: 'round', connections: ['github'] });
+  em.create(WalletSchema, { accountId, balanceUsd: '0.123457', heldUsd: '0' });
+  em.create(ApiKeySchema, { id: randomUUID(), accountId, keyHash: 'a'.repeat(64), prefix: 'wr_', scopes: ['run:read'], spendCapWindow: 'monthly', spendCapUsd: '12.345678' });
+  em.create(WorkflowSchema, { id: workflowId, ownerId: accountId, name: 'W', runModel: 'per_run', priceUsd: '0.250000', listing: 'public', credentialMode: 'byok', activeVersionId: versionId });
+  await em.flush();
+  em.create(WorkflowVersionSchema, { id: versionId, workflowId, label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }] }, graphHash: 'b'.repeat(64) });
+  await em.flush();
+  em.create(RunSchema, {
+    id: runId, accountId, workflowId, versionId, userAccess: 'wallet', computeLimitUsd: '5.000000', credentialMode: 'byok',
+    inputs: { a: 1 }, progress: { results: { t: { status: 'completed', value: 'hi' } }, timers: {} },
+  });
+  await em.flush();
+  em.create(RunEventSchema, { runId, sequence: 1, type: 'run.queued', data: { status: 'pending' } });
+  em.create(LedgerEntrySchema, { accountId, kind: 'credit', amountUsd: '0.123457', balanceAfterUsd: '0.123457' });
+  await em.flush();
+
+  const fresh = orm.em.fork();
+  const wallet = await fresh.findOneOrFail(WalletSchema, { accountId });
+  assert.is(wallet.balanceUsd, '0.123457');
+  const key = await fresh.findOneOrFail(ApiKeySchema, { accountId });
+  assert.equal(key.scopes, ['run:read']);
+  assert.is(key.spendCapUsd, '12.345678');
+  const run = await fresh.findOneOrFail(RunSchema, { id: runId });
+  assert.is(run.status, 'pending');
+  assert.is(run.billingStatus, 'pending');
+  assert.equal(run.progress.results.t, { status: 'completed', value: 'hi' });
+  assert.equal(run.outputs, [], `outputs is ${typeof run.outputs}: ${JSON.stringify(run.outputs)}`);
+  const ev = await fresh.findOneOrFail(RunEventSchema, { runId, sequence: 1 });
+  assert.equal(ev.data, { status: 'pending' });
+  const account = await fresh.findOneOrFail(AccountSchema, { id: accountId });
+  assert.equal(account.connections, ['github']);
+});
+
+t('six-decimal amounts stay exact in the database: 0.123457 + 0.000100 = 0.123557', async ({ orm }) => {
+  const em = orm.em.fork();
+  const [row] = await em.execute<{ balance_usd: string }[]>(
+    `update wallets set balance_usd = balance_usd + ? where account_id = (select id from accounts where handle = 'round') returning balance_usd`,
+    ['0.000100'],
+  );
+  assert.is(row!.balance_usd, '0.123557');
+  const w = await orm.em.fork().findOneOrFail(WalletSchema, { balanceUsd: '0.123557' });
+  assert.is(w.balanceUsd, '0.123557');
+});
+
+t('a run event sequence is unique per run', async ({ orm }) => {
+  const em = orm.em.fork();
+  const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
+  try {
+    await em.execute(`insert into run_events (run_id, sequence, type, data) values (?, 1, 'dup', '{}')`, [run!.id]);
+    assert.unreachable('duplicate sequence accepted');
+  } catch (err) {
+    assert.match(String((err as Error).message), /unique|duplicate/i);
+  }
+});
+
+t('the lookups the API does are indexed', async ({ orm }) => {
+  const rows = await orm.em.fork().execute<{ indexdef: string }[]>(`select indexdef from pg_indexes where schemaname = 'public'`);
+  const defs = rows.map((r) => r.indexdef).join('\n');
+  for (const expected of [
+    /runs_account_created_idx ON public\.runs USING btree \(account_id, created_at, id\)/,
+    /run_events_run_sequence_unique ON public\.run_events USING btree \(run_id, sequence\)/,
+    /idempotency_account_key_unique ON public\.idempotency_records USING btree \(account_id, key\)/,
+    /api_keys_key_hash_unique ON public\.api_keys USING btree \(key_hash\)/,
+    /webhook_deliveries_due_idx/,
+  ]) {
+    assert.match(defs, expected);
+  }
+});
+
+t.run();
