@@ -8,6 +8,7 @@ import { mountHealth } from './http/health.ts';
 import { mountRest } from './http/rest/rest-adapter.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
+import { WebhookDispatcher } from './services/webhooks/webhook-dispatcher.ts';
 import type { Deps } from './services/deps.ts';
 import { loadCatalog, parseCatalog } from './catalog/load-catalog.ts';
 
@@ -50,6 +51,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   let boundPort = config.port;
   const bus = new InProcessRunEventBus();
+  const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
   const base: Omit<Deps, 'engine'> = {
     config,
     orm,
@@ -57,6 +59,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     sealer,
     bus,
     baseUrl: () => (config.publicBaseUrl ? baseUrl(config) : `http://localhost:${boundPort}/v1`),
+    webhooks,
   };
   const engine = opts.engine ? await opts.engine(base) : await defaultEngine(base);
   const deps: Deps = { ...base, engine };
@@ -73,6 +76,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       const { port, host } = await http.listen(config.port, config.host);
       boundPort = port;
       await engine.start();
+      webhooks.start();
       log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name }, 'listening');
       return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
     },
@@ -81,6 +85,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       closed = true;
       await http.close();
       await engine.stop();
+      await webhooks.stop();
       await bus.close();
       if (ownsOrm) await orm.close(true);
     },

@@ -15,6 +15,8 @@ export interface Deps {
   engine: EnginePort;
   /** Absolute prefix of URLs in responses: PUBLIC_BASE_URL or http://localhost:PORT/v1. */
   baseUrl: () => string;
+  /** Wakes the webhook dispatcher after a terminal transition commits (it also polls on its own). */
+  webhooks?: { notify(): void };
 }
 
 export function fork(deps: Pick<Deps, 'orm'>): Em {

@@ -26,6 +26,7 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
     return { id: now.id, status: now.status, cancelRequested: false };
   }
   deps.bus.publish(runId, last);
+  deps.webhooks?.notify();
   await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId }, 'engine could not abort a cancelled run'));
   return { id: runId, status: 'cancelled' as const, cancelRequested: true };
 }
