@@ -73,11 +73,20 @@ export class HttpServer {
     });
   }
 
-  /** Stops accepting, lets in-flight requests finish, then drops idle keep-alive sockets. */
-  close(): Promise<void> {
+  /**
+   * Stops accepting, drops idle keep-alive sockets and lets in-flight requests finish; long-lived
+   * streams (SSE, subscriptions) never finish by themselves, so whatever is still open after the grace
+   * period is closed (their clients resume from their last event id).
+   */
+  close(graceMs = 3000): Promise<void> {
     return new Promise((resolve) => {
       if (!this.server.listening) return resolve();
-      this.server.close(() => resolve());
+      const force = setTimeout(() => this.server.closeAllConnections(), graceMs);
+      force.unref();
+      this.server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
       this.server.closeIdleConnections();
     });
   }

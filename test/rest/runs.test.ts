@@ -228,4 +228,15 @@ t('stream cursors are validated before the stream starts', async ({ t }) => {
   assert.is(other.status, 404);
 });
 
+t('outputs larger than MAX_OUTPUT_BYTES answer 413 output_too_large instead of the run', async ({ t }) => {
+  const id = await start(t);
+  const big = [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'x'.repeat(t.deps.config.maxOutputBytes) }];
+  await t.deps.orm.em.fork().execute(`update runs set outputs = ?::jsonb where id = ?`, [JSON.stringify(big), id]);
+  const res = await t.call('GET', `/runs/${id}`);
+  assert.is(res.status, 413);
+  assert.is(res.body.error.code, 'output_too_large');
+  const list = await t.call('GET', '/runs?limit=1');
+  assert.is(list.status, 200);
+});
+
 t.run();

@@ -4,7 +4,7 @@ import { fork } from '../../services/deps.ts';
 import { isUuid } from '../../services/ids.ts';
 import { followRunEvents } from '../../services/runs/follow-run-events.ts';
 import { parseCursor } from '../../services/runs/list-run-events.ts';
-import { findAccountRun, queueOf, toPublicRun } from '../../services/runs/run-views.ts';
+import { assertOutputsFit, findAccountRun, queueOf, toPublicRun } from '../../services/runs/run-views.ts';
 import { header, type RestCall } from './rest-adapter.ts';
 
 /**
@@ -22,6 +22,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const em = fork(deps);
   const run = await findAccountRun(em, c.principal.accountId, runId);
   if (!run) throw notFound('run');
+  assertOutputsFit(run, deps.config.maxOutputBytes);
 
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',

@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm.ts';
 import { isoOrNull, json } from '../../db/sql.ts';
 import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toJson } from '../../domain/money.ts';
+import { ApiError } from '../../domain/errors.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 
@@ -124,6 +125,15 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
 }
 
 export type PublicRun = ReturnType<typeof toPublicRun>;
+
+/** Outputs beyond MAX_OUTPUT_BYTES are not returned inline (contract §2, `output_too_large`). */
+export function assertOutputsFit(run: RunRow, maxBytes: number): void {
+  if (run.outputs.length === 0) return;
+  const size = Buffer.byteLength(JSON.stringify(run.outputs));
+  if (size > maxBytes) {
+    throw new ApiError('output_too_large', `the run's outputs are ${size} bytes, more than the ${maxBytes} bytes that can be returned inline`);
+  }
+}
 
 export function toRunListItem(run: RunRow) {
   return {
