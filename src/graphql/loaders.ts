@@ -19,7 +19,8 @@ import {
   type WebhookDeliveryRecord,
   type WebhookEndpointRecord,
 } from './queries/accounts.ts';
-import { eventsForRuns, queueStates, runsByIds, type RunRecord } from './queries/runs.ts';
+import { eventsForRuns, runsByIds, type RunRecord } from './queries/runs.ts';
+import { queueStates } from '../services/runs/run-views.ts';
 import { childPageKey, type ChildPageKey } from './queries/sql.ts';
 import { versionsByIds, versionsForWorkflows, workflowsByIds, type WorkflowRecord, type WorkflowVersionRecord } from './queries/workflows.ts';
 

@@ -86,15 +86,30 @@ export interface RunQueue {
  * from how long recent runs held a slot: slots free up at capacity / mean duration per second.
  */
 export async function queueOf(em: Em, run: RunRow, capacity: number): Promise<RunQueue | null> {
-  if (run.status !== 'pending') return null;
-  if (run.phase === 'starting') return { state: 'starting', position: 0, etaSeconds: null };
-  if (run.phase !== 'queued') return null;
-  const [pos] = await em.execute<{ ahead: number }[]>(
-    `select count(*)::int as ahead from runs
-      where status = 'pending' and phase = 'queued' and (queued_at, id) < (?, ?)`,
-    [run.queuedAt, run.id],
+  return (await queueStates(em, [run], capacity)).get(run.id) ?? null;
+}
+
+/**
+ * Queue state of many pending runs in two queries. Used for one run (queueOf) and for GraphQL batches.
+ */
+export async function queueStates(em: Em, rows: readonly RunRow[], capacity: number): Promise<Map<string, RunQueue | null>> {
+  const out = new Map<string, RunQueue | null>();
+  const queued: RunRow[] = [];
+  for (const run of rows) {
+    if (run.status !== 'pending') out.set(run.id, null);
+    else if (run.phase === 'starting') out.set(run.id, { state: 'starting', position: 0, etaSeconds: null });
+    else if (run.phase !== 'queued') out.set(run.id, null);
+    else queued.push(run);
+  }
+  if (!queued.length) return out;
+  const ids = queued.map((r) => r.id);
+  const positions = await em.execute<{ id: string; position: number }[]>(
+    `select id, position from (
+       select id, row_number() over (order by queued_at, id)::int as position
+         from runs where status = 'pending' and phase = 'queued'
+     ) q where id in (${ids.map(() => '?').join(', ')})`,
+    ids,
   );
-  const position = Number(pos?.ahead ?? 0) + 1;
   const [avg] = await em.execute<{ mean: number | null }[]>(
     `select avg(extract(epoch from completed_at - started_at))::float8 as mean from (
        select started_at, completed_at from runs
@@ -102,8 +117,17 @@ export async function queueOf(em: Em, run: RunRow, capacity: number): Promise<Ru
         order by completed_at desc limit 50) recent`,
   );
   const mean = avg?.mean === null || avg?.mean === undefined ? null : Number(avg.mean);
-  const etaSeconds = mean === null ? null : Math.max(1, Math.ceil((position * mean) / Math.max(1, capacity)));
-  return { state: 'waiting', position, etaSeconds };
+  const byId = new Map(positions.map((p) => [String(p.id), Number(p.position)]));
+  for (const run of queued) {
+    const position = byId.get(run.id);
+    if (position === undefined) {
+      out.set(run.id, null); // left the queue between the two reads
+      continue;
+    }
+    const etaSeconds = mean === null ? null : Math.max(1, Math.ceil((position * mean) / Math.max(1, capacity)));
+    out.set(run.id, { state: 'waiting', position, etaSeconds });
+  }
+  return out;
 }
 
 export function toPublicRun(run: RunRow, queue: RunQueue | null) {
