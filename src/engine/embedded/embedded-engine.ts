@@ -1,0 +1,594 @@
+import { randomUUID } from 'node:crypto';
+import { plan, type Action } from '../../domain/graph/interpreter.ts';
+import { isInputKind, type NodeResult } from '../../domain/graph/types.ts';
+import type { Deps } from '../../services/deps.ts';
+import { fork } from '../../services/deps.ts';
+import type { EnginePort } from '../port.ts';
+import {
+  admitQueuedRunsDetailed,
+  applyActions,
+  completeRun,
+  credentialsAvailable,
+  executeStep,
+  failRun,
+  isTerminal,
+  loadRunState,
+  prepareRun,
+  resumeRun,
+  STUCK_GRAPH_REASON,
+  suspendRun,
+  type ActivityDeps,
+  type FreeAction,
+  type RunState,
+  type StepArgs,
+  type StepOutcome,
+} from '../run-activities.ts';
+
+/**
+ * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
+ * same pure interpreter (`plan`) and the same activities (src/engine/run-activities.ts) as the Temporal
+ * workflow. All run state lives in Postgres; this class only holds what can be rebuilt from it.
+ *
+ * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
+ *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it
+ *   coalesce into one admission at a time. Admitted runs are leased to this instance in the same
+ *   statement (runs.lease_owner / lease_until).
+ * - One async driver per in-flight run: prepare (funding) → loop { plan(state, now) → apply free actions
+ *   (one transaction) → execute ready steps concurrently (parallel branches) → wait for a step or the
+ *   next timer } → finished → completeRun. The driver keeps the state in memory between steps (it is the
+ *   only writer while it holds the lease) and reloads it from the database after anything unexpected.
+ * - Suspension: with only a timer left the run is suspended (wait_timer) and the driver parks: it
+ *   releases its lease and arms a setTimeout for the due time; a BYOK step without credentials
+ *   suspends the run (wait_signal) and the driver parks until `credentialsSupplied`.
+ * - Cancellation is committed by the service; `runCancelled` aborts the driver's AbortController, so
+ *   in-flight LLM/HTTP work stops, and every write is fenced in SQL, so a late result never changes a
+ *   terminal run.
+ * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
+ *   sweep (every `sweepIntervalMs`) claim every non-terminal run whose lease expired or was released
+ *   (running, admitted-but-not-started, due wait_timer suspensions) and drive it from its last committed
+ *   step. A step may run again after a crash, but results are recorded once (fenced on the node having
+ *   no result) and a re-executed LLM/HTTP step continues the node's log instead of repeating it.
+ * - `stop()`: stops admitting and sweeping, lets drivers reach a durable point (up to `stopTimeoutMs`),
+ *   aborts what is left and releases the leases so another instance takes over at once.
+ * No loop polls faster than the sweep interval; everything else is event driven.
+ */
+
+export interface EmbeddedEngineOptions {
+  /** Lease owner id; random by default. */
+  instanceId?: string;
+  /** Lease time-to-live (renewed every TTL/3). Default 15 s. */
+  leaseTtlMs?: number;
+  /** Period of the recovery/admission/timer sweep. Default 1 s. */
+  sweepIntervalMs?: number;
+  /** How long stop() waits for drivers to reach a durable point before aborting them. Default 5 s. */
+  stopTimeoutMs?: number;
+  /** Runs in flight at once; default config.runCapacity. */
+  capacity?: number;
+}
+
+type LoopOutcome = { kind: 'done' } | { kind: 'park'; until: number | null } | { kind: 'stopped' } | { kind: 'lost' };
+
+interface Driver {
+  runId: string;
+  abort: AbortController;
+  /** Resolves the driver's current wait (poke, stop, cancel). */
+  wake: (() => void) | null;
+  /** Something happened (credentials, timer) while the driver was busy: look at the database again. */
+  poked: boolean;
+  stopRequested: boolean;
+  /** Lease lost to another instance (or the run ended under us): stop without writing. */
+  lost: boolean;
+  /** Just admitted: prepare without reading the state first. */
+  fresh: boolean;
+  done: Promise<void>;
+}
+
+type StepDone = { nodeId: string; outcome: StepOutcome } | { nodeId: string; error: unknown };
+
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class EmbeddedEngine implements EnginePort {
+  readonly name = 'embedded' as const;
+  readonly instanceId: string;
+  readonly #deps: ActivityDeps;
+  readonly #leaseTtlMs: number;
+  readonly #sweepIntervalMs: number;
+  readonly #stopTimeoutMs: number;
+  readonly #capacity: number;
+
+  readonly #drivers = new Map<string, Driver>();
+  readonly #wakeTimers = new Map<string, NodeJS.Timeout>();
+  #state: 'new' | 'running' | 'stopping' | 'stopped' | 'halted' = 'new';
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #sweeping: Promise<void> | null = null;
+  #admitting: Promise<void> | null = null;
+  #admitAgain = false;
+  /** Bumped whenever a run may have joined the queue; admission is skipped while the queue is known empty. */
+  #queueEpoch = 1;
+  #queueCleanEpoch = 0;
+  /** Queue timeouts are checked on start and on every sweep, not on every admission. */
+  #expireDue = true;
+
+  constructor(deps: Omit<Deps, 'engine'>, opts: EmbeddedEngineOptions = {}) {
+    this.#deps = deps;
+    this.instanceId = opts.instanceId ?? `embedded-${randomUUID()}`;
+    this.#leaseTtlMs = opts.leaseTtlMs ?? 15_000;
+    this.#sweepIntervalMs = opts.sweepIntervalMs ?? 1_000;
+    this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
+    this.#capacity = opts.capacity ?? deps.config.runCapacity;
+  }
+
+  get #running(): boolean {
+    return this.#state === 'running';
+  }
+
+  /** Run ids this instance is driving right now (for tests and diagnostics). */
+  activeRuns(): string[] {
+    return [...this.#drivers.keys()];
+  }
+
+  async start(): Promise<void> {
+    if (this.#state === 'running') return;
+    if (this.#state !== 'new' && this.#state !== 'stopped') throw new Error(`cannot start an engine that is ${this.#state}`);
+    this.#state = 'running';
+    await this.#recover();
+    this.#pump(true);
+    this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
+    this.#sweepTimer.unref();
+    this.#renewTimer = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.#leaseTtlMs / 3)));
+    this.#renewTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state !== 'running') return;
+    this.#state = 'stopping';
+    this.#clearTimers();
+    await Promise.allSettled([this.#admitting, this.#sweeping]);
+    for (const d of this.#drivers.values()) {
+      d.stopRequested = true;
+      d.wake?.();
+    }
+    const all = () => Promise.allSettled([...this.#drivers.values()].map((d) => d.done));
+    await Promise.race([all(), sleep(this.#stopTimeoutMs)]);
+    if (this.#drivers.size > 0) {
+      for (const d of this.#drivers.values()) d.abort.abort(new DOMException('the engine is stopping', 'AbortError'));
+      await Promise.race([all(), sleep(1_000)]);
+    }
+    const left = [...this.#drivers.keys()];
+    if (left.length) {
+      await fork(this.#deps)
+        .execute('update runs set lease_owner = null, lease_until = null where lease_owner = ? and id in (?)', [this.instanceId, left])
+        .catch((err) => this.#deps.log.warn({ err }, 'could not release run leases'));
+    }
+    this.#state = 'stopped';
+  }
+
+  /**
+   * Test hook that simulates `kill -9`: every timer stops, drivers are abandoned mid-flight (their
+   * in-flight I/O is aborted) and nothing is released, so the leases must expire before another instance
+   * takes the runs over.
+   */
+  simulateCrash(): void {
+    this.#state = 'halted';
+    this.#clearTimers();
+    for (const d of this.#drivers.values()) {
+      d.lost = true;
+      d.abort.abort(new DOMException('crashed', 'AbortError'));
+      d.wake?.();
+    }
+  }
+
+  async runAccepted(_runId: string): Promise<void> {
+    this.#queueEpoch++;
+    this.#pump();
+  }
+
+  async runCancelled(runId: string): Promise<void> {
+    const timer = this.#wakeTimers.get(runId);
+    if (timer) clearTimeout(timer);
+    this.#wakeTimers.delete(runId);
+    const d = this.#drivers.get(runId);
+    if (d) {
+      d.abort.abort(new DOMException('the run was cancelled', 'AbortError'));
+      d.wake?.();
+    }
+    this.#pump();
+  }
+
+  async credentialsSupplied(runId: string): Promise<void> {
+    const r = await resumeRun(this.#deps, runId, { reason: 'wait_signal' });
+    if (r.status === 'running') await this.#wake(runId);
+  }
+
+  async ready(): Promise<boolean> {
+    return this.#running;
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Scheduling
+
+  #clearTimers(): void {
+    clearInterval(this.#sweepTimer);
+    clearInterval(this.#renewTimer);
+    this.#sweepTimer = this.#renewTimer = undefined;
+    for (const t of this.#wakeTimers.values()) clearTimeout(t);
+    this.#wakeTimers.clear();
+  }
+
+  /** Runs an admission now, or once more after the one in progress. */
+  #pump(force = false): void {
+    if (!this.#running) return;
+    if (force) {
+      this.#queueEpoch++;
+      this.#expireDue = true;
+    }
+    if (this.#queueCleanEpoch === this.#queueEpoch) return; // nothing can be waiting
+    if (this.#admitting) {
+      this.#admitAgain = true;
+      return;
+    }
+    this.#admitting = (async () => {
+      do {
+        this.#admitAgain = false;
+        const epoch = this.#queueEpoch;
+        const expireQueued = this.#expireDue;
+        this.#expireDue = false;
+        const r = await admitQueuedRunsDetailed(this.#deps, {
+          capacity: this.#capacity,
+          engine: this.name,
+          lease: { owner: this.instanceId, ttlMs: this.#leaseTtlMs },
+          expireQueued,
+        });
+        if (!r.more) this.#queueCleanEpoch = epoch;
+        for (const id of r.admitted) this.#startDriver(id, true);
+      } while (this.#admitAgain && this.#running);
+    })()
+      .catch((err) => this.#deps.log.error({ err }, 'run admission failed'))
+      .finally(() => {
+        this.#admitting = null;
+        if (this.#admitAgain) this.#pump();
+      });
+  }
+
+  async #sweep(): Promise<void> {
+    if (!this.#running || this.#sweeping) return;
+    this.#sweeping = (async () => {
+      try {
+        await this.#recover();
+        this.#pump(true); // other processes' runs, queue timeouts
+      } catch (err) {
+        this.#deps.log.error({ err }, 'engine sweep failed');
+      }
+    })();
+    await this.#sweeping;
+    this.#sweeping = null;
+  }
+
+  /** Claims every run nobody drives (lease expired or released) that has something to do now. */
+  async #recover(): Promise<void> {
+    const rows = await fork(this.#deps).execute<{ id: string }[]>(
+      `update runs set lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)
+        where id in (
+          select id from runs
+           where engine = ?
+             and (status = 'running'
+                  or (status = 'pending' and phase in ('starting', 'preparing'))
+                  or (status = 'suspended' and suspend_reason = 'wait_timer' and resume_at <= clock_timestamp()))
+             and (lease_until is null or lease_until < clock_timestamp())
+           order by id limit 500
+           for update skip locked)
+        returning id`,
+      [this.instanceId, this.#leaseTtlMs / 1000, this.name],
+    );
+    for (const r of rows) this.#startDriver(String(r.id), false);
+  }
+
+  async #renew(): Promise<void> {
+    if (!this.#running) return;
+    const ids = [...this.#drivers.keys()];
+    if (ids.length === 0) return;
+    try {
+      const rows = await fork(this.#deps).execute<{ id: string }[]>(
+        `update runs set lease_until = clock_timestamp() + make_interval(secs => ?) where lease_owner = ? and id in (?) returning id`,
+        [this.#leaseTtlMs / 1000, this.instanceId, ids],
+      );
+      const held = new Set(rows.map((r) => String(r.id)));
+      for (const id of ids) {
+        const d = this.#drivers.get(id);
+        if (!d || held.has(id)) continue;
+        // Terminal (finishRun clears the lease), parked, or taken over by another instance: stop working on it.
+        d.lost = true;
+        d.abort.abort(new DOMException('the run lease was lost', 'AbortError'));
+        d.wake?.();
+      }
+    } catch (err) {
+      this.#deps.log.warn({ err }, 'could not renew run leases');
+    }
+  }
+
+  async #claim(runId: string): Promise<boolean> {
+    const rows = await fork(this.#deps).execute<{ id: string }[]>(
+      `update runs set lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)
+        where id = ? and status not in ('completed', 'failed', 'cancelled')
+          and (lease_until is null or lease_until < clock_timestamp() or lease_owner = ?)
+        returning id`,
+      [this.instanceId, this.#leaseTtlMs / 1000, runId, this.instanceId],
+    );
+    return rows.length > 0;
+  }
+
+  async #release(runId: string): Promise<void> {
+    await fork(this.#deps).execute('update runs set lease_owner = null, lease_until = null where id = ? and lease_owner = ?', [runId, this.instanceId]);
+  }
+
+  /** A timer is due or credentials arrived: poke the driver, or claim the run and start one. */
+  async #wake(runId: string): Promise<void> {
+    const d = this.#drivers.get(runId);
+    if (d) {
+      d.poked = true;
+      d.wake?.();
+      return;
+    }
+    if (!this.#running) return;
+    if (await this.#claim(runId)) this.#startDriver(runId, false);
+  }
+
+  #scheduleWake(runId: string, until: number): void {
+    const old = this.#wakeTimers.get(runId);
+    if (old) clearTimeout(old);
+    const t = setTimeout(
+      () => {
+        this.#wakeTimers.delete(runId);
+        void this.#wake(runId).catch((err) => this.#deps.log.error({ err, runId }, 'could not resume a run'));
+      },
+      Math.min(MAX_TIMEOUT_MS, Math.max(0, until - Date.now()) + 2),
+    );
+    t.unref();
+    this.#wakeTimers.set(runId, t);
+  }
+
+  #startDriver(runId: string, fresh: boolean): void {
+    const existing = this.#drivers.get(runId);
+    if (existing) {
+      existing.poked = true;
+      existing.wake?.();
+      return;
+    }
+    if (!this.#running) {
+      void this.#release(runId).catch(() => undefined);
+      return;
+    }
+    const d: Driver = {
+      runId,
+      abort: new AbortController(),
+      wake: null,
+      poked: false,
+      stopRequested: false,
+      lost: false,
+      fresh,
+      done: Promise.resolve(),
+    };
+    this.#drivers.set(runId, d);
+    d.done = this.#drive(d);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Driving one run
+
+  async #drive(d: Driver): Promise<void> {
+    let backoff = 0;
+    try {
+      for (;;) {
+        let outcome: LoopOutcome;
+        try {
+          outcome = await this.#runLoop(d);
+          backoff = 0;
+        } catch (err) {
+          if (d.lost || this.#state === 'halted') return;
+          this.#deps.log.error({ err, runId: d.runId }, 'run driver failed; retrying');
+          backoff = Math.min(5_000, backoff ? backoff * 2 : 200);
+          await this.#pause(d, backoff);
+          continue;
+        }
+        if (outcome.kind === 'park') {
+          await this.#release(d.runId);
+          if (d.poked && this.#running) {
+            // Credentials or a timer arrived while we were parking: look again.
+            d.poked = false;
+            if (await this.#claim(d.runId)) {
+              d.lost = false;
+              if (d.abort.signal.aborted) d.abort = new AbortController();
+              continue;
+            }
+          }
+          if (outcome.until !== null && this.#running) this.#scheduleWake(d.runId, outcome.until);
+          return;
+        }
+        if (outcome.kind === 'stopped') await this.#release(d.runId);
+        return;
+      }
+    } catch (err) {
+      this.#deps.log.error({ err, runId: d.runId }, 'run driver stopped');
+    } finally {
+      if (this.#drivers.get(d.runId) === d) this.#drivers.delete(d.runId);
+      this.#pump();
+    }
+  }
+
+  /** Waits `ms`, or less when the driver is woken (stop, cancel, poke). */
+  async #pause(d: Driver, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      d.wake = resolve;
+      timer = setTimeout(resolve, ms);
+    });
+    clearTimeout(timer);
+    d.wake = null;
+  }
+
+  async #runLoop(d: Driver): Promise<LoopOutcome> {
+    const deps = this.#deps;
+    const id = d.runId;
+    for (;;) {
+      if (d.lost || this.#state === 'halted') return { kind: 'lost' };
+      if (d.stopRequested) return { kind: 'stopped' };
+      d.poked = false;
+      let s: RunState | null = null;
+      if (d.fresh) {
+        d.fresh = false;
+        const prepared = await prepareRun(deps, id);
+        if (isTerminal(prepared.status)) return { kind: 'done' };
+        s = prepared.state ?? null;
+      }
+      s ??= await loadRunState(deps, id);
+      if (!s || isTerminal(s.status)) return { kind: 'done' };
+      if (s.status === 'pending') {
+        if (s.phase === 'queued') return { kind: 'park', until: null }; // not admitted (yet)
+        await prepareRun(deps, id);
+        continue;
+      }
+      if (s.status === 'suspended') {
+        if (s.suspendReason === 'wait_timer' && s.resumeAt !== null) {
+          if (s.resumeAt > Date.now()) return { kind: 'park', until: s.resumeAt };
+          await resumeRun(deps, id, { reason: 'wait_timer' });
+          continue;
+        }
+        // wait_signal: credentialsSupplied wakes it; credentials that arrived while the step was still
+        // deciding to suspend resume it now.
+        if (s.suspendReason === 'wait_signal' && (await credentialsAvailable(deps, id))) {
+          await resumeRun(deps, id, { reason: 'wait_signal' });
+          continue;
+        }
+        return { kind: 'park', until: null };
+      }
+      const outcome = await this.#advance(d, s);
+      if (outcome) return outcome;
+    }
+  }
+
+  /**
+   * Drives a running run from its loaded state until it ends, suspends or something needs a fresh look
+   * at the database (returns null then).
+   */
+  async #advance(d: Driver, s: RunState): Promise<LoopOutcome | null> {
+    const inflight = new Map<string, Promise<StepDone>>();
+    try {
+      return await this.#advanceWith(d, s, inflight);
+    } catch (error) {
+      // Never leave steps running behind a retry: the retry would start them a second time.
+      await Promise.allSettled(inflight.values());
+      throw error;
+    }
+  }
+
+  async #advanceWith(d: Driver, s: RunState, inflight: Map<string, Promise<StepDone>>): Promise<LoopOutcome | null> {
+    const deps = this.#deps;
+    const id = d.runId;
+    const results: Record<string, NodeResult> = { ...s.progress.results };
+    const timers: Record<string, number> = { ...s.progress.timers };
+    const inputIds = new Set(s.graph.nodes.filter((n) => isInputKind(n.kind)).map((n) => n.id));
+    const silent = (a: FreeAction) => a.type === 'resolve' && inputIds.has(a.nodeId);
+    let blocked = false;
+    let failure: unknown = null;
+
+    for (;;) {
+      const halted = d.lost || this.#state === 'halted';
+      if (!blocked && !halted && !d.stopRequested && !d.abort.signal.aborted) {
+        const p = plan({ graph: s.graph, inputs: s.inputs, results, timers, running: [...inflight.keys()], now: Date.now() });
+        const free = p.actions.filter((a): a is FreeAction => a.type !== 'execute');
+        const executes = p.actions.filter((a): a is Extract<Action, { type: 'execute' }> => a.type === 'execute');
+        if (p.finished) {
+          await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)));
+          return { kind: 'done' };
+        }
+        // Inputs resolve to the run's own inputs and emit no event: they are applied in memory only
+        // (the activities read input values from the run's inputs), which saves a write per run.
+        const recorded = free.filter((a) => !silent(a));
+        if (recorded.length) {
+          const applied = await applyActions(deps, id, recorded);
+          if (applied.applied) applyLocally(results, timers, free);
+          else blocked = true;
+        } else applyLocally(results, timers, free);
+        if (!blocked) {
+          for (const a of executes) inflight.set(a.nodeId, this.#step(d, a.nodeId, { results: { ...results }, inputs: s.inputs }));
+          if (free.length && executes.length === 0) continue; // state moved: plan again at once
+          if (inflight.size === 0) {
+            if (p.waiting?.kind === 'timer') {
+              const r = await suspendRun(deps, id, { reason: 'wait_timer', resumeAt: p.waiting.until });
+              return r.changed ? { kind: 'park', until: p.waiting.until } : null;
+            }
+            if (p.actions.length === 0) {
+              await failRun(deps, id, STUCK_GRAPH_REASON);
+              return { kind: 'done' };
+            }
+          }
+        }
+      }
+      if (inflight.size === 0) {
+        if (failure) throw failure;
+        return null;
+      }
+      const due = blocked || halted ? null : nextDue(timers);
+      const next = await this.#waitAny(d, inflight, due === null ? null : Math.max(0, due - Date.now()));
+      if (!next) continue;
+      inflight.delete(next.nodeId);
+      if ('error' in next) {
+        blocked = true;
+        if (!d.abort.signal.aborted && !d.lost) failure = next.error;
+      } else if (next.outcome.type === 'recorded') {
+        results[next.nodeId] = next.outcome.result;
+      } else {
+        blocked = true; // suspended for credentials, or the run ended / is no longer running
+      }
+    }
+  }
+
+  #step(d: Driver, nodeId: string, known: StepArgs['known']): Promise<StepDone> {
+    return executeStep(this.#deps, { runId: d.runId, nodeId, known }, d.abort.signal).then(
+      (outcome) => ({ nodeId, outcome }),
+      (error: unknown) => ({ nodeId, error }),
+    );
+  }
+
+  /** The next finished step, or null when the timer ran out or the driver was woken. */
+  async #waitAny(d: Driver, inflight: Map<string, Promise<StepDone>>, ms: number | null): Promise<StepDone | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const wakeup = new Promise<null>((resolve) => {
+      d.wake = () => resolve(null);
+      if (ms !== null) timer = setTimeout(() => resolve(null), Math.min(ms + 1, MAX_TIMEOUT_MS));
+    });
+    try {
+      return await Promise.race([...inflight.values(), wakeup]);
+    } finally {
+      clearTimeout(timer);
+      d.wake = null;
+    }
+  }
+}
+
+function applyLocally(results: Record<string, NodeResult>, timers: Record<string, number>, actions: FreeAction[]): void {
+  for (const a of actions) {
+    switch (a.type) {
+      case 'resolve':
+        results[a.nodeId] = { status: 'completed', value: a.value };
+        break;
+      case 'skip':
+        results[a.nodeId] = { status: 'skipped', reason: a.reason };
+        break;
+      case 'start_timer':
+        timers[a.nodeId] = a.dueAt;
+        break;
+      case 'fire_timer':
+        delete timers[a.nodeId];
+        results[a.nodeId] = { status: 'completed', value: null };
+        break;
+    }
+  }
+}
+
+function nextDue(timers: Record<string, number>): number | null {
+  const values = Object.values(timers);
+  return values.length ? Math.min(...values) : null;
+}
