@@ -66,5 +66,13 @@ export class ApiError extends Error {
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 export const forbidden = (message = 'you are not allowed to use this resource') => new ApiError('forbidden', message);
 export const invalidRequest = (message: string) => new ApiError('invalid_request', message);
+/** At most this many `details` items: a 1 MiB body of unknown keys would otherwise answer ~11 MiB. */
+export const MAX_ERROR_DETAILS = 100;
 export const invalidInputs = (details: InputErrorDetail[]) =>
-  new ApiError('invalid_inputs', details.length === 1 ? details[0]!.message : `${details.length} inputs are invalid`, { details });
+  new ApiError(
+    'invalid_inputs',
+    details.length === 1
+      ? details[0]!.message
+      : `${details.length} inputs are invalid${details.length > MAX_ERROR_DETAILS ? `; the first ${MAX_ERROR_DETAILS} are listed` : ''}`,
+    { details: details.slice(0, MAX_ERROR_DETAILS) },
+  );

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../logger.ts';
 import { ApiError } from '../domain/errors.ts';
 import { sendError } from './respond.ts';
@@ -33,7 +34,16 @@ export class HttpServer {
 
   constructor(log: Logger) {
     this.#log = log;
-    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => void this.#dispatch(req, res));
+    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+      // Last resort: a rejection here would be unhandled and stop the process.
+      this.#dispatch(req, res).catch((err: unknown) => {
+        this.#log.error({ err }, 'request dispatch failed');
+        if (!res.headersSent) sendError(res, err);
+        else res.destroy();
+      });
+    });
+    // Requests node:http cannot parse (bad request line, headers too large) still get the envelope.
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
     // SSE streams are long-lived; the per-socket timeout must not cut them.
     this.server.headersTimeout = 30_000;
     this.server.timeout = 0;
@@ -49,7 +59,14 @@ export class HttpServer {
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('X-Request-Id', requestId);
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    let url: URL;
+    try {
+      // An absolute-form request target (`GET http://[ HTTP/1.1`) may not parse as a URL.
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      sendError(res, new ApiError('invalid_request', 'the request target is not a valid URL'));
+      return;
+    }
     const ctx: RequestContext = { requestId, path: url.pathname, url, log: this.#log.child({ requestId }) };
     try {
       const mount = this.#mounts.find((m) => m.match(url.pathname));
@@ -90,4 +107,20 @@ export class HttpServer {
       this.server.closeIdleConnections();
     });
   }
+}
+
+/** The envelope for requests rejected by the HTTP parser itself (node:http would answer an empty body). */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  // As node:http itself does: answer only on a connection that has not written a response yet.
+  if (err.code === 'ECONNRESET' || !socket.writable || Number((socket as { bytesWritten?: number }).bytesWritten ?? 0) > 0) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message = status === 431 ? 'the request headers are too large' : status === 408 ? 'the request took too long to arrive' : 'the request could not be parsed as HTTP';
+  const body = JSON.stringify({ error: { code: 'invalid_request', message } });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

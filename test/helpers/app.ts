@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { EnginePort } from '../../src/engine/port.ts';
+import type { Logger } from '../../src/logger.ts';
 import { NullEngine } from '../../src/engine/port.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { resetDb, testOrm } from './db.ts';
@@ -43,7 +44,13 @@ export interface CallResult {
  * the tests receive through `call` is checked against openapi/openapi.yaml.
  */
 export async function startTestApp(
-  opts: { catalog?: string | null; env?: Record<string, string>; engine?: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort> } = {},
+  opts: {
+    catalog?: string | null;
+    env?: Record<string, string>;
+    engine?: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort>;
+    /** The service's logger (default: built from LOG_LEVEL, silent); tests capture logs with it. */
+    log?: Logger;
+  } = {},
 ): Promise<TestApp> {
   await contractReady();
   const orm = await testOrm();
@@ -56,7 +63,7 @@ export async function startTestApp(
     INTERNAL_API_TOKEN: 'test-internal-token-123456',
     ...opts.env,
   });
-  const app = await createApp({ config, orm, engine: opts.engine ?? (() => new NullEngine()) });
+  const app = await createApp({ config, orm, log: opts.log, engine: opts.engine ?? (() => new NullEngine()) });
   const url = await app.listen();
   const base = `${url}/v1`;
   const call = async (method: string, path: string, o: CallOptions = {}): Promise<CallResult> => {

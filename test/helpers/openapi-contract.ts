@@ -15,7 +15,7 @@ const doc = parse(readFileSync(fileURLToPath(new URL('../../openapi/openapi.yaml
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 (addFormats as unknown as (a: Ajv2020) => void)(ajv);
 ajv.addSchema({ $id: 'openapi.json', components: doc.components ?? {} } as object);
-const router = new OpenAPIBackend({ definition: doc, validate: false, quick: true });
+const router = new OpenAPIBackend({ definition: doc, validate: false, quick: true, ignoreTrailingSlashes: false });
 const ready = router.init();
 const compiled = new Map<string, ReturnType<Ajv2020['compile']>>();
 

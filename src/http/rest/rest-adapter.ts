@@ -10,6 +10,7 @@ import { SlidingWindowLimiter } from '../../services/runs/rate-limiter.ts';
 import { sendJson } from '../respond.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations, type RestHandler } from './handlers.ts';
+import { StreamSlots } from './stream-run.ts';
 
 /**
  * The /v1 facade. openapi/openapi.yaml is the routing table (openapi-backend matches operations by
@@ -32,6 +33,8 @@ export interface RestCall {
   api: Context;
   deps: Deps;
   limiter: SlidingWindowLimiter;
+  /** Concurrent SSE streams per API key. */
+  streams: StreamSlots;
   principal: Principal;
 }
 
@@ -43,6 +46,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
   await api.init();
   const limiter = new SlidingWindowLimiter();
+  const streams = new StreamSlots();
 
   http.mount('/v1', async (req, res, ctx) => {
     const path = ctx.path.slice('/v1'.length) || '/';
@@ -51,6 +55,12 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
       res.end(method === 'head' ? undefined : documentJson);
       return;
+    }
+    try {
+      // Path parameters are percent-decoded by the router, which throws on a malformed escape ("%E0%A4%A").
+      decodeURIComponent(path);
+    } catch {
+      throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
     const operation = api.matchOperation({ method, path, headers: {}, query: {} } as never);
     if (!operation) {
@@ -70,15 +80,18 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     const scopes = (operation as unknown as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute'];
     requireScope(principal, scopes);
 
-    const query: Record<string, string> = {};
+    // No prototype: "constructor", "__proto__" or "toString" are parameter names like any other.
+    const query = Object.create(null) as Record<string, string>;
+    const declared = new Set(((operation.parameters ?? []) as { in?: string; name?: string }[]).filter((p) => p.in === 'query').map((p) => p.name));
     for (const [k, v] of ctx.url.searchParams) {
-      // A repeated parameter is ambiguous; the services reject the array form.
-      if (k in query) throw new ApiError('invalid_request', `query parameter "${k}" is given more than once`);
+      // A repeated parameter of the operation is ambiguous; the services reject the array form. Others are
+      // the handlers' business (unknown ones are rejected, operations without parameters ignore them).
+      if (Object.hasOwn(query, k) && declared.has(k)) throw new ApiError('invalid_request', `query parameter "${k}" is given more than once`);
       query[k] = v;
     }
     const parsed = api.router.parseRequest({ method, path, headers: {}, query: {} } as never, operation);
     const apiContext = { operation, request: { ...parsed, query, params: parsed.params } } as unknown as Context;
-    await handler({ req, res, ctx, api: apiContext, deps, limiter, principal });
+    await handler({ req, res, ctx, api: apiContext, deps, limiter, streams, principal });
   });
 }
 

@@ -7,6 +7,38 @@ import { parseCursor } from '../../services/runs/list-run-events.ts';
 import { assertOutputsFit, findAccountRun, queueOf, toPublicRun } from '../../services/runs/run-views.ts';
 import { header, type RestCall } from './rest-adapter.ts';
 
+/** Concurrent streams one API key may hold open on this process (API4: unrestricted resource use). */
+export const MAX_STREAMS_PER_KEY = 100;
+
+/** Open-stream counts per API key; a key over its limit gets 429 `rate_limited` before the stream starts. */
+export class StreamSlots {
+  readonly #open = new Map<string, number>();
+  constructor(readonly limit = MAX_STREAMS_PER_KEY) {}
+
+  /** Takes a slot or throws 429; the returned release is idempotent. */
+  acquire(keyId: string): () => void {
+    const n = this.#open.get(keyId) ?? 0;
+    if (n >= this.limit) {
+      throw new ApiError('rate_limited', `this API key already has ${this.limit} open streams; close one before opening another`, {
+        headers: { 'Retry-After': '5' },
+      });
+    }
+    this.#open.set(keyId, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.#open.get(keyId) ?? 1) - 1;
+      if (left > 0) this.#open.set(keyId, left);
+      else this.#open.delete(keyId);
+    };
+  }
+
+  open(keyId: string): number {
+    return this.#open.get(keyId) ?? 0;
+  }
+}
+
 /**
  * GET /runs/{id}/stream (contract §2 framing): `event: snapshot` with the Run, then each event as
  * `id: <sequence>` / `event: <type>` / `data: <RunEvent>`, a `: heartbeat` comment while idle, and the
@@ -23,6 +55,9 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const run = await findAccountRun(em, c.principal.accountId, runId);
   if (!run) throw notFound('run');
   assertOutputsFit(run, deps.config.maxOutputBytes);
+  const release = c.streams.acquire(c.principal.apiKeyId);
+  res.once('close', release);
+  if (res.destroyed || req.socket.destroyed) release();
 
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',

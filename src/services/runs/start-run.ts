@@ -5,6 +5,7 @@ import { ApiError, forbidden, invalidInputs, invalidRequest, notFound, type Inte
 import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { canonicalJson, resolveInputs, type ResolvedInputs } from '../../domain/inputs.ts';
+import { jsonLimitProblem } from '../../domain/json-limits.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import { fork, type Deps } from '../deps.ts';
@@ -39,6 +40,9 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) {
     throw invalidRequest('the request body must be a JSON object');
   }
+  // Before anything recursive or any database write sees it (deep nesting, NUL, lone surrogates).
+  const problem = jsonLimitProblem(req.body);
+  if (problem) throw invalidRequest(problem);
   const body = req.body as Record<string, unknown>;
   const workflowId = body.workflow ?? body.workflowId;
   if (workflowId === undefined || workflowId === null || workflowId === '') {

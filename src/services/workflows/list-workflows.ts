@@ -1,4 +1,5 @@
 import { invalidRequest } from '../../domain/errors.ts';
+import { isStorableText } from '../../domain/json-limits.ts';
 import { USER_ACCESS, type UserAccess } from '../../db/entities/index.ts';
 import { fork, type Deps } from '../deps.ts';
 import { checkPage, type PaginationOut } from '../pagination.ts';
@@ -23,6 +24,8 @@ export async function listWorkflows(deps: Deps, accountId: string, query: ListWo
     throw invalidRequest(`access must be one of: ${USER_ACCESS.join(', ')}`);
   }
   if (query.q !== undefined && query.q.length > 200) throw invalidRequest('q must be at most 200 characters');
+  // Postgres cannot take a NUL in text: without this the search would be a 500.
+  if (query.q !== undefined && !isStorableText(query.q)) throw invalidRequest('q must not contain NUL characters');
   const em = fork(deps);
   const pricing = await getPricing(em);
   const { rows, hasMore } = await listVisibleWorkflows(em, accountId, {
