@@ -677,6 +677,7 @@ test('a crash mid-step (lease left behind) is recovered by a new instance after 
     await h1.engine.start();
     const id = await start(h1, f, {}, 'alice');
     await waitEvent(id, 'node.started', 'fetch');
+    await waitFor('the request to reach the server', async () => slow.hits() >= 1);
     h1.engine.simulateCrash();
     const crashed = await runRow(id);
     assert.is(crashed.status, 'running');
