@@ -50,7 +50,12 @@ export async function createApp(opts: AppOptions): Promise<App> {
   }
 
   let boundPort = config.port;
-  const bus = new InProcessRunEventBus();
+  // ENGINE=temporal on a Postgres server: the worker process writes run events, so live tails here hear
+  // about them over LISTEN/NOTIFY (Temporal engine wiring, src/services/events/pg-bus.ts).
+  const bus =
+    config.engine === 'temporal' && config.databaseUrl
+      ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
+      : new InProcessRunEventBus();
   const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
   const base: Omit<Deps, 'engine'> = {
     config,
@@ -97,9 +102,10 @@ async function defaultEngine(deps: Omit<Deps, 'engine'>): Promise<EnginePort> {
     const { EmbeddedEngine } = await import('./engine/embedded/embedded-engine.ts');
     return new EmbeddedEngine(deps);
   }
-  const { NullEngine } = await import('./engine/port.ts');
-  deps.log.warn('no run engine is wired yet; accepted runs stay pending');
-  return new NullEngine();
+  // ENGINE=temporal (Temporal engine wiring): the client side; `npm run worker` executes the runs.
+  if (!deps.config.databaseUrl) deps.log.warn('ENGINE=temporal needs DATABASE_URL shared with the worker (embedded PGlite is single-process)');
+  const { TemporalEngine } = await import('./engine/temporal/temporal-engine.ts');
+  return new TemporalEngine(deps);
 }
 
 /** REST and GraphQL adapters register themselves here as they land. */

@@ -1,0 +1,159 @@
+import { Context } from '@temporalio/activity';
+import type { Finished } from '../../domain/graph/interpreter.ts';
+import { fork } from '../../services/deps.ts';
+import type { RunEventBus } from '../../services/events/bus.ts';
+import { cancelRun as cancelRunService } from '../../services/runs/cancel-run.ts';
+import { NullEngine } from '../port.ts';
+import * as run from '../run-activities.ts';
+import type {
+  ActivityDeps,
+  ApplyResult,
+  FreeAction,
+  PrepareResult,
+  RunState,
+  RunStatus,
+  StepOutcome,
+  SuspendArgs,
+  TransitionResult,
+} from '../run-activities.ts';
+
+/**
+ * The Temporal activities: the shared run activities (src/engine/run-activities.ts, also used by the
+ * embedded engine) bound to the worker's dependencies. Every argument and result is plain JSON. The
+ * database activities are idempotent and fenced in SQL, so the workflow retries them freely;
+ * `executeStep` heartbeats (on every published delta batch and on a timer, for long LLM streams and
+ * slow HTTP calls) and passes the activity's cancellation signal down, so a cancelled run aborts its
+ * in-flight provider call.
+ *
+ * `hooks.onRunEnded` is called after an activity that may have ended a run, so the worker admits the
+ * next queued run at once instead of on its next periodic tick.
+ */
+
+export interface ActivityHooks {
+  onRunEnded?: (runId: string) => void;
+}
+
+/** A light look at a run (no graph, no results), for the workflow's admission and signal re-checks. */
+export interface RunStatusView {
+  status: RunStatus;
+  phase: string | null;
+  suspendReason: 'wait_timer' | 'wait_signal' | null;
+  /** Due time of a wait_timer suspension, epoch ms. */
+  resumeAt: number | null;
+}
+
+export interface ExecuteStepArgs {
+  runId: string;
+  nodeId: string;
+}
+
+/** Heartbeat period when the activity has no heartbeat timeout (the mock environment). */
+const DEFAULT_HEARTBEAT_MS = 5_000;
+
+export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) {
+  const ended = (runId: string) => {
+    try {
+      hooks.onRunEnded?.(runId);
+    } catch (err) {
+      deps.log.warn({ err, runId }, 'onRunEnded hook failed');
+    }
+  };
+
+  return {
+    async runStatus(runId: string): Promise<RunStatusView | null> {
+      const [r] = await fork(deps).execute<{ status: RunStatus; phase: string | null; suspend_reason: string | null; resume_ms: string | number | null }[]>(
+        `select status, phase, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = ?`,
+        [runId],
+      );
+      if (!r) return null;
+      return {
+        status: r.status,
+        phase: r.phase ?? null,
+        suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
+        resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
+      };
+    },
+
+    async prepareRun(runId: string): Promise<PrepareResult> {
+      const r = await run.prepareRun(deps, runId);
+      if (run.isTerminal(r.status)) ended(runId);
+      return r;
+    },
+
+    async loadRunState(runId: string): Promise<RunState | null> {
+      return run.loadRunState(deps, runId);
+    },
+
+    async applyActions(runId: string, actions: FreeAction[]): Promise<ApplyResult> {
+      return run.applyActions(deps, runId, actions);
+    },
+
+    async suspendRun(runId: string, args: SuspendArgs): Promise<TransitionResult> {
+      return run.suspendRun(deps, runId, args);
+    },
+
+    async resumeRun(runId: string, reason: 'wait_timer' | 'wait_signal'): Promise<TransitionResult> {
+      return run.resumeRun(deps, runId, { reason });
+    },
+
+    async completeRun(runId: string, finished: Finished, actions: FreeAction[]): Promise<{ completed: boolean }> {
+      const r = await run.completeRun(deps, runId, finished, actions);
+      ended(runId);
+      return r;
+    },
+
+    /** The graph cannot make progress (only an invalid graph): fail the run, compute charged. */
+    async failStuckRun(runId: string): Promise<{ failed: boolean }> {
+      const r = await run.failRun(deps, runId, run.STUCK_GRAPH_REASON);
+      ended(runId);
+      return r;
+    },
+
+    /**
+     * The workflow itself was cancelled through Temporal (UI, CLI), not through the API: commit the
+     * cancellation the way the API does (cancel-run service: not charged, hold released, webhooks).
+     */
+    async cancelRun(runId: string): Promise<{ cancelled: boolean }> {
+      try {
+        const r = await cancelRunService({ ...deps, engine: new NullEngine() }, null, runId);
+        ended(runId);
+        return { cancelled: r.cancelRequested };
+      } catch (err) {
+        if ((err as { code?: string }).code === 'not_found' || (err as { code?: string }).code === 'cancel_unavailable') return { cancelled: false };
+        throw err;
+      }
+    },
+
+    async executeStep(args: ExecuteStepArgs): Promise<StepOutcome> {
+      const ctx = Context.current();
+      const beat = (details?: unknown) => {
+        try {
+          ctx.heartbeat(details);
+        } catch {
+          // Outside a real activity context heartbeats may be unavailable; never fail the step for it.
+        }
+      };
+      // Every delta batch the step publishes is also a heartbeat (with the log's sequence as progress).
+      const bus: RunEventBus = {
+        publish: (runId, lastSequence) => {
+          deps.bus.publish(runId, lastSequence);
+          if (runId === args.runId) beat({ lastSequence });
+        },
+        subscribe: (runId, listener) => deps.bus.subscribe(runId, listener),
+        close: () => deps.bus.close(),
+      };
+      const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
+      const timer = setInterval(() => beat(), period);
+      beat();
+      try {
+        const outcome = await run.executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal);
+        if (outcome.type === 'not_runnable' && outcome.status !== null && run.isTerminal(outcome.status)) ended(args.runId);
+        return outcome;
+      } finally {
+        clearInterval(timer);
+      }
+    },
+  };
+}
+
+export type RunActivities = ReturnType<typeof createActivities>;

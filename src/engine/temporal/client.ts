@@ -1,0 +1,130 @@
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { Config } from '../../config/config.ts';
+import {
+  admittedSignal,
+  cancelSignal,
+  credentialsSuppliedSignal,
+  RUN_WORKFLOW_TYPE,
+  type RunMemo,
+  type RunWorkflowArgs,
+} from '../../../workflows/definitions.ts';
+import type { runWorkflow } from '../../../workflows/run-workflow.ts';
+
+/**
+ * What the Temporal engine needs from Temporal, as a small interface so the engine's admission and
+ * sweep logic is testable against the real database without a Temporal server (a fake implements it).
+ */
+export interface RunWorkflowClient {
+  /** Starts the run's workflow (id = run id). Idempotent: an existing execution is `already_started`. */
+  start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'>;
+  /** Signals `admitted`, starting the workflow first when it does not exist (signal-with-start). */
+  admit(memo: RunMemo): Promise<'signalled' | 'closed'>;
+  /** Signals an open workflow; false when there is no open execution for the run. */
+  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean>;
+  /** Temporal reachable (a health check with a short deadline). */
+  ready(timeoutMs: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSuppliedSignal } as const;
+
+/**
+ * The real client: connects lazily (the first call), with `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE` /
+ * `TEMPORAL_TASK_QUEUE`. Workflow ids are run ids and may never be reused (REJECT_DUPLICATE): a run has
+ * exactly one workflow execution chain.
+ */
+export class TemporalRunClient implements RunWorkflowClient {
+  readonly #config: Config['temporal'];
+  #client: Promise<Client> | null = null;
+  #connection: Connection | null = null;
+
+  constructor(config: Config['temporal']) {
+    this.#config = config;
+  }
+
+  #get(): Promise<Client> {
+    this.#client ??= (async () => {
+      const connection = await Connection.connect({ address: this.#config.address, connectTimeout: '5 seconds' });
+      this.#connection = connection;
+      return new Client({ connection, namespace: this.#config.namespace });
+    })().catch((err: unknown) => {
+      this.#client = null; // try again on the next call
+      throw err;
+    });
+    return this.#client;
+  }
+
+  #options(memo: RunMemo) {
+    return {
+      workflowId: memo.runId,
+      taskQueue: this.#config.taskQueue,
+      memo: { ...memo },
+      workflowIdReusePolicy: 'REJECT_DUPLICATE' as const,
+    };
+  }
+
+  async start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
+    const client = await this.#get();
+    try {
+      const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}) };
+      await client.workflow.start<typeof runWorkflow>(RUN_WORKFLOW_TYPE, { ...this.#options(memo), args: [args] });
+      return 'started';
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return 'already_started';
+      throw err;
+    }
+  }
+
+  async admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
+    const client = await this.#get();
+    try {
+      await client.workflow.signalWithStart<typeof runWorkflow>(RUN_WORKFLOW_TYPE, {
+        ...this.#options(memo),
+        args: [{ runId: memo.runId, admitted: true }],
+        signal: admittedSignal,
+      });
+      return 'signalled';
+    } catch (err) {
+      // A closed execution with this id exists (the run ended): nothing to admit.
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
+      throw err;
+    }
+  }
+
+  async signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
+    const client = await this.#get();
+    try {
+      await client.workflow.getHandle(runId).signal(SIGNALS[signal]);
+      return true;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return false;
+      throw err;
+    }
+  }
+
+  async ready(timeoutMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const check = (async () => {
+      await this.#get();
+      const res = await this.#connection!.healthService.check({});
+      return res.status === 1; // SERVING
+    })().catch(() => false);
+    try {
+      return await Promise.race([check, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    const pending = this.#client;
+    this.#client = null;
+    if (pending) await pending.catch(() => undefined);
+    await this.#connection?.close().catch(() => undefined);
+    this.#connection = null;
+  }
+}

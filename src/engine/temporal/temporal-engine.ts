@@ -1,0 +1,265 @@
+import type { RunMemo } from '../../../workflows/definitions.ts';
+import { fork } from '../../services/deps.ts';
+import type { EnginePort } from '../port.ts';
+import { admitQueuedRunsDetailed, resumeRun, type ActivityDeps } from '../run-activities.ts';
+import { TemporalRunClient, type RunWorkflowClient } from './client.ts';
+
+/**
+ * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
+ * workflow id is the run id; the worker process (`npm run worker`, src/worker.ts) executes it.
+ *
+ * - runAccepted: starts the run's workflow in the background (the API answers at once; idempotent: an
+ *   existing execution is fine) with a memo (run id, account handle, workflow id, version id), marks
+ *   the run as started in Postgres (`runs.lease_owner = 'temporal'`, a column the embedded engine uses
+ *   for its leases and Temporal runs otherwise leave empty), then runs an admission.
+ * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account limits, queue timeout; serialised in
+ *   Postgres by an advisory lock, so any number of API and worker processes may run it at once) moves
+ *   runs to phase `starting`; each admitted run's workflow gets the `admitted` signal by
+ *   signal-with-start (which also starts a workflow that was never started). It runs when a run is
+ *   accepted or cancelled here, when the worker sees a run end (activity hook), and every
+ *   `admissionIntervalMs` in every process that started this engine.
+ * - Sweep (every `sweepIntervalMs`): starts the workflows of runs accepted more than `startGraceMs`
+ *   ago that were never marked started (the process died between the commit and the start), and
+ *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
+ *   The workflow also re-checks the run itself every minute while queued.
+ * - runCancelled: signals `cancel` (the cancel-run service has already committed the cancellation).
+ * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
+ *   the run running, exactly like the embedded engine), then signals `credentialsSupplied`.
+ * - ready(): a Temporal health check with a short deadline.
+ */
+
+export interface TemporalEngineOptions {
+  /** The Temporal client; by default a lazy connection to config.temporal. Tests inject a fake. */
+  client?: RunWorkflowClient;
+  /** Runs in flight at once; default config.runCapacity. */
+  capacity?: number;
+  /** Periodic admission (also expires queued runs). Default 1 s. */
+  admissionIntervalMs?: number;
+  /** Periodic sweep for never-started workflows and lost admissions. Default 5 s. */
+  sweepIntervalMs?: number;
+  /** How old an unstarted / unprepared run must be before the sweep acts on it. Default 10 s. */
+  startGraceMs?: number;
+  /** Health-check deadline for ready(). Default 2 s. */
+  readyTimeoutMs?: number;
+  /** Run the periodic admission and sweep (default true). */
+  background?: boolean;
+}
+
+/** `runs.lease_owner` of a Temporal run whose workflow execution was started. */
+export const TEMPORAL_STARTED_MARK = 'temporal';
+
+export class TemporalEngine implements EnginePort {
+  readonly name = 'temporal' as const;
+  readonly client: RunWorkflowClient;
+  readonly #deps: ActivityDeps;
+  readonly #capacity: number;
+  readonly #admissionIntervalMs: number;
+  readonly #sweepIntervalMs: number;
+  readonly #startGraceMs: number;
+  readonly #readyTimeoutMs: number;
+  readonly #background: boolean;
+  readonly #ownsClient: boolean;
+
+  #state: 'new' | 'running' | 'stopped' = 'new';
+  #admitTimer: NodeJS.Timeout | undefined;
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #admitting: Promise<void> | null = null;
+  #admitAgain = false;
+  #expireDue = true;
+  #sweeping: Promise<void> | null = null;
+  readonly #starting = new Set<Promise<void>>();
+
+  constructor(deps: ActivityDeps, opts: TemporalEngineOptions = {}) {
+    this.#deps = deps;
+    this.#ownsClient = !opts.client;
+    this.client = opts.client ?? new TemporalRunClient(deps.config.temporal);
+    this.#capacity = opts.capacity ?? deps.config.runCapacity;
+    this.#admissionIntervalMs = opts.admissionIntervalMs ?? 1_000;
+    this.#sweepIntervalMs = opts.sweepIntervalMs ?? 5_000;
+    this.#startGraceMs = opts.startGraceMs ?? 10_000;
+    this.#readyTimeoutMs = opts.readyTimeoutMs ?? 2_000;
+    this.#background = opts.background ?? true;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state === 'running') return;
+    this.#state = 'running';
+    if (!this.#background) return;
+    this.#expireDue = true;
+    this.admitSoon();
+    this.#admitTimer = setInterval(() => {
+      this.#expireDue = true;
+      this.admitSoon();
+    }, this.#admissionIntervalMs);
+    this.#admitTimer.unref();
+    this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepIntervalMs);
+    this.#sweepTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state !== 'running') return;
+    this.#state = 'stopped';
+    clearInterval(this.#admitTimer);
+    clearInterval(this.#sweepTimer);
+    this.#admitTimer = this.#sweepTimer = undefined;
+    await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping]);
+    if (this.#ownsClient) await this.client.close();
+  }
+
+  /**
+   * Starts the workflow and admits, without holding up the API's answer (the run is durably accepted;
+   * a start that never happens is done by the sweep of any process).
+   */
+  async runAccepted(runId: string): Promise<void> {
+    const task = this.#startWorkflow(runId)
+      .catch((err) => this.#deps.log.warn({ err, runId }, 'could not start a run workflow; the sweep will'))
+      .finally(() => {
+        this.#starting.delete(task);
+        // Admit even when the start failed: the admission's signal-with-start starts it then.
+        this.admitSoon();
+      });
+    this.#starting.add(task);
+  }
+
+  async #startWorkflow(runId: string): Promise<void> {
+    const [memo] = await this.#memos([runId]);
+    if (!memo) return;
+    await this.client.start(memo, { admitted: false });
+    await this.#markStarted([runId]);
+  }
+
+  async runCancelled(runId: string): Promise<void> {
+    try {
+      await this.client.signal(runId, 'cancel');
+    } finally {
+      this.admitSoon(); // a cancelled run frees capacity
+    }
+  }
+
+  async credentialsSupplied(runId: string): Promise<void> {
+    await resumeRun(this.#deps, runId, { reason: 'wait_signal' });
+    await this.client.signal(runId, 'credentialsSupplied');
+  }
+
+  async ready(): Promise<boolean> {
+    return this.client.ready(this.#readyTimeoutMs);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Admission
+
+  /** Runs an admission now, or once more after the one in progress. */
+  admitSoon(): void {
+    if (this.#state !== 'running') return;
+    if (this.#admitting) {
+      this.#admitAgain = true;
+      return;
+    }
+    this.#admitting = (async () => {
+      do {
+        this.#admitAgain = false;
+        await this.admitOnce();
+      } while (this.#admitAgain && this.#state === 'running');
+    })()
+      .catch((err) => this.#deps.log.error({ err }, 'temporal run admission failed'))
+      .finally(() => {
+        this.#admitting = null;
+      });
+  }
+
+  /** One admission: admitQueuedRuns, then the `admitted` signal to each admitted run's workflow. */
+  async admitOnce(): Promise<string[]> {
+    const expireQueued = this.#expireDue;
+    this.#expireDue = false;
+    const r = await admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, expireQueued });
+    if (r.admitted.length) await this.#signalAdmitted(r.admitted);
+    return r.admitted;
+  }
+
+  async #signalAdmitted(runIds: string[]): Promise<void> {
+    const memos = await this.#memos(runIds);
+    const started: string[] = [];
+    await Promise.all(
+      memos.map(async (memo) => {
+        try {
+          await this.client.admit(memo);
+          started.push(memo.runId);
+        } catch (err) {
+          // The run stays admitted (phase starting) in Postgres; the sweep signals it again.
+          this.#deps.log.warn({ err, runId: memo.runId }, 'could not signal an admitted run');
+        }
+      }),
+    );
+    await this.#markStarted(started);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Sweep
+
+  /** Starts workflows that were never started and re-signals admissions that were lost. */
+  async sweep(): Promise<void> {
+    if (this.#sweeping) return this.#sweeping;
+    this.#sweeping = (async () => {
+      try {
+        const em = fork(this.#deps);
+        const graceSecs = this.#startGraceMs / 1000;
+        const unstarted = await em.execute<{ id: string; phase: string | null }[]>(
+          `select id, phase from runs
+            where engine = 'temporal' and status in ('pending', 'running', 'suspended') and lease_owner is null
+              and created_at < clock_timestamp() - make_interval(secs => ?)
+            order by created_at, id limit 200`,
+          [graceSecs],
+        );
+        if (unstarted.length) {
+          const memos = await this.#memos(unstarted.map((r) => String(r.id)));
+          const phases = new Map(unstarted.map((r) => [String(r.id), r.phase]));
+          const done: string[] = [];
+          for (const memo of memos) {
+            try {
+              await this.client.start(memo, { admitted: phases.get(memo.runId) !== 'queued' });
+              done.push(memo.runId);
+            } catch (err) {
+              this.#deps.log.warn({ err, runId: memo.runId }, 'could not start a run workflow');
+            }
+          }
+          await this.#markStarted(done);
+          if (done.length) this.#deps.log.info({ runs: done }, 'started run workflows that were never started');
+        }
+        const stalled = await em.execute<{ id: string }[]>(
+          `select id from runs
+            where engine = 'temporal' and status = 'pending' and phase in ('starting', 'preparing')
+              and updated_at < clock_timestamp() - make_interval(secs => ?)
+            order by updated_at, id limit 200`,
+          [graceSecs],
+        );
+        if (stalled.length) await this.#signalAdmitted(stalled.map((r) => String(r.id)));
+      } catch (err) {
+        this.#deps.log.error({ err }, 'temporal engine sweep failed');
+      }
+    })();
+    try {
+      await this.#sweeping;
+    } finally {
+      this.#sweeping = null;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  async #memos(runIds: string[]): Promise<RunMemo[]> {
+    if (runIds.length === 0) return [];
+    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string }[]>(
+      `select r.id, a.handle, r.workflow_id, r.version_id from runs r join accounts a on a.id = r.account_id where r.id in (?)`,
+      [runIds],
+    );
+    return rows.map((r) => ({ runId: String(r.id), accountHandle: String(r.handle), workflowId: String(r.workflow_id), versionId: String(r.version_id) }));
+  }
+
+  async #markStarted(runIds: string[]): Promise<void> {
+    if (runIds.length === 0) return;
+    await fork(this.#deps).execute(
+      `update runs set lease_owner = ? where id in (?) and lease_owner is null and status in ('pending', 'running', 'suspended')`,
+      [TEMPORAL_STARTED_MARK, runIds],
+    );
+  }
+}

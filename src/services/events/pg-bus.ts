@@ -1,0 +1,229 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import type { Logger } from '../../logger.ts';
+import type { RunEventBus } from './bus.ts';
+
+/**
+ * The run event bus across processes (ENGINE=temporal with DATABASE_URL): the worker writes run events,
+ * the API process tails them over SSE / GraphQL. A dedicated `pg` connection LISTENs on the channel
+ * `run_events`; `publish` notifies local subscribers at once and sends `NOTIFY run_events, '<runId>:<seq>'`
+ * to the other processes (batched: one round trip for all the runs published in one tick, each with its
+ * newest sequence). Notifications this connection sent itself are ignored (already delivered locally).
+ *
+ * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
+ * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
+ * lost connection it reconnects with backoff, LISTENs again, publishes what was pending and tells every
+ * local subscriber its run's current `last_sequence`, so nothing missed during the gap stays unseen.
+ */
+
+export const RUN_EVENTS_CHANNEL = 'run_events';
+
+export interface PostgresRunEventBusOptions {
+  connectionString: string;
+  log?: Pick<Logger, 'warn' | 'error' | 'info'>;
+  /** First reconnect delay, doubled up to 10 s. Default 200 ms. */
+  reconnectDelayMs?: number;
+}
+
+type Listener = (lastSequence: number) => void;
+
+export class PostgresRunEventBus implements RunEventBus {
+  readonly #opts: PostgresRunEventBusOptions;
+  readonly #emitter = new EventEmitter();
+  /** runId → newest sequence not yet sent to Postgres. */
+  readonly #pending = new Map<string, number>();
+  #client: pg.Client | null = null;
+  #connecting: Promise<void> | null = null;
+  #flushing: Promise<void> | null = null;
+  #flushQueued = false;
+  #closed = false;
+  #retryMs: number;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  /** Connections made so far (1 after the first connect); for tests and logs. */
+  connections = 0;
+
+  /** True while LISTENing. */
+  get listening(): boolean {
+    return this.#client !== null;
+  }
+
+  /** The server process id of the listening connection (tests terminate it to simulate a lost link). */
+  get backendPid(): number | null {
+    return (this.#client as unknown as { processID?: number } | null)?.processID ?? null;
+  }
+
+  constructor(opts: PostgresRunEventBusOptions) {
+    this.#opts = opts;
+    this.#retryMs = opts.reconnectDelayMs ?? 200;
+    this.#emitter.setMaxListeners(0);
+  }
+
+  /** Connects and LISTENs; resolves once listening. Publishing and subscribing work before it. */
+  connect(): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('the run event bus is closed'));
+    if (this.#client) return Promise.resolve();
+    this.#connecting ??= this.#connect().finally(() => {
+      this.#connecting = null;
+    });
+    return this.#connecting;
+  }
+
+  async #connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.#opts.connectionString, application_name: 'run-event-bus' });
+    client.on('notification', (msg) => this.#onNotification(client, msg));
+    client.on('error', (err) => this.#lost(client, err));
+    client.on('end', () => this.#lost(client, null));
+    await client.connect();
+    await client.query(`LISTEN ${RUN_EVENTS_CHANNEL}`);
+    if (this.#closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    const reconnected = this.connections > 0;
+    this.#client = client;
+    this.connections++;
+    this.#retryMs = this.#opts.reconnectDelayMs ?? 200;
+    if (reconnected) {
+      this.#opts.log?.info({ channel: RUN_EVENTS_CHANNEL }, 'run event bus reconnected');
+      await this.#resync(client);
+    }
+    this.#scheduleFlush();
+  }
+
+  #onNotification(client: pg.Client, msg: pg.Notification): void {
+    if (msg.channel !== RUN_EVENTS_CHANNEL || !msg.payload) return;
+    if (msg.processId === (client as unknown as { processID?: number }).processID) return; // our own NOTIFY
+    for (const item of msg.payload.split(',')) {
+      const cut = item.lastIndexOf(':');
+      if (cut <= 0) continue;
+      const seq = Number(item.slice(cut + 1));
+      if (Number.isInteger(seq)) this.#emitter.emit(item.slice(0, cut), seq);
+    }
+  }
+
+  #lost(client: pg.Client, err: Error | null): void {
+    if (this.#client !== client) return;
+    this.#client = null;
+    client.removeAllListeners('notification');
+    void client.end().catch(() => undefined);
+    if (this.#closed) return;
+    this.#opts.log?.warn({ err }, 'run event bus lost its connection; reconnecting');
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#reconnectTimer) return;
+    const delay = this.#retryMs;
+    this.#retryMs = Math.min(10_000, this.#retryMs * 2);
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      this.connect().catch((err) => {
+        this.#opts.log?.warn({ err }, 'run event bus could not reconnect');
+        this.#scheduleReconnect();
+      });
+    }, delay);
+    this.#reconnectTimer.unref();
+  }
+
+  /** After a reconnect: tell every local subscriber where its run's log is now. */
+  async #resync(client: pg.Client): Promise<void> {
+    const ids = this.#emitter.eventNames().filter((n): n is string => typeof n === 'string');
+    if (ids.length === 0) return;
+    try {
+      const { rows } = await client.query<{ id: string; last_sequence: number }>(
+        'select id::text as id, last_sequence from runs where id = any($1::uuid[])',
+        [ids],
+      );
+      for (const r of rows) this.#emitter.emit(r.id, Number(r.last_sequence));
+    } catch (err) {
+      this.#opts.log?.warn({ err }, 'run event bus could not resynchronise its subscribers');
+    }
+  }
+
+  publish(runId: string, lastSequence: number): void {
+    this.#emitter.emit(runId, lastSequence);
+    if (this.#closed) return;
+    const prev = this.#pending.get(runId);
+    if (prev === undefined || lastSequence > prev) this.#pending.set(runId, lastSequence);
+    this.#scheduleFlush();
+  }
+
+  subscribe(runId: string, listener: Listener): () => void {
+    // A tail needs the LISTEN in place: connect on first use (a failure retries with backoff).
+    if (!this.#client && !this.#connecting && !this.#closed && !this.#reconnectTimer) {
+      this.connect().catch((err) => {
+        this.#opts.log?.warn({ err }, 'run event bus could not connect');
+        this.#scheduleReconnect();
+      });
+    }
+    this.#emitter.on(runId, listener);
+    return () => this.#emitter.off(runId, listener);
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushQueued || this.#pending.size === 0) return;
+    this.#flushQueued = true;
+    setImmediate(() => {
+      this.#flushQueued = false;
+      void this.#flush();
+    });
+  }
+
+  /** Sends the pending notifications, one statement; kept for the next connection when it fails. */
+  async #flush(): Promise<void> {
+    if (this.#flushing) {
+      await this.#flushing;
+      return this.#scheduleFlush();
+    }
+    const client = this.#client;
+    if (!client) {
+      if (!this.#closed && !this.#connecting) this.connect().catch(() => this.#scheduleReconnect());
+      return;
+    }
+    if (this.#pending.size === 0) return;
+    const batch = [...this.#pending];
+    this.#pending.clear();
+    // A NOTIFY payload is limited to 8000 bytes: ~45 bytes an item, so 150 items a notification.
+    const payloads: string[] = [];
+    for (let i = 0; i < batch.length; i += 150) payloads.push(batch.slice(i, i + 150).map(([id, seq]) => `${id}:${seq}`).join(','));
+    this.#flushing = client
+      .query(`select pg_notify($1, p) from unnest($2::text[]) as p`, [RUN_EVENTS_CHANNEL, payloads])
+      .then(
+        () => undefined,
+        (err) => {
+          // Put them back (newer publishes win) and let the reconnect send them.
+          for (const [id, seq] of batch) if (!(this.#pending.get(id)! >= seq)) this.#pending.set(id, seq);
+          this.#opts.log?.warn({ err }, 'run event bus could not notify');
+        },
+      )
+      .finally(() => {
+        this.#flushing = null;
+      });
+    await this.#flushing;
+    if (this.#pending.size) this.#scheduleFlush();
+  }
+
+  /** Waits until everything published so far was sent (tests, shutdown). */
+  async drain(): Promise<void> {
+    for (let i = 0; i < 50 && (this.#pending.size > 0 || this.#flushing || this.#flushQueued); i++) {
+      if (this.#flushing) await this.#flushing;
+      else await new Promise((r) => setImmediate(r));
+      if (!this.#client && !this.#connecting) break;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.drain().catch(() => undefined);
+    this.#closed = true;
+    clearTimeout(this.#reconnectTimer);
+    await this.#connecting?.catch(() => undefined);
+    const client = this.#client;
+    this.#client = null;
+    if (client) {
+      client.removeAllListeners('notification');
+      await client.end().catch(() => undefined);
+    }
+    this.#emitter.removeAllListeners();
+  }
+}

@@ -1,0 +1,62 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { quietTemporalRuntime, silentLogger, workflowBundle } from './support.ts';
+
+/**
+ * The workflow code must run in Temporal's deterministic sandbox: bundleWorkflowCode (what Worker.create
+ * does at start) rejects Node built-ins, and nothing of the database or provider layers may be pulled in
+ * (the workflow imports the activities as types only).
+ */
+
+quietTemporalRuntime();
+
+test('bundleWorkflowCode bundles workflows/ and the bundle holds the run workflow', async () => {
+  const bundle = await workflowBundle();
+  assert.ok(bundle.code.length > 10_000);
+  assert.match(bundle.code, /runWorkflow/);
+  // The pure interpreter is in; it is what decides.
+  assert.match(bundle.code, /function plan\(/);
+});
+
+test('no database, provider or Node-only module reaches the workflow bundle', async () => {
+  const { code } = await workflowBundle();
+  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'run-activities.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
+    assert.not.ok(code.includes(forbidden), `${forbidden} is not in the bundle`);
+  }
+});
+
+/** Bundles a throwaway workflows file; returns the error message or null when it bundled. */
+async function bundleError(source: string): Promise<string | null> {
+  const dir = mkdtempSync(join(tmpdir(), 'wf-bundle-'));
+  try {
+    const file = join(dir, 'workflows.ts');
+    writeFileSync(file, source);
+    await workflowBundle(file, silentLogger);
+    return null;
+  } catch (err) {
+    return String((err as Error).message);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('a workflow that imports a Node built-in fails to bundle (the check can fail)', async () => {
+  const error = await bundleError(`import { readFileSync } from 'node:fs';\nexport async function bad(): Promise<string> { return readFileSync('/etc/hostname', 'utf8'); }\n`);
+  assert.ok(error, 'bundling must fail');
+  assert.match(error!, /Webpack finished with errors/);
+});
+
+test('a workflow that imports the activity implementations (not just their types) fails to bundle', async () => {
+  const activities = join(WORKFLOWS_PATH, '..', '..', 'src', 'engine', 'run-activities.ts');
+  const error = await bundleError(
+    `import { prepareRun } from ${JSON.stringify(activities)};\nexport async function bad(): Promise<unknown> { return prepareRun as unknown; }\n`,
+  );
+  assert.ok(error, 'bundling must fail: the activities pull in the database layer');
+  assert.match(error!, /Webpack finished with errors/);
+});
+
+test.run();

@@ -1,0 +1,36 @@
+import type { Logger } from '@temporalio/common';
+import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+
+/**
+ * Shared by the Temporal test files (one uvu process runs them all): the SDK runtime is installed once,
+ * quietly (errors only; the replay tests provoke determinism violations on purpose), and the workflow
+ * bundle is built once.
+ */
+
+let installed = false;
+
+export function quietTemporalRuntime(): void {
+  if (installed) return;
+  installed = true;
+  try {
+    Runtime.install({
+      logger: new DefaultLogger('ERROR'),
+      telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+    });
+  } catch {
+    // Already installed by another file of this process: keep that one.
+  }
+}
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+const nothing = () => undefined;
+/** For bundles that are expected to fail: webpack's error report is not test output. */
+export const silentLogger: Logger = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
+
+export function workflowBundle(workflowsPath = WORKFLOWS_PATH, logger: Logger = new DefaultLogger('ERROR')): Promise<WorkflowBundleWithSourceMap> {
+  if (workflowsPath !== WORKFLOWS_PATH) return bundleWorkflowCode({ workflowsPath, logger });
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  return bundle;
+}
