@@ -108,7 +108,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   });
   setHandler(stateQuery, () => ({ ...view, runningSteps: [...view.runningSteps] }));
 
-  /** Waits for the `admitted` signal; false when the run ended while queued. */
+  /** Waits for the `admitted` signal; returns the final status when the run ended while queued (queue timeout, cancel). */
   async function awaitAdmission(): Promise<{ ended: string | null } | null> {
     view.phase = 'queued';
     while (!admitted) {
