@@ -1,16 +1,20 @@
 import type { Em } from '../../db/orm.ts';
 import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toDb, usd } from '../../domain/money.ts';
-import { settleRun } from '../billing/settle-run.ts';
-import { appendRunEvents } from '../events/append-run-events.ts';
+import { finalCharge, settleRun, type SettleInput } from '../billing/settle-run.ts';
 import { enqueueRunWebhooks } from '../webhooks/enqueue-run-webhooks.ts';
 import { mapRunRow, RUN_COLUMNS, toPublicRun } from './run-views.ts';
 
 /**
  * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
  * transaction it locks the run, refuses if it is already terminal (a late step or a late cancel never
- * changes a finished run), settles money exactly once, writes the terminal event and the webhook outbox
- * rows, and deletes the run's secrets. Returns the new last sequence, or null when it changed nothing.
+ * changes a finished run), writes the terminal state and event, deletes the run's secrets, writes the
+ * webhook outbox rows, and settles money exactly once. Returns the new last sequence, or null when it
+ * changed nothing.
+ *
+ * Statement order matters for throughput: the per-run writes come first, and the rows every run of an
+ * account or workflow contends for (the wallet, the workflow's run counter) are touched last, so their
+ * locks are held only until the commit that follows.
  */
 
 export interface Finish {
@@ -28,8 +32,10 @@ export interface Finish {
 
 export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<number | null> {
   const [row] = await tx.execute<Record<string, unknown>[]>(
-    `select account_id, status, funding, bundle_id, hold_usd, compute_usd, creator_price_usd, workflow_id
-       from runs where id = ? for update`,
+    `select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
+            b.usd_per_run as bundle_usd_per_run
+       from runs r left join bundles b on b.id = r.bundle_id
+      where r.id = ? for update of r`,
     [runId],
   );
   if (!row || ['completed', 'failed', 'cancelled'].includes(String(row.status))) return null;
@@ -41,39 +47,52 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<num
   if (fin.status === 'completed' && charge === null) charge = toDb(0);
 
   const accountId = String(row.account_id);
-  const finalCharge = await settleRun(
-    tx,
-    { id: runId, accountId, funding: (row.funding as string | null) ?? null, bundleId: (row.bundle_id as string | null) ?? null, holdUsd: String(row.hold_usd) },
-    charge,
-  );
-  const billing = finalCharge === null ? 'not_charged' : 'settled';
+  const settle: SettleInput = {
+    id: runId,
+    accountId,
+    funding: (row.funding as string | null) ?? null,
+    bundleId: (row.bundle_id as string | null) ?? null,
+    bundleUsdPerRun: row.bundle_usd_per_run === null || row.bundle_usd_per_run === undefined ? null : String(row.bundle_usd_per_run),
+    holdUsd: String(row.hold_usd),
+  };
+  const billed = finalCharge(settle, charge);
+  const type = `run.${fin.status}`;
+  const data: Record<string, string> = { status: fin.status };
+  if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';
 
+  // The terminal state, its event and the deletion of the run's secrets in one statement.
   const [updated] = await tx.execute<Record<string, unknown>[]>(
-    `update runs set status = ?, outcome = ?, reason = ?, outputs = coalesce(?::jsonb, outputs), billing_status = ?,
-            charge_usd = ?, cap_usd = ?, phase = null, suspend_reason = null, resume_at = null,
-            lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now()
-      where id = ? returning ${RUN_COLUMNS}`,
+    `with u as (
+       update runs set status = ?, outcome = ?, reason = ?, outputs = coalesce(?::jsonb, outputs), billing_status = ?,
+              charge_usd = ?, cap_usd = ?, phase = null, suspend_reason = null, resume_at = null,
+              lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
+              last_sequence = last_sequence + 1
+        where id = ? returning ${RUN_COLUMNS}),
+     e as (
+       insert into run_events (run_id, sequence, type, node_id, data, ts)
+       select u.id, u.last_sequence, ?, null, ?::jsonb, clock_timestamp() from u),
+     s as (delete from run_secrets where run_id = ?)
+     select * from u`,
     [
       fin.status,
       fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,
       fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
       fin.outputs ? JSON.stringify(fin.outputs) : null,
-      billing,
-      finalCharge,
-      finalCharge ?? '0',
+      billed === null ? 'not_charged' : 'settled',
+      billed,
+      billed ?? '0',
+      runId,
+      type,
+      JSON.stringify(data),
       runId,
     ],
   );
+  const run = toPublicRun(mapRunRow(updated!), null);
+
+  await enqueueRunWebhooks(tx, accountId, runId, type, run);
+  await settleRun(tx, settle, charge);
   if (fin.status === 'completed') {
     await tx.execute('update workflows set runs_count = runs_count + 1 where id = ?', [row.workflow_id]);
   }
-  await tx.execute('delete from run_secrets where run_id = ?', [runId]);
-
-  const type = `run.${fin.status}`;
-  const data: Record<string, string> = { status: fin.status };
-  if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';
-  const last = await appendRunEvents(tx, runId, [{ type, data }]);
-  const run = toPublicRun(mapRunRow({ ...updated!, last_sequence: last }), null);
-  await enqueueRunWebhooks(tx, accountId, runId, type, run);
-  return last;
+  return Number(updated!.last_sequence);
 }

@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Em, Orm } from '../../src/db/orm.ts';
+import { fundRun, INSUFFICIENT_FUNDS } from '../../src/services/billing/fund-run.ts';
+import { settleRun } from '../../src/services/billing/settle-run.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+
+const t = suite<{ orm: Orm }>('billing: funding and settlement');
+t.before(async (ctx) => {
+  ctx.orm = await testOrm();
+});
+t.before.each(async ({ orm }) => resetDb(orm));
+
+interface Fixture {
+  accountId: string;
+  workflowId: string;
+  versionId: string;
+  runId: string;
+}
+
+async function fixture(em: Em, walletUsd: string): Promise<Fixture> {
+  const f = { accountId: randomUUID(), workflowId: randomUUID(), versionId: randomUUID(), runId: randomUUID() };
+  await em.execute(`insert into accounts (id, handle) values (?, ?)`, [f.accountId, `a${f.accountId.slice(0, 8)}`]);
+  await em.execute(`insert into wallets (account_id, balance_usd) values (?, ?)`, [f.accountId, walletUsd]);
+  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [f.workflowId, f.accountId]);
+  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [f.versionId, f.workflowId, 'x'.repeat(64)]);
+  await em.execute(
+    `insert into runs (id, account_id, workflow_id, version_id, user_access, compute_limit_usd, credential_mode, inputs, progress)
+     values (?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}')`,
+    [f.runId, f.accountId, f.workflowId, f.versionId],
+  );
+  return f;
+}
+
+const wallet = async (em: Em, accountId: string) =>
+  (await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd, held_usd from wallets where account_id = ?', [accountId]))[0]!;
+const ledger = async (em: Em, accountId: string) =>
+  (await em.execute<{ kind: string; amount_usd: string; balance_after_usd: string }[]>(
+    'select kind, amount_usd, balance_after_usd from ledger_entries where account_id = ? order by id',
+    [accountId],
+  )).map((r) => [r.kind, r.amount_usd, r.balance_after_usd]);
+
+t('a hold moves the displayed price from balance to held, and settlement charges the exact final amount', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '1.000000');
+  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250200' }));
+  assert.equal(funded, { ok: true, funding: 'wallet', holdUsd: '0.250200' });
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749800', held_usd: '0.250200' });
+  const charged = await em.transactional((tx) =>
+    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.250200' }, '0.250357'),
+  );
+  assert.is(charged, '0.250357');
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749643', held_usd: '0.000000' });
+  assert.equal(await ledger(em, f.accountId), [
+    ['hold', '-0.250200', '0.749800'],
+    ['release', '0.250200', '1.000000'],
+    ['charge', '-0.250357', '0.749643'],
+  ]);
+});
+
+t('a wallet never goes below zero: what it cannot cover is recorded as unpaid', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '1.000000');
+  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.500000' }));
+  await em.transactional((tx) =>
+    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.500000' }, '2.000000'),
+  );
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
+  assert.equal((await ledger(em, f.accountId)).slice(1), [
+    ['release', '0.500000', '1.000000'],
+    ['charge', '-1.000000', '0.000000'],
+    ['unpaid', '1.000000', '0.000000'],
+  ]);
+});
+
+t('a run not charged gets its hold back in full', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '0.300000');
+  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.300000' }));
+  assert.is((await wallet(em, f.accountId)).balance_usd, '0.000000');
+  const charged = await em.transactional((tx) =>
+    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.300000' }, null),
+  );
+  assert.is(charged, null);
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.300000', held_usd: '0.000000' });
+});
+
+t('insufficient balance funds nothing and leaves no ledger row', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '0.100000');
+  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' }));
+  assert.equal(funded, { ok: false, reason: INSUFFICIENT_FUNDS });
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
+  assert.equal(await ledger(em, f.accountId), []);
+});
+
+t('a bundle pays before the wallet, charges its price per run, and gives the run back when not charged', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '1.000000');
+  const bundleId = randomUUID();
+  await em.execute(
+    `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, 1, 0.2)`,
+    [bundleId, f.accountId, f.workflowId, f.versionId],
+  );
+  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250000' }));
+  assert.is(funded.ok && funded.funding, 'bundle');
+  const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
+  assert.is(await left(), 0);
+  const settle = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
+  assert.is(await em.transactional((tx) => settleRun(tx as Em, settle, '0.987654')), '0.200000');
+  assert.is(await em.transactional((tx) => settleRun(tx as Em, settle, null)), null);
+  assert.is(await left(), 1);
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
+});
+
+t('concurrent holds against a wallet that covers exactly one fund exactly one', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '0.250000');
+  const runs = [f.runId];
+  for (let i = 0; i < 7; i++) {
+    const id = randomUUID();
+    await em.execute(
+      `insert into runs (id, account_id, workflow_id, version_id, user_access, compute_limit_usd, credential_mode, inputs, progress)
+       values (?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}')`,
+      [id, f.accountId, f.workflowId, f.versionId],
+    );
+    runs.push(id);
+  }
+  const results = await Promise.all(
+    runs.map((id) => orm.em.fork().transactional((tx) => fundRun(tx as unknown as Em, { id, ...f, displayedPriceUsd: '0.250000' }))),
+  );
+  assert.is(results.filter((r) => r.ok).length, 1);
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.250000' });
+});
+
+t.run();
