@@ -10,7 +10,21 @@ export interface Pricing {
 export const DEFAULT_PRICING: Pricing = { stepUsd: '0.000100', models: {} };
 export const PRICING_KEY = 'pricing';
 
+/**
+ * Pricing changes only when a catalog is loaded, and every run acceptance reads it, so each process
+ * keeps it for a second (a loader in this process invalidates it at once).
+ */
+const CACHE_MS = 1000;
+let cached: { at: number; pricing: Pricing } | null = null;
+
 export async function getPricing(em: Em): Promise<Pricing> {
+  if (cached && Date.now() - cached.at < CACHE_MS) return cached.pricing;
+  const pricing = await readPricing(em);
+  cached = { at: Date.now(), pricing };
+  return pricing;
+}
+
+async function readPricing(em: Em): Promise<Pricing> {
   const [row] = await em.execute<{ value: unknown }[]>('select value from settings where key = ?', [PRICING_KEY]);
   if (!row) return DEFAULT_PRICING;
   const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;
@@ -18,6 +32,7 @@ export async function getPricing(em: Em): Promise<Pricing> {
 }
 
 export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
+  cached = null;
   await em.execute(
     `insert into settings (key, value, updated_at) values (?, ?::jsonb, now())
      on conflict (key) do update set value = excluded.value, updated_at = now()`,

@@ -9,7 +9,6 @@ import { jsonLimitProblem } from '../../domain/json-limits.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import { fork, type Deps } from '../deps.ts';
-import { appendRunEvents } from '../events/append-run-events.ts';
 import { isUuid } from '../ids.ts';
 import { getPricing } from '../pricing.ts';
 import { accessOf, findVersion, findVisibleWorkflow, type WorkflowAccess } from '../workflows/workflow-access.ts';
@@ -242,12 +241,17 @@ async function insertRun(
     }
   }
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
+  // The run and its first event (`run.queued`, sequence 1) in one statement.
   await tx.execute(
-    `insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
-                       cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
-                       credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
-     values (?, ?, ?, ?, ?, 'pending', 'queued', 'pending', ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, '[]'::jsonb, ?, 0,
-             clock_timestamp(), clock_timestamp(), clock_timestamp())`,
+    `with r as (
+       insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
+                         cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
+                         credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
+       values (?, ?, ?, ?, ?, 'pending', 'queued', 'pending', ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, '[]'::jsonb, ?, 1,
+               clock_timestamp(), clock_timestamp(), clock_timestamp())
+       returning id, created_at)
+     insert into run_events (run_id, sequence, type, node_id, data, ts)
+     select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r`,
     [
       r.runId,
       r.principal.accountId,
@@ -269,5 +273,4 @@ async function insertRun(
   if (tuples.length) {
     await tx.execute(`insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')}`, secrets);
   }
-  await appendRunEvents(tx, r.runId, [{ type: 'run.queued', data: { status: 'pending' } }]);
 }
