@@ -118,7 +118,8 @@ t('body errors: invalid JSON, non-object bodies, missing workflow, bad content t
   const alias = await t.call('POST', '/runs', { body: { workflowId: W_SUMMARY, inputs: { topic: 'alias' } } });
   assert.is(alias.status, 202);
   const form = await t.call('POST', '/runs', { rawBody: 'workflow=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
-  assert.is(form.status, 400);
+  assert.is(form.status, 415);
+  assert.is(form.body.error.code, 'unsupported_media_type');
   const huge = await t.call('POST', '/runs', { rawBody: JSON.stringify({ workflow: W_SUMMARY, inputs: { topic: 'x'.repeat(1_100_000) } }), headers: { 'content-type': 'application/json' } });
   assert.is(huge.status, 413);
 });

@@ -66,7 +66,7 @@ export const operations = {
     try {
       const type = header(c.req, 'content-type') ?? '';
       if (!/^application\/([\w.+-]*\+)?json\b/i.test(type)) {
-        throw new ApiError('invalid_request', 'Content-Type must be application/json');
+        throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
       }
       const text = await readBody(c.req);
       let body: unknown;
