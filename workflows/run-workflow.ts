@@ -12,8 +12,8 @@ import {
 } from '@temporalio/workflow';
 // The interpreter is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the
 // very code the embedded engine runs.
-import { plan, type Action } from '../src/domain/graph/interpreter.ts';
-import { isInputKind, type JsonValue, type NodeResult } from '../src/domain/graph/types.ts';
+import { applyFreeActions, nextDue, plan, type Action } from '../src/domain/graph/interpreter.ts';
+import { isInputKind, type NodeResult } from '../src/domain/graph/types.ts';
 // Types only: the activity implementations (database, providers) never enter the workflow bundle.
 import type * as activities from '../src/engine/temporal/activities.ts';
 import type { FreeAction, RunState, StepOutcome } from '../src/engine/run-activities.ts';
@@ -145,9 +145,9 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         // Inputs resolve to the run's own inputs and emit no event: applied in memory only.
         if (recorded.length) {
           const applied = await db.applyActions(runId, recorded);
-          if (applied.applied) applyLocally(results, timers, free);
+          if (applied.applied) applyFreeActions(results, timers, free);
           else blocked = true;
-        } else applyLocally(results, timers, free);
+        } else applyFreeActions(results, timers, free);
         if (!blocked) {
           for (const a of executes) {
             inflight.add(a.nodeId);
@@ -292,27 +292,3 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   }
 }
 
-function applyLocally(results: Record<string, NodeResult>, timers: Record<string, number>, actions: FreeAction[]): void {
-  for (const a of actions) {
-    switch (a.type) {
-      case 'resolve':
-        results[a.nodeId] = { status: 'completed', value: a.value as JsonValue };
-        break;
-      case 'skip':
-        results[a.nodeId] = { status: 'skipped', reason: a.reason };
-        break;
-      case 'start_timer':
-        timers[a.nodeId] = a.dueAt;
-        break;
-      case 'fire_timer':
-        delete timers[a.nodeId];
-        results[a.nodeId] = { status: 'completed', value: null };
-        break;
-    }
-  }
-}
-
-function nextDue(timers: Record<string, number>): number | null {
-  const values = Object.values(timers);
-  return values.length ? Math.min(...values) : null;
-}

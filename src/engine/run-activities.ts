@@ -466,7 +466,8 @@ export async function loadRunState(deps: ActivityDeps, runId: string): Promise<R
 // Free actions (resolve, skip, timers)
 
 /** The interpreter's actions other than `execute`. */
-export type FreeAction = Exclude<Action, { type: 'execute' }>;
+export type { FreeAction } from '../domain/graph/interpreter.ts';
+import type { FreeAction } from '../domain/graph/interpreter.ts';
 
 export interface ApplyResult {
   /** False when the run is terminal (or gone): nothing was written. */

@@ -331,3 +331,33 @@ function finish(nodes: GraphNode[], results: Map<string, NodeResult>): Finished 
   if (outputs.length > 0) return { status: 'completed', outcome: 'completed_with_issues', outputs, reason: null };
   return { status: 'failed', outcome: null, outputs, reason: firstFailure };
 }
+
+/** Actions the engine applies itself, without an activity: everything but `execute`. */
+export type FreeAction = Exclude<Action, { type: 'execute' }>;
+
+/** Applies free actions to an in-memory copy of the run state (both engines keep one between steps). */
+export function applyFreeActions(results: Record<string, NodeResult>, timers: Record<string, number>, actions: FreeAction[]): void {
+  for (const a of actions) {
+    switch (a.type) {
+      case 'resolve':
+        results[a.nodeId] = { status: 'completed', value: a.value };
+        break;
+      case 'skip':
+        results[a.nodeId] = { status: 'skipped', reason: a.reason };
+        break;
+      case 'start_timer':
+        timers[a.nodeId] = a.dueAt;
+        break;
+      case 'fire_timer':
+        delete timers[a.nodeId];
+        results[a.nodeId] = { status: 'completed', value: null };
+        break;
+    }
+  }
+}
+
+/** The earliest due time among started timers, or null. */
+export function nextDue(timers: Record<string, number>): number | null {
+  const values = Object.values(timers);
+  return values.length ? Math.min(...values) : null;
+}

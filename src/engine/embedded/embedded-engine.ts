@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { plan, type Action } from '../../domain/graph/interpreter.ts';
+import { applyFreeActions, nextDue, plan, type Action } from '../../domain/graph/interpreter.ts';
 import { isInputKind, type NodeResult } from '../../domain/graph/types.ts';
 import type { Deps } from '../../services/deps.ts';
 import { fork } from '../../services/deps.ts';
@@ -508,9 +508,9 @@ export class EmbeddedEngine implements EnginePort {
         const recorded = free.filter((a) => !silent(a));
         if (recorded.length) {
           const applied = await applyActions(deps, id, recorded);
-          if (applied.applied) applyLocally(results, timers, free);
+          if (applied.applied) applyFreeActions(results, timers, free);
           else blocked = true;
-        } else applyLocally(results, timers, free);
+        } else applyFreeActions(results, timers, free);
         if (!blocked) {
           for (const a of executes) inflight.set(a.nodeId, this.#step(d, a.nodeId, { results: { ...results }, inputs: s.inputs }));
           if (free.length && executes.length === 0) continue; // state moved: plan again at once
@@ -568,27 +568,3 @@ export class EmbeddedEngine implements EnginePort {
   }
 }
 
-function applyLocally(results: Record<string, NodeResult>, timers: Record<string, number>, actions: FreeAction[]): void {
-  for (const a of actions) {
-    switch (a.type) {
-      case 'resolve':
-        results[a.nodeId] = { status: 'completed', value: a.value };
-        break;
-      case 'skip':
-        results[a.nodeId] = { status: 'skipped', reason: a.reason };
-        break;
-      case 'start_timer':
-        timers[a.nodeId] = a.dueAt;
-        break;
-      case 'fire_timer':
-        delete timers[a.nodeId];
-        results[a.nodeId] = { status: 'completed', value: null };
-        break;
-    }
-  }
-}
-
-function nextDue(timers: Record<string, number>): number | null {
-  const values = Object.values(timers);
-  return values.length ? Math.min(...values) : null;
-}
