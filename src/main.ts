@@ -1,18 +1,9 @@
 import { createApp } from './app.ts';
-import { ConfigError, DEMO_CATALOG_FILE, loadConfig } from './config/config.ts';
+import { DEMO_CATALOG_FILE, loadConfigOrExit } from './config/config.ts';
 import { createLogger } from './logger.ts';
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   const app = await createApp({ config, log });
   const url = await app.listen();

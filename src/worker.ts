@@ -1,5 +1,5 @@
 import { NativeConnection } from '@temporalio/worker';
-import { ConfigError, loadConfig } from './config/config.ts';
+import { loadConfigOrExit } from './config/config.ts';
 import { describeDb, migrate, openOrm } from './db/orm.ts';
 import { createRunWorker } from './engine/temporal/run-worker.ts';
 import { TemporalEngine } from './engine/temporal/temporal-engine.ts';
@@ -16,16 +16,7 @@ import { PostgresRunEventBus } from './services/events/pg-bus.ts';
  */
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   if (config.engine !== 'temporal') log.warn({ engine: config.engine }, 'the worker runs Temporal workflows; the API must run with ENGINE=temporal to use it');
   if (!config.databaseUrl) {

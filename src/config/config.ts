@@ -131,6 +131,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/** For entry points: the configuration, or the reason it is invalid on stderr and exit code 2. */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
 /** The `/v1` prefix of absolute URLs in responses. */
 export function baseUrl(config: Config): string {
   return config.publicBaseUrl ?? `http://localhost:${config.port}/v1`;
