@@ -28,10 +28,16 @@ export async function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Pr
   if (declared > limit) throw new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) throw new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`);
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    // The client went away mid-body: nothing to answer and nothing wrong with the service.
+    throw new ApiError('invalid_request', 'the request body was not received completely', { cause: err });
   }
   return Buffer.concat(chunks).toString('utf8');
 }
