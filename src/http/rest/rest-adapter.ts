@@ -7,7 +7,6 @@ import { ApiError } from '../../domain/errors.ts';
 import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
 import type { Deps } from '../../services/deps.ts';
 import { SlidingWindowLimiter } from '../../services/runs/rate-limiter.ts';
-import { sendJson } from '../respond.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations, type RestHandler } from './handlers.ts';
 import { StreamSlots } from './stream-run.ts';
@@ -100,4 +99,3 @@ export function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export { sendJson };

@@ -109,4 +109,3 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   if (closed) stop();
 }
 
-export { ApiError };

@@ -2,7 +2,7 @@ import { ApiError, notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../ids.ts';
 import { finishRun } from './finish-run.ts';
-import { findAccountRun, type RunRow } from './run-views.ts';
+import { findAccountRun, findRun } from './run-views.ts';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -14,7 +14,7 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 export async function cancelRun(deps: Deps, accountId: string | null, runId: string) {
   if (!isUuid(runId)) throw notFound('run');
   const em = fork(deps);
-  const run = accountId === null ? await findAnyRun(em, runId) : await findAccountRun(em, accountId, runId);
+  const run = accountId === null ? await findRun(em, runId) : await findAccountRun(em, accountId, runId);
   if (!run) throw notFound('run');
   if (TERMINAL.has(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
   if (run.phase === 'settling') throw new ApiError('cancel_unavailable', 'the run is already settling and can no longer be cancelled');
@@ -22,16 +22,11 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   const last = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
   if (last === null) {
     // It became terminal while we asked: report what it is now.
-    const now = (await findAnyRun(fork(deps), runId))!;
+    const now = (await findRun(fork(deps), runId))!;
     return { id: now.id, status: now.status, cancelRequested: false };
   }
   deps.bus.publish(runId, last);
   deps.webhooks?.notify();
   await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId }, 'engine could not abort a cancelled run'));
   return { id: runId, status: 'cancelled' as const, cancelRequested: true };
-}
-
-async function findAnyRun(em: ReturnType<typeof fork>, runId: string): Promise<RunRow | null> {
-  const { findRun } = await import('./run-views.ts');
-  return findRun(em, runId);
 }
