@@ -68,9 +68,11 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
 
   const steps = countStepNodes(version.graph);
   const displayed = usd(access.creatorPriceUsd).plus(usd(pricing.stepUsd).times(steps));
-  const fingerprint = deps.sealer.mac(
-    canonicalJson({ workflow: row.id, inputs: resolved.inputs.values, version: requestedVersion }),
-  );
+  // Only a request with an idempotency key needs its fingerprint (an HMAC over the normalised request).
+  const fingerprint =
+    idempotencyKey === null
+      ? ''
+      : deps.sealer.mac(canonicalJson({ workflow: row.id, inputs: resolved.inputs.values, version: requestedVersion }));
 
   const runId = randomUUID();
   const outcome = await em.transactional(async (tx) => {
