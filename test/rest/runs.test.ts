@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { EventSource } from 'eventsource';
 import { appendRunEvents } from '../../src/services/events/append-run-events.ts';
 import { finishRun } from '../../src/services/runs/finish-run.ts';
+import { followRunEvents } from '../../src/services/runs/follow-run-events.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
@@ -205,6 +206,54 @@ t('resuming with Last-Event-ID or afterSequence replays only later events; Last-
   assert.equal(byHeader.frames.map((f) => f.type), ['snapshot', 'run.completed']);
   assert.equal(byQuery.frames.map((f) => f.type), ['snapshot', 'run.completed']);
   assert.is(byQuery.frames[1].id, '4');
+});
+
+t('followers of one run at the same cursor share one log read per event, and each gets every event once in order', async ({ t }) => {
+  const id = await start(t);
+  let reads = 0;
+  // The real database, with its log reads counted.
+  const orm = new Proxy(t.deps.orm, {
+    get(target, prop, receiver) {
+      if (prop !== 'em') return Reflect.get(target, prop, receiver);
+      return {
+        fork: () => {
+          const em = target.em.fork();
+          return new Proxy(em, {
+            get(e, p2, r2) {
+              if (p2 !== 'execute') return Reflect.get(e, p2, r2);
+              return (sql: string, params?: unknown[]) => {
+                if (/from run_events/.test(sql)) reads++;
+                return e.execute(sql, params as never);
+              };
+            },
+          });
+        },
+      };
+    },
+  }) as typeof t.deps.orm;
+  const deps = { orm, bus: t.deps.bus };
+  const FOLLOWERS = 200;
+  const got: number[][] = Array.from({ length: FOLLOWERS }, () => []);
+  const ended: Promise<void>[] = [];
+  for (let i = 0; i < FOLLOWERS; i++) {
+    ended.push(new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, (ev) => void got[i]!.push(ev.sequence), (err) => (err ? reject(err) : resolve()))));
+  }
+  const caughtUp = async (n: number) => {
+    for (let i = 0; i < 500 && !got.every((g) => g.length >= n); i++) await new Promise((r) => setTimeout(r, 10));
+  };
+  await caughtUp(1); // run.queued replayed
+  assert.ok(reads <= 2, `the replay took ${reads} reads`);
+  reads = 0;
+  for (let i = 0; i < 5; i++) {
+    await emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i}` } }]);
+    await caughtUp(2 + i);
+  }
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
+  await finish(t, id);
+  await Promise.all(ended);
+  for (const g of got) assert.equal(g, [1, 2, 3, 4, 5, 6, 7]);
+  // 6 notifications; one follower reading alone would make one read each, 200 would make 1200.
+  assert.ok(reads <= 12, `${reads} log reads for 6 events to ${FOLLOWERS} followers`);
 });
 
 t('a run already terminal gets its snapshot and the close', async ({ t }) => {

@@ -4,7 +4,7 @@ import { fork } from '../../services/deps.ts';
 import { isUuid } from '../../services/ids.ts';
 import { followRunEvents } from '../../services/runs/follow-run-events.ts';
 import { parseCursor } from '../../services/runs/list-run-events.ts';
-import { assertOutputsFit, findAccountRun, queueOf, toPublicRun } from '../../services/runs/run-views.ts';
+import { assertOutputsFit, findAccountRun, queueOf, toPublicRun, type PublicRunEvent } from '../../services/runs/run-views.ts';
 import { header, type RestCall } from './rest-adapter.ts';
 
 /** Concurrent streams one API key may hold open on this process (API4: unrestricted resource use). */
@@ -37,6 +37,14 @@ export class StreamSlots {
   open(keyId: string): number {
     return this.#open.get(keyId) ?? 0;
   }
+}
+
+/** Followers of one run share the event objects of one read, so each frame is serialised once. */
+const frames = new WeakMap<PublicRunEvent, string>();
+function eventFrame(ev: PublicRunEvent): string {
+  let frame = frames.get(ev);
+  if (frame === undefined) frames.set(ev, (frame = `id: ${ev.sequence}\nevent: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`));
+  return frame;
 }
 
 /**
@@ -100,7 +108,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
     deps,
     runId,
     cursor ?? 0,
-    (ev) => write(`id: ${ev.sequence}\nevent: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`),
+    (ev) => write(eventFrame(ev)),
     (err) => {
       if (err) c.ctx.log.warn({ err, runId }, 'stream ended by an error');
       end();
