@@ -90,7 +90,10 @@ export async function queueOf(em: Em, run: RunRow, capacity: number): Promise<Ru
 }
 
 /**
- * Queue state of many pending runs in two queries. Used for one run (queueOf) and for GraphQL batches.
+ * Queue state of many pending runs in one statement. Used for one run (queueOf) and for GraphQL batches.
+ * A position is an index-only count along `runs_queue_idx` (the FIFO order admission follows), and the
+ * mean duration reads the 50 most recent completions from `runs_completed_idx`: no scan of the queue or
+ * of the run history per read.
  */
 export async function queueStates(em: Em, rows: readonly RunRow[], capacity: number): Promise<Map<string, RunQueue | null>> {
   const out = new Map<string, RunQueue | null>();
@@ -103,27 +106,27 @@ export async function queueStates(em: Em, rows: readonly RunRow[], capacity: num
   }
   if (!queued.length) return out;
   const ids = queued.map((r) => r.id);
-  const positions = await em.execute<{ id: string; position: number }[]>(
-    `select id, position from (
-       select id, row_number() over (order by queued_at, id)::int as position
-         from runs where status = 'pending' and phase = 'queued'
-     ) q where id in (${ids.map(() => '?').join(', ')})`,
+  const positions = await em.execute<{ id: string; position: number; mean: number | null }[]>(
+    `select r.id,
+            1 + (select count(*) from runs q
+                  where q.status = 'pending' and q.phase = 'queued' and (q.queued_at, q.id) < (r.queued_at, r.id))::int as position,
+            (select avg(extract(epoch from completed_at - started_at))::float8 from (
+               select started_at, completed_at from runs
+                where completed_at is not null and started_at is not null
+                order by completed_at desc limit 50) recent) as mean
+       from runs r
+      where r.id in (${ids.map(() => '?').join(', ')}) and r.status = 'pending' and r.phase = 'queued'`,
     ids,
   );
-  const [avg] = await em.execute<{ mean: number | null }[]>(
-    `select avg(extract(epoch from completed_at - started_at))::float8 as mean from (
-       select started_at, completed_at from runs
-        where completed_at is not null and started_at is not null
-        order by completed_at desc limit 50) recent`,
-  );
-  const mean = avg?.mean === null || avg?.mean === undefined ? null : Number(avg.mean);
-  const byId = new Map(positions.map((p) => [String(p.id), Number(p.position)]));
+  const byId = new Map(positions.map((p) => [String(p.id), p]));
   for (const run of queued) {
-    const position = byId.get(run.id);
-    if (position === undefined) {
-      out.set(run.id, null); // left the queue between the two reads
+    const row = byId.get(run.id);
+    if (row === undefined) {
+      out.set(run.id, null); // left the queue since it was read
       continue;
     }
+    const position = Number(row.position);
+    const mean = row.mean === null || row.mean === undefined ? null : Number(row.mean);
     const etaSeconds = mean === null ? null : Math.max(1, Math.ceil((position * mean) / Math.max(1, capacity)));
     out.set(run.id, { state: 'waiting', position, etaSeconds });
   }
