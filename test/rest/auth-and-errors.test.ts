@@ -1,5 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { hashApiKey } from '../../src/security/crypto.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
@@ -25,6 +26,34 @@ t('missing, malformed, unknown, revoked and expired keys get 401 unauthorized', 
       assert.is(res.body.error.code, 'unauthorized');
       assert.is(res.body.error.details, undefined);
     }
+  }
+});
+
+t('a key revoked or an account restricted while the service runs is refused within a second, and an expiry is exact', async ({ t }) => {
+  const sql = (q: string, p: unknown[]) => t.deps.orm.em.fork().execute(q, p);
+  const [bob] = await sql(`select id from accounts where handle = 'bob'`, []);
+  assert.is((await t.call('GET', '/workflows', { key: 'wr_test_bob_exec' })).status, 200);
+  assert.is((await t.call('GET', '/workflows', { key: 'wr_test_bob_read' })).status, 200);
+  await sql(`update api_keys set revoked = true where key_hash = ?`, [hashApiKey('wr_test_bob_exec')]);
+  await sql(`update api_keys set expires_at = now() + interval '2500 milliseconds' where key_hash = ?`, [hashApiKey('wr_test_bob_read')]);
+  try {
+    await new Promise((r) => setTimeout(r, 1100));
+    const revoked = await t.call('GET', '/workflows', { key: 'wr_test_bob_exec' });
+    assert.is(revoked.status, 401);
+    assert.is(revoked.body.error.code, 'unauthorized');
+    // Looked up afresh (and kept for a second) while it is still valid; its expiry is checked on every request.
+    assert.is((await t.call('GET', '/workflows', { key: 'wr_test_bob_read' })).status, 200);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.is((await t.call('GET', '/workflows', { key: 'wr_test_bob_read' })).status, 401);
+    await sql(`update accounts set restricted = true where id = ?`, [bob!.id]);
+    await new Promise((r) => setTimeout(r, 1100));
+    const restricted = await t.call('GET', '/workflows', { key: 'wr_test_bob' });
+    assert.is(restricted.status, 403);
+    assert.is(restricted.body.error.code, 'account_restricted');
+  } finally {
+    await sql(`update api_keys set revoked = false, expires_at = null where key_hash in (?, ?)`, [hashApiKey('wr_test_bob_exec'), hashApiKey('wr_test_bob_read')]);
+    await sql(`update accounts set restricted = false where id = ?`, [bob!.id]);
+    await new Promise((r) => setTimeout(r, 1100));
   }
 });
 

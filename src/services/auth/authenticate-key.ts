@@ -18,32 +18,79 @@ export interface Principal {
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
-/** Looks the key up by its hash: 401 for anything but a live key, 403 for a restricted account. */
-export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: string | undefined): Promise<Principal> {
-  const match = authorization ? BEARER.exec(authorization) : null;
-  if (!match) throw new ApiError('unauthorized', 'missing or malformed Authorization header; expected "Bearer <API_KEY>"');
-  const rows = await fork(deps).execute<Record<string, unknown>[]>(
+interface KeyRow {
+  id: string;
+  accountId: string;
+  handle: string;
+  restricted: boolean;
+  revoked: boolean;
+  expiresAt: Date | null;
+  scopes: string[];
+  rateLimitPerMinute: number;
+  spendCap: Principal['spendCap'];
+}
+
+/**
+ * Every request looks its key up, and keys change only when a catalog is loaded, so each service
+ * instance keeps a found key for a second: a revocation or an account restriction reaches
+ * a running process within that second (expiry itself is checked on every request). Unknown keys are
+ * never kept, so guessing cannot fill the cache.
+ */
+const KEY_CACHE_MS = 1000;
+const KEY_CACHE_MAX = 10_000;
+const keyCaches = new WeakMap<object, Map<string, { at: number; row: KeyRow }>>();
+
+async function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
+  let cache = keyCaches.get(deps);
+  if (!cache) keyCaches.set(deps, (cache = new Map()));
+  const hit = cache.get(hash);
+  if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.row;
+  const [r] = await fork(deps).execute<Record<string, unknown>[]>(
     `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.spend_cap_window, k.spend_cap_usd,
             k.expires_at, k.revoked, a.handle, a.restricted
        from api_keys k join accounts a on a.id = k.account_id
       where k.key_hash = ?`,
-    [hashApiKey(match[1]!)],
+    [hash],
   );
-  const row = rows[0];
-  const expiresAt = row ? dateOrNull(row.expires_at) : null;
-  if (!row || row.revoked || (expiresAt && expiresAt.getTime() <= Date.now())) {
+  if (!r) {
+    cache.delete(hash);
+    return null;
+  }
+  const row: KeyRow = {
+    id: String(r.id),
+    accountId: String(r.account_id),
+    handle: String(r.handle),
+    restricted: Boolean(r.restricted),
+    revoked: Boolean(r.revoked),
+    expiresAt: dateOrNull(r.expires_at),
+    scopes: (typeof r.scopes === 'string' ? JSON.parse(r.scopes) : r.scopes) as string[],
+    rateLimitPerMinute: Number(r.rate_limit_per_minute),
+    spendCap: r.spend_cap_window ? { window: r.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(r.spend_cap_usd) } : null,
+  };
+  if (cache.size >= KEY_CACHE_MAX) cache.clear();
+  cache.set(hash, { at: Date.now(), row });
+  return row;
+}
+
+/**
+ * Looks the key up by its hash: 401 for anything but a live key, 403 for a restricted account.
+ * `deps` is the service instance: its found keys are kept for a second (see findKey).
+ */
+export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: string | undefined): Promise<Principal> {
+  const match = authorization ? BEARER.exec(authorization) : null;
+  if (!match) throw new ApiError('unauthorized', 'missing or malformed Authorization header; expected "Bearer <API_KEY>"');
+  const row = await findKey(deps, hashApiKey(match[1]!));
+  if (!row || row.revoked || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) {
     throw new ApiError('unauthorized', 'the API key is invalid, revoked or expired');
   }
   if (row.restricted) throw new ApiError('account_restricted', 'this account is restricted; contact support');
   return {
-    apiKeyId: String(row.id),
-    accountId: String(row.account_id),
-    accountHandle: String(row.handle),
-    scopes: (typeof row.scopes === 'string' ? JSON.parse(row.scopes) : row.scopes) as string[],
-    rateLimitPerMinute: Number(row.rate_limit_per_minute),
-    spendCap: row.spend_cap_window
-      ? { window: row.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(row.spend_cap_usd) }
-      : null,
+    apiKeyId: row.id,
+    accountId: row.accountId,
+    accountHandle: row.handle,
+    scopes: row.scopes,
+    rateLimitPerMinute: row.rateLimitPerMinute,
+    spendCap: row.spendCap,
   };
 }
 
