@@ -821,8 +821,8 @@ function bottleneck(): string {
   const lv = step('live event');
   if (lv) {
     out.push(
-      `- Live event to ${HOT} followers: ${(lv.server.sql.statements / LIVE_EVENTS).toFixed(0)} SQL statements per published event (every follower re-reads the log ` +
-        `from its cursor), event-loop delay p99 ${lv.server.eventLoopDelay.p99.toFixed(1)} ms.`,
+      `- Live event to ${HOT} followers: ${(lv.server.sql.statements / LIVE_EVENTS).toFixed(0)} SQL statements per published event (its append included; followers at one cursor ` +
+        `share one read of the log), event-loop delay p99 ${lv.server.eventLoopDelay.p99.toFixed(1)} ms.`,
     );
   }
   return out.join('\n');

@@ -104,13 +104,16 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   await write(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(em, run, deps.config.runCapacity)))}\n\n`);
   if (['completed', 'failed', 'cancelled'].includes(run.status)) return end();
 
+  // The stream's closures outlive the request: they keep the logger, not the whole call (parsed
+  // request, validation results), which would cost every open stream a few KiB.
+  const log = c.ctx.log;
   stop = followRunEvents(
     deps,
     runId,
     cursor ?? 0,
     (ev) => write(eventFrame(ev)),
     (err) => {
-      if (err) c.ctx.log.warn({ err, runId }, 'stream ended by an error');
+      if (err) log.warn({ err, runId }, 'stream ended by an error');
       end();
     },
   );
