@@ -47,7 +47,23 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     mkdirSync(dataDir, { recursive: true });
   }
   // Both drivers share the SQL entity manager API; services only use that surface.
-  return (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
+  const orm = (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
+  yieldBeforeQueries(orm);
+  return orm;
+}
+
+/**
+ * PGlite answers a query inside the event loop (WASM) without waiting on any I/O, so a chain of
+ * awaited queries (the engine driving runs, each query resolving the next one's turn) would keep the
+ * loop to itself and starve HTTP requests and sockets. Every statement first lets pending I/O run.
+ */
+function yieldBeforeQueries(orm: Orm): void {
+  const connection = orm.em.getConnection() as unknown as { execute: (...args: unknown[]) => Promise<unknown> };
+  const execute = connection.execute.bind(connection);
+  connection.execute = async (...args: unknown[]) => {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return execute(...args);
+  };
 }
 
 /** Applies pending migrations; a no-op on an up-to-date database. Returns the names applied. */
