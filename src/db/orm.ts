@@ -4,6 +4,7 @@ import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
+import type { Pool, PoolClient } from 'pg';
 import { entities } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 
@@ -39,7 +40,12 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     forceUtcTimezone: true,
   };
   if (opts.databaseUrl) {
-    return (await PgMikroORM.init({ ...common, clientUrl: opts.databaseUrl, pool: { min: 0, max: 10 } })) as unknown as Orm;
+    return (await PgMikroORM.init({
+      ...common,
+      clientUrl: opts.databaseUrl,
+      pool: { min: 0, max: 10 },
+      driverOptions: { onPoolCreated: reclaimDeadClients },
+    })) as unknown as Orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';
   if (!dataDir.startsWith('memory:')) {
@@ -64,6 +70,38 @@ function yieldBeforeQueries(orm: Orm): void {
     await new Promise<void>((resolve) => setImmediate(resolve));
     return execute(...args);
   };
+}
+
+/**
+ * Gives the pool back the slot of a connection that died while checked out. Kysely (under MikroORM)
+ * releases a transaction's connection only after its COMMIT or ROLLBACK succeeds, and not at all when
+ * BEGIN fails; on a connection cut by a server restart or crash neither can succeed, so pg-pool counts
+ * that client as in use for ever. After `max` such transactions every query waits for a connection
+ * for ever: the process is up but answers nothing, /readyz included (test/hardening/faults.test.ts).
+ *
+ * When a checked-out client's connection ends, it is released with an error (so the pool discards it)
+ * unless its holder released it in the meantime. The release is deferred by a macrotask: a holder that
+ * does release (a plain query's connection provider) does so from the failed query's promise chain,
+ * before that.
+ */
+export function reclaimDeadClients(pool: Pool): void {
+  const checkedOut = new Set<PoolClient>();
+  pool.on('acquire', (client) => checkedOut.add(client));
+  pool.on('release', (_err: Error | undefined, client: PoolClient) => checkedOut.delete(client));
+  pool.on('remove', (client) => checkedOut.delete(client as PoolClient));
+  pool.on('connect', (client) => {
+    client.once('end', () => {
+      setImmediate(() => {
+        const held = client as PoolClient;
+        if (!checkedOut.delete(held)) return;
+        try {
+          held.release(new Error('the database connection ended while checked out'));
+        } catch {
+          // released by its holder after all
+        }
+      });
+    });
+  });
 }
 
 /** Applies pending migrations; a no-op on an up-to-date database. Returns the names applied. */
