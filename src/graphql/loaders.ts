@@ -20,7 +20,7 @@ import {
   type WebhookEndpointRecord,
 } from './queries/accounts.ts';
 import { eventsForRuns, runsByIds, type RunRecord } from './queries/runs.ts';
-import { queueStates } from '../services/runs/run-views.ts';
+import { queueStates } from '../services/runs/queue-positions.ts';
 import { childPageKey, type ChildPageKey } from './queries/sql.ts';
 import { versionsByIds, versionsForWorkflows, workflowsByIds, type WorkflowRecord, type WorkflowVersionRecord } from './queries/workflows.ts';
 
@@ -67,7 +67,7 @@ export function createLoaders(deps: Deps): Loaders {
   return {
     run: mapLoader((ids) => runsByIds(em, ids), none),
     runEvents: mapLoader((keys) => eventsForRuns(em, keys), empty<PublicRunEvent>, childPageKey),
-    runQueue: mapLoader((rows) => queueStates(em, rows, deps.config.runCapacity), none, (r: RunRow) => r.id),
+    runQueue: mapLoader((rows) => queueStates(deps, rows), none, (r: RunRow) => r.id),
     workflow: mapLoader((ids) => workflowsByIds(em, ids), none),
     version: mapLoader((ids) => versionsByIds(em, ids), none),
     workflowVersions: mapLoader((keys) => versionsForWorkflows(em, keys), empty<WorkflowVersionRecord>, childPageKey),

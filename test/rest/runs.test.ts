@@ -54,6 +54,22 @@ t('a pending run reports every Run field, queue position in FIFO order and empty
   assert.is(qa.etaSeconds, null);
 });
 
+t('a run queued after the queue order was read gets its exact place at the tail, and places catch up with the queue within a second', async ({ t }) => {
+  const a = await start(t);
+  const b = await start(t);
+  const pa = (await t.call('GET', `/runs/${a}`)).body.queue.position as number;
+  const c = await start(t);
+  const d = await start(t);
+  // c and d joined after the snapshot of the queue order that answered for a.
+  assert.is((await t.call('GET', `/runs/${c}`)).body.queue.position, pa + 2);
+  assert.is((await t.call('GET', `/runs/${d}`)).body.queue.position, pa + 3);
+  assert.is((await t.call('GET', `/runs/${b}`)).body.queue.position, pa + 1);
+  assert.is((await t.call('POST', `/runs/${a}/cancel`)).status, 200);
+  await new Promise((r) => setTimeout(r, 1100));
+  assert.is((await t.call('GET', `/runs/${b}`)).body.queue.position, pa);
+  assert.is((await t.call('GET', `/runs/${d}`)).body.queue.position, pa + 2);
+});
+
 t('runs of another account and malformed ids answer 404', async ({ t }) => {
   const id = await start(t);
   for (const [path, key] of [[`/runs/${id}`, 'wr_test_carol'], [`/runs/${id}/events`, 'wr_test_carol'], ['/runs/nope', 'wr_test_bob']] as const) {

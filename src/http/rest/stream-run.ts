@@ -4,7 +4,8 @@ import { fork } from '../../services/deps.ts';
 import { isUuid } from '../../services/ids.ts';
 import { followRunEvents } from '../../services/runs/follow-run-events.ts';
 import { parseCursor } from '../../services/runs/list-run-events.ts';
-import { assertOutputsFit, findAccountRun, queueOf, toPublicRun, type PublicRunEvent } from '../../services/runs/run-views.ts';
+import { queueOf } from '../../services/runs/queue-positions.ts';
+import { assertOutputsFit, findAccountRun, toPublicRun, type PublicRunEvent } from '../../services/runs/run-views.ts';
 import { header, type RestCall } from './rest-adapter.ts';
 
 /** Concurrent streams one API key may hold open on this process (API4: unrestricted resource use). */
@@ -101,7 +102,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
     stop();
   });
 
-  await write(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(em, run, deps.config.runCapacity)))}\n\n`);
+  await write(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
   if (['completed', 'failed', 'cancelled'].includes(run.status)) return end();
 
   // The stream's closures outlive the request: they keep the logger, not the whole call (parsed

@@ -1,7 +1,8 @@
 import { notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../ids.ts';
-import { assertOutputsFit, findAccountRun, queueOf, toPublicRun } from './run-views.ts';
+import { queueOf } from './queue-positions.ts';
+import { assertOutputsFit, findAccountRun, toPublicRun } from './run-views.ts';
 
 export async function getRun(deps: Deps, accountId: string, runId: string) {
   if (!isUuid(runId)) throw notFound('run');
@@ -9,5 +10,5 @@ export async function getRun(deps: Deps, accountId: string, runId: string) {
   const run = await findAccountRun(em, accountId, runId);
   if (!run) throw notFound('run');
   assertOutputsFit(run, deps.config.maxOutputBytes);
-  return toPublicRun(run, await queueOf(em, run, deps.config.runCapacity));
+  return toPublicRun(run, await queueOf(deps, run));
 }

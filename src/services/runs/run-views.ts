@@ -3,6 +3,7 @@ import { isoOrNull, json } from '../../db/sql.ts';
 import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
+import type { RunQueue } from './queue-positions.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 
@@ -75,63 +76,7 @@ export async function findRun(em: Em, runId: string): Promise<RunRow | null> {
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
 
-export interface RunQueue {
-  state: 'waiting' | 'starting';
-  position: number;
-  etaSeconds: number | null;
-}
-
-/**
- * Queue position is the run's place among waiting runs in FIFO order (1 = next). The ETA is derived
- * from how long recent runs held a slot: slots free up at capacity / mean duration per second.
- */
-export async function queueOf(em: Em, run: RunRow, capacity: number): Promise<RunQueue | null> {
-  return (await queueStates(em, [run], capacity)).get(run.id) ?? null;
-}
-
-/**
- * Queue state of many pending runs in one statement. Used for one run (queueOf) and for GraphQL batches.
- * A position is an index-only count along `runs_queue_idx` (the FIFO order admission follows), and the
- * mean duration reads the 50 most recent completions from `runs_completed_idx`: no scan of the queue or
- * of the run history per read.
- */
-export async function queueStates(em: Em, rows: readonly RunRow[], capacity: number): Promise<Map<string, RunQueue | null>> {
-  const out = new Map<string, RunQueue | null>();
-  const queued: RunRow[] = [];
-  for (const run of rows) {
-    if (run.status !== 'pending') out.set(run.id, null);
-    else if (run.phase === 'starting') out.set(run.id, { state: 'starting', position: 0, etaSeconds: null });
-    else if (run.phase !== 'queued') out.set(run.id, null);
-    else queued.push(run);
-  }
-  if (!queued.length) return out;
-  const ids = queued.map((r) => r.id);
-  const positions = await em.execute<{ id: string; position: number; mean: number | null }[]>(
-    `select r.id,
-            1 + (select count(*) from runs q
-                  where q.status = 'pending' and q.phase = 'queued' and (q.queued_at, q.id) < (r.queued_at, r.id))::int as position,
-            (select avg(extract(epoch from completed_at - started_at))::float8 from (
-               select started_at, completed_at from runs
-                where completed_at is not null and started_at is not null
-                order by completed_at desc limit 50) recent) as mean
-       from runs r
-      where r.id in (${ids.map(() => '?').join(', ')}) and r.status = 'pending' and r.phase = 'queued'`,
-    ids,
-  );
-  const byId = new Map(positions.map((p) => [String(p.id), p]));
-  for (const run of queued) {
-    const row = byId.get(run.id);
-    if (row === undefined) {
-      out.set(run.id, null); // left the queue since it was read
-      continue;
-    }
-    const position = Number(row.position);
-    const mean = row.mean === null || row.mean === undefined ? null : Number(row.mean);
-    const etaSeconds = mean === null ? null : Math.max(1, Math.ceil((position * mean) / Math.max(1, capacity)));
-    out.set(run.id, { state: 'waiting', position, etaSeconds });
-  }
-  return out;
-}
+export type { RunQueue } from './queue-positions.ts';
 
 export function toPublicRun(run: RunRow, queue: RunQueue | null) {
   return {

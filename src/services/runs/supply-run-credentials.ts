@@ -3,7 +3,8 @@ import { invalidRequest, notFound } from '../../domain/errors.ts';
 import { PROVIDERS, type Provider } from '../../domain/graph/types.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../ids.ts';
-import { findRun, queueOf, toPublicRun, type PublicRun } from './run-views.ts';
+import { queueOf } from './queue-positions.ts';
+import { findRun, toPublicRun, type PublicRun } from './run-views.ts';
 
 export interface SuppliedCredential {
   provider: string;
@@ -54,5 +55,5 @@ export async function supplyRunCredentials(deps: Deps, runId: string, credential
     await deps.engine.credentialsSupplied(runId).catch((err) => deps.log.error({ err, runId }, 'engine could not resume a run after credentials'));
   }
   const run = (await findRun(fork(deps), runId))!;
-  return toPublicRun(run, await queueOf(fork(deps), run, deps.config.runCapacity));
+  return toPublicRun(run, await queueOf(deps, run));
 }
