@@ -75,21 +75,29 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
       : deps.sealer.mac(canonicalJson({ workflow: row.id, inputs: resolved.inputs.values, version: requestedVersion }));
 
   const runId = randomUUID();
+  const run = {
+    runId,
+    principal,
+    access,
+    versionId: version.id,
+    inputs: resolved.inputs,
+    displayedPriceUsd: toDb(displayed),
+    stepUsd: pricing.stepUsd,
+  };
+  // The run, its event and its secrets are one statement, atomic on its own: a transaction is needed
+  // only to serialise an idempotency key or a spend cap with the insert (and saves a BEGIN and a
+  // COMMIT round trip on every other request).
+  if (idempotencyKey === null && principal.spendCap === null) {
+    await insertRun(em, deps, run);
+    return accepted(deps, runId, false);
+  }
   const outcome = await em.transactional(async (tx) => {
     if (idempotencyKey !== null) {
       const prior = await claimIdempotencyKey(tx, principal.accountId, idempotencyKey, fingerprint);
       if (prior) return { runId: prior, replayed: true };
     }
     await checkSpendCap(tx, principal, displayed.toString());
-    await insertRun(tx, deps, {
-      runId,
-      principal,
-      access,
-      versionId: version.id,
-      inputs: resolved.inputs,
-      displayedPriceUsd: toDb(displayed),
-      stepUsd: pricing.stepUsd,
-    });
+    await insertRun(tx, deps, run);
     if (idempotencyKey !== null) {
       await tx.execute(
         `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
@@ -100,14 +108,19 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     return { runId, replayed: false };
   });
 
-  if (!outcome.replayed) {
-    deps.bus.publish(outcome.runId, 1);
-    await deps.engine.runAccepted(outcome.runId).catch((err) => {
+  return accepted(deps, outcome.runId, outcome.replayed);
+}
+
+/** After the commit: live readers and the engine hear of a new run; the 202's body. */
+async function accepted(deps: Deps, runId: string, replayed: boolean): Promise<StartRunResult> {
+  if (!replayed) {
+    deps.bus.publish(runId, 1);
+    await deps.engine.runAccepted(runId).catch((err) => {
       // The run is durably accepted; the engine also finds it by polling the queue.
-      deps.log.error({ err, runId: outcome.runId }, 'engine was not told about an accepted run');
+      deps.log.error({ err, runId }, 'engine was not told about an accepted run');
     });
   }
-  return { run: { id: outcome.runId, status: 'accepted', ...runUrls(deps.baseUrl(), outcome.runId) }, replayed: outcome.replayed };
+  return { run: { id: runId, status: 'accepted', ...runUrls(deps.baseUrl(), runId) }, replayed };
 }
 
 /** Header or body; equal after trimming when both are present (idempotency rule 1). */
@@ -243,7 +256,8 @@ async function insertRun(
     }
   }
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  // The run and its first event (`run.queued`, sequence 1) in one statement.
+  // The run, its first event (`run.queued`, sequence 1) and its sealed password inputs in one statement.
+  const sealed = tuples.length ? `, s as (insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')})` : '';
   await tx.execute(
     `with r as (
        insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
@@ -251,7 +265,7 @@ async function insertRun(
                          credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
        values (?, ?, ?, ?, ?, 'pending', 'queued', 'pending', ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, '[]'::jsonb, ?, 1,
                clock_timestamp(), clock_timestamp(), clock_timestamp())
-       returning id, created_at)
+       returning id, created_at)${sealed}
      insert into run_events (run_id, sequence, type, node_id, data, ts)
      select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r`,
     [
@@ -270,9 +284,7 @@ async function insertRun(
       JSON.stringify(publicInputs),
       JSON.stringify({ results: {}, timers: {} }),
       deps.engine.name,
+      ...secrets,
     ],
   );
-  if (tuples.length) {
-    await tx.execute(`insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')}`, secrets);
-  }
 }
