@@ -121,6 +121,7 @@ export async function queueStates(deps: Pick<Deps, 'orm' | 'config'>, rows: read
       out.set(run.id, null); // left the queue since it was read
       continue;
     }
+    // Slots free up at capacity / mean run duration per second, so `position` runs ahead take this long.
     const etaSeconds = snap.meanSeconds === null ? null : Math.max(1, Math.ceil((position * snap.meanSeconds) / capacity));
     out.set(run.id, { state: 'waiting', position, etaSeconds });
   }
