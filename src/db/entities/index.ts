@@ -248,7 +248,7 @@ export const RunSchema = defineEntity({
     { name: 'runs_status_queued_idx', properties: ['status', 'queuedAt'] },
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
     { name: 'runs_workflow_idx', properties: ['workflowId'] },
-    // Queue order (admission and queue positions count along it without touching the heap).
+    // Queue order: admission reads its head, queue positions read it in order (queue-positions.ts).
     { name: 'runs_queue_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },

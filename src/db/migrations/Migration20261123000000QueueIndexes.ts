@@ -1,9 +1,10 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Queue reads without scans: the queued runs in FIFO order (a run's position is an index-only count of
- * the entries before it, admission reads the head), and completed runs by completion time (the
- * duration of the most recent runs gives queue ETAs).
+ * Queue reads without scans: the queued runs in FIFO order (admission reads the head, the queue-order
+ * snapshot of src/services/runs/queue-positions.ts reads it in order, and runs queued since are counted
+ * along it), and completed runs by completion time (the duration of the most recent runs gives queue
+ * ETAs).
  */
 export class Migration20261123000000QueueIndexes extends Migration {
   override name = 'Migration20261123000000QueueIndexes';
