@@ -8,7 +8,7 @@ import { fundRun } from '../services/billing/fund-run.ts';
 import { fork, type Deps } from '../services/deps.ts';
 import type { NewRunEvent } from '../services/events/append-run-events.ts';
 import { getPricing } from '../services/pricing.ts';
-import { finishRun, type Finish } from '../services/runs/finish-run.ts';
+import { finishRun, type Finish, type FinishedRun } from '../services/runs/finish-run.ts';
 import { executeHttpRequest } from './activities/http-request.ts';
 import { executeLlmChat } from './activities/llm-chat.ts';
 import type { LlmUsage, NodeExecutionContext, NodeOutcome } from './activities/types.ts';
@@ -192,10 +192,11 @@ function publish(deps: ActivityDeps, runId: string, last: number | null | undefi
   if (typeof last === 'number' && last > 0) deps.bus.publish(runId, last);
 }
 
-/** After a committed terminal transition: live readers, and the webhook dispatcher (its outbox rows were written). */
-function publishTerminal(deps: ActivityDeps, runId: string, last: number | null | undefined): void {
-  publish(deps, runId, last);
-  if (typeof last === 'number' && last > 0) deps.webhooks?.notify();
+/** After a committed terminal transition: live readers, and the webhook dispatcher when outbox rows were written. */
+function publishTerminal(deps: ActivityDeps, runId: string, finished: FinishedRun | null | undefined): void {
+  if (!finished) return;
+  publish(deps, runId, finished.last);
+  if (finished.webhooks > 0) deps.webhooks?.notify();
 }
 
 interface RunRowLite {
@@ -272,7 +273,7 @@ export interface AdmitResult {
 
 /** admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle admissions). */
 export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArgs): Promise<AdmitResult> {
-  const published: [string, number][] = [];
+  const published: [string, FinishedRun][] = [];
   const window = Math.max(args.capacity * 4, 100);
   const result = await fork(deps).transactional(async (tx): Promise<AdmitResult> => {
     await tx.execute(`select pg_advisory_xact_lock(${ADMISSION_LOCK})`);
@@ -284,8 +285,8 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
         [deps.config.queueMaxWaitSeconds],
       );
       for (const { id } of expired) {
-        const last = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
-        if (last !== null) published.push([String(id), last]);
+        const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
+        if (finished !== null) published.push([String(id), finished]);
       }
     }
 
@@ -327,7 +328,7 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
     );
     return { admitted: rows.map((r) => String(r.id)), more };
   });
-  for (const [id, last] of published) publishTerminal(deps, id, last);
+  for (const [id, finished] of published) publishTerminal(deps, id, finished);
   return result;
 }
 
@@ -397,6 +398,7 @@ function fundingArgs(runId: string, run: Record<string, unknown>) {
 /** The general path: run.preparing, funding, then run.started or the terminal run.failed. */
 async function prepareCarefully(deps: ActivityDeps, runId: string): Promise<PrepareResult> {
   let last: number | null = null;
+  let failed: FinishedRun | null = null;
   const result = await fork(deps).transactional(async (tx): Promise<PrepareResult> => {
     const [run] = await tx.execute<Record<string, unknown>[]>(
       `select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = ? for update`,
@@ -412,7 +414,7 @@ async function prepareCarefully(deps: ActivityDeps, runId: string): Promise<Prep
     if (preparing === null) return { status: 'pending', started: false };
     const funding = await fundRun(tx, fundingArgs(runId, run));
     if (!funding.ok) {
-      last = await finishRun(tx, runId, { status: 'failed', charge: 'none', reason: funding.reason });
+      failed = await finishRun(tx, runId, { status: 'failed', charge: 'none', reason: funding.reason });
       return { status: 'failed', started: false };
     }
     last = await fencedWrite(tx, runId, {
@@ -422,7 +424,7 @@ async function prepareCarefully(deps: ActivityDeps, runId: string): Promise<Prep
     });
     return { status: 'running', started: true };
   });
-  if (result.status === 'failed') publishTerminal(deps, runId, last);
+  if (result.status === 'failed') publishTerminal(deps, runId, failed);
   else publish(deps, runId, last);
   return result;
 }
@@ -623,12 +625,28 @@ export function chargeFor(finished: Finished): Finish['charge'] {
 
 /**
  * Ends the run as the interpreter decided (finishRun: settlement, terminal event, webhooks, secrets
- * deleted). `actions` are the plan's last free actions, applied in the same transaction. Returns false
- * when the run was already terminal.
+ * deleted). `actions` are the plan's last free actions, applied in the same transaction, and so is
+ * `batch` (in-memory steps not written yet, see recordBatch): one fenced statement for both. Returns
+ * false when the run was already terminal; when the batch was refused it is recorded entry by entry
+ * instead (recordBatch's fallback) and the run is left for the caller to look at again.
  */
-export async function completeRun(deps: ActivityDeps, runId: string, finished: Finished, actions: FreeAction[] = []): Promise<{ completed: boolean }> {
-  const last = await fork(deps).transactional(async (tx) => {
-    if (actions.length) {
+export async function completeRun(
+  deps: ActivityDeps,
+  runId: string,
+  finished: Finished,
+  actions: FreeAction[] = [],
+  batch?: StepBatch,
+): Promise<{ completed: boolean }> {
+  const entries = batch?.entries.length ? [...batch.entries, ...(actions.length ? [{ actions }] : [])] : null;
+  let refused = false;
+  const done = await fork(deps).transactional(async (tx) => {
+    if (entries) {
+      const written = await writeBatch(tx, runId, entries);
+      if (written === null) {
+        refused = true;
+        return null;
+      }
+    } else if (actions.length) {
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
     }
@@ -640,15 +658,16 @@ export async function completeRun(deps: ActivityDeps, runId: string, finished: F
       charge: chargeFor(finished),
     });
   });
-  publishTerminal(deps, runId, last);
-  return { completed: last !== null };
+  if (refused && batch) await recordEntries(deps, runId, batch);
+  publishTerminal(deps, runId, done);
+  return { completed: done !== null };
 }
 
 /** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */
 export async function failRun(deps: ActivityDeps, runId: string, reason: string): Promise<{ failed: boolean }> {
-  const last = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));
-  publishTerminal(deps, runId, last);
-  return { failed: last !== null };
+  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));
+  publishTerminal(deps, runId, finished);
+  return { failed: finished !== null };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -810,13 +829,8 @@ async function executeSyncStep(
 ): Promise<StepOutcome> {
   signal?.throwIfAborted();
   const nodeId = node.id;
-  const { outcome, deltas } = executeSync(node, valueLookup(graph, results, inputs));
-  const result = resultOf(outcome as Extract<NodeOutcome, { status: 'completed' | 'failed' }>);
-  const events: NewRunEvent[] = [
-    { type: 'node.started', nodeId },
-    ...deltas.map((text) => ({ type: 'node.output.delta', nodeId, data: { text } })),
-    resultEvent(nodeId, result),
-  ];
+  const { result, deltas } = computeSyncStep(graph, node, results, inputs);
+  const events = syncStepEvents(nodeId, result, deltas);
   const last = await fencedWrite(em, runId, {
     statuses: ['running'],
     absentResults: [nodeId],
@@ -829,6 +843,122 @@ async function executeSyncStep(
     return { type: 'recorded', result };
   }
   return explainRefusal(deps, runId, nodeId);
+}
+
+/** The events of a text.template / json.parse step: started, its deltas, completed or failed. */
+function syncStepEvents(nodeId: string, result: NodeResult, deltas: string[]): NewRunEvent[] {
+  return [
+    { type: 'node.started', nodeId },
+    ...deltas.map((text) => ({ type: 'node.output.delta', nodeId, data: { text } })),
+    resultEvent(nodeId, result),
+  ];
+}
+
+/** Steps whose work is a pure function of upstream values (no I/O): a driver may batch them. */
+export const isInMemoryStep = (node: GraphNode | undefined): boolean => node?.kind === 'text.template' || node?.kind === 'json.parse';
+
+/** Computes a text.template / json.parse step from known upstream results; no I/O. */
+export function computeSyncStep(
+  graph: Graph,
+  node: GraphNode,
+  results: Record<string, NodeResult>,
+  inputs: Record<string, JsonValue>,
+): { result: NodeResult; deltas: string[] } {
+  const { outcome, deltas } = executeSync(node, valueLookup(graph, results, inputs));
+  return { result: resultOf(outcome as Extract<NodeOutcome, { status: 'completed' | 'failed' }>), deltas };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Batched in-memory steps
+
+/**
+ * What a driver computed in memory and has not written yet, in order: text.template / json.parse steps
+ * (with their results and output chunks) and the free actions planned between them. A chain of such
+ * steps costs one statement (and, before a completion, no commit of its own) instead of one each.
+ * JSON-serialisable, like every activity argument.
+ */
+export interface StepBatch {
+  entries: BatchEntry[];
+  /** The run's inputs and every result known when the batch ends: what the entries were computed from. */
+  known: { results: Record<string, NodeResult>; inputs: Record<string, JsonValue> };
+}
+
+export type BatchEntry = { step: string; result: NodeResult; deltas: string[] } | { actions: FreeAction[] };
+
+/**
+ * The batch as ONE fenced write: every node in it must have no result yet (and no started timer), the run
+ * must be running, and the compute limit must hold at each step as it would step by step. Compute grows
+ * only with completed steps, so the last step's check is the binding one: compute + (completed steps
+ * before it + 1) × step_usd ≤ limit. Returns the new last sequence, or null when the fence did not hold.
+ */
+async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): Promise<number | null> {
+  const meta = await runMeta(em, runId);
+  if (!meta) return null;
+  const graph = await graphOf(em, meta.versionId);
+  const events: NewRunEvent[] = [];
+  const results: Record<string, NodeResult> = {};
+  const addTimers: Record<string, number> = {};
+  const removeTimers: string[] = [];
+  const absentResults: string[] = [];
+  const absentTimers: string[] = [];
+  let completed = 0;
+  let limitSteps = 0;
+  for (const e of entries) {
+    if ('step' in e) {
+      events.push(...syncStepEvents(e.step, e.result, e.deltas));
+      results[e.step] = e.result;
+      absentResults.push(e.step);
+      limitSteps = completed + 1;
+      if (e.result.status === 'completed') completed++;
+      continue;
+    }
+    const fx = freeActionEffects(graph, e.actions);
+    events.push(...fx.events);
+    Object.assign(results, fx.results);
+    Object.assign(addTimers, fx.addTimers);
+    removeTimers.push(...fx.removeTimers);
+    absentResults.push(...e.actions.map((a) => a.nodeId));
+    absentTimers.push(...e.actions.filter((a) => a.type === 'start_timer').map((a) => a.nodeId));
+  }
+  const set: { sql: string; params?: unknown[] }[] = [progressSet({ results, addTimers, removeTimers })];
+  if (completed > 0) set.push({ sql: `compute_usd = compute_usd + ${completed} * step_usd, steps_executed = steps_executed + ${completed}` });
+  return fencedWrite(em, runId, {
+    statuses: ['running'],
+    absentResults,
+    absentTimers,
+    where: limitSteps > 0 ? [{ sql: `compute_usd + ${limitSteps} * step_usd <= compute_limit_usd` }] : [],
+    set,
+    events,
+  });
+}
+
+/**
+ * Records a batch of in-memory steps in one statement. When its fence does not hold (the run ended or
+ * was cancelled, a step would pass the compute limit, an entry was recorded by someone else), the
+ * entries are recorded one by one through the step-by-step activities instead, which decide each case
+ * exactly as if there had been no batch. Returns true when every entry was recorded.
+ */
+export async function recordBatch(deps: ActivityDeps, runId: string, batch: StepBatch): Promise<{ recorded: boolean }> {
+  if (batch.entries.length === 0) return { recorded: true };
+  const last = await writeBatch(fork(deps), runId, batch.entries);
+  if (last !== null) {
+    publish(deps, runId, last);
+    return { recorded: true };
+  }
+  return { recorded: await recordEntries(deps, runId, batch) };
+}
+
+async function recordEntries(deps: ActivityDeps, runId: string, batch: StepBatch): Promise<boolean> {
+  for (const e of batch.entries) {
+    if ('step' in e) {
+      const outcome = await executeStep(deps, { runId, nodeId: e.step, known: batch.known });
+      if (outcome.type !== 'recorded') return false;
+    } else {
+      const applied = await applyActions(deps, runId, e.actions);
+      if (!applied.applied) return false;
+    }
+  }
+  return true;
 }
 
 /** The result into progress and, for a completed step, one step_usd plus `extra` (LLM usage) into compute. */
@@ -852,13 +982,13 @@ async function explainRefusal(deps: ActivityDeps, runId: string, nodeId: string)
 }
 
 async function failForComputeLimit(deps: ActivityDeps, runId: string, nodeId: string): Promise<StepOutcome> {
-  const last = await fork(deps).transactional(async (tx) => {
+  const finished = await fork(deps).transactional(async (tx) => {
     const run = await readRun(tx, runId, true);
     if (!run || isTerminal(run.status) || run.progress.results[nodeId] || !overComputeLimit(run)) return null;
     return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON });
   });
-  publishTerminal(deps, runId, last);
-  if (last === null) return explainRefusalAfterLimit(deps, runId, nodeId);
+  publishTerminal(deps, runId, finished);
+  if (finished === null) return explainRefusalAfterLimit(deps, runId, nodeId);
   return { type: 'not_runnable', status: 'failed' };
 }
 

@@ -316,6 +316,75 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
   });
 });
 
+/** Statements the ORM sends while `fn` runs that have `needle` among their parameters. */
+async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
+  const logger = orm.config.getLogger() as { logQuery: (ctx: { query: string; params?: unknown[] }) => void };
+  const original = logger.logQuery;
+  const seen: string[] = [];
+  logger.logQuery = function (ctx) {
+    const n = needle();
+    if (n && (ctx.params ?? []).includes(n)) seen.push(ctx.query);
+    return original.call(this, ctx);
+  };
+  try {
+    await fn();
+  } finally {
+    logger.logQuery = original;
+  }
+  return seen;
+}
+
+test('a chain of template steps is written with the completion: one event write for all steps, one notification', async () => {
+  const f = await seed(threeSteps);
+  const h = harness();
+  await withEngine(h, async () => {
+    let id: string | null = null;
+    const published: number[] = [];
+    const writes = await statementsMentioning(
+      () => id,
+      async () => {
+        id = await start(h, f, { name: 'Ada' });
+        h.deps.bus.subscribe(id, (last) => published.push(last));
+        await waitTerminal(id);
+      },
+    );
+    const eventWrites = writes.filter((q) => /insert into run_events/i.test(q));
+    // run.preparing + run.started; the three steps with the output node; run.completed (same transaction).
+    assert.is(eventWrites.length, 3, eventWrites.map((q) => q.slice(0, 80)).join('\n'));
+    const evs = await events(id!);
+    assertLogSound(evs);
+    const started = evs.find((e) => e.type === 'run.started')!.sequence;
+    assert.equal(published, [started, evs.at(-1)!.sequence], 'live readers are told once when the run starts and once at the end');
+    assert.is(Number((await runRow(id!)).steps_executed), 3);
+  });
+});
+
+test('template steps before a delay are committed before the run suspends, and the rest after it resumes', async () => {
+  const f = await seed([
+    { id: 'name', kind: 'input.text', required: true } as GraphNode,
+    text('a', 'A {{name}}'),
+    text('b', '{{a}} B'),
+    delay('d', 0.3, { after: ['b'] }),
+    text('c', '{{b}} C', { after: ['d'] }),
+    out('o', 'c', { name: 'O', type: 'text' }),
+  ]);
+  const h = harness();
+  await withEngine(h, async () => {
+    const id = await start(h, f, { name: 'x' });
+    await waitStatus(id, 'suspended');
+    const during = await events(id);
+    assert.ok(during.some((e) => e.type === 'node.completed' && e.nodeId === 'b'), 'b is recorded before the suspension');
+    const run = await waitTerminal(id);
+    assert.is(run.status, 'completed');
+    assert.equal(run.outputs, [{ nodeId: 'o', name: 'O', type: 'text', value: 'A x B C' }]);
+    const evs = await events(id);
+    assertLogSound(evs);
+    const seq = (type: string, nodeId: string | null = null) => evs.find((e) => e.type === type && e.nodeId === nodeId)!.sequence;
+    assert.ok(seq('node.completed', 'b') < seq('run.suspended') && seq('run.resumed') < seq('node.started', 'c'));
+    assert.is(run.compute_usd, '0.000300');
+  });
+});
+
 test('a false condition skips its branch with condition_false and the run still completes', async () => {
   const f = await seed([
     { id: 'answer', kind: 'input.text' } as GraphNode,

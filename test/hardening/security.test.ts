@@ -255,7 +255,7 @@ s('API3 no response carries key hashes, ciphertexts, fingerprints, password inpu
   const last = await em.transactional((tx) =>
     finishRun(tx as never, daveRun, { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'out', name: 'Out', type: 'text', value: 'two' }], charge: 'full' }),
   );
-  t.deps.bus.publish(daveRun, last!);
+  t.deps.bus.publish(daveRun, last!.last);
   await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: W.summary, inputs: { topic: 'idem' } }, headers: { 'idempotency-key': 'api3-key' } });
 
   const texts: string[] = [];

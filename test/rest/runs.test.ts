@@ -31,7 +31,7 @@ async function finish(t: TestApp, runId: string) {
   const last = await t.deps.orm.em.fork().transactional((tx) =>
     finishRun(tx as never, runId, { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }], charge: 'full' }),
   );
-  t.deps.bus.publish(runId, last!);
+  t.deps.bus.publish(runId, last!.last);
 }
 
 t('a pending run reports every Run field, queue position in FIFO order and empty outputs', async ({ t }) => {

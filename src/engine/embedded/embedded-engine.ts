@@ -9,15 +9,19 @@ import {
   applyActions,
   completeRun,
   credentialsAvailable,
+  computeSyncStep,
   executeStep,
   failRun,
+  isInMemoryStep,
   isTerminal,
   loadRunState,
   prepareRun,
+  recordBatch,
   resumeRun,
   STUCK_GRAPH_REASON,
   suspendRun,
   type ActivityDeps,
+  type BatchEntry,
   type FreeAction,
   type RunState,
   type StepArgs,
@@ -37,6 +41,10 @@ import {
  *   (one transaction) → execute ready steps concurrently (parallel branches) → wait for a step or the
  *   next timer } → finished → completeRun. The driver keeps the state in memory between steps (it is the
  *   only writer while it holds the lease) and reloads it from the database after anything unexpected.
+ * - In-memory steps (text.template, json.parse) need no I/O, so while nothing else is in flight the
+ *   driver computes them and the free actions between them in memory and writes the whole chain as one
+ *   fenced statement (recordBatch) before anything else is written, or inside the completion
+ *   transaction. Nothing is published before it is committed; a batch lost in a crash is computed again.
  * - Suspension: with only a timer left the run is suspended (wait_timer) and the driver parks: it
  *   releases its lease and arms a setTimeout for the due time; a BYOK step without credentials
  *   suspends the run (wait_signal) and the driver parks until `credentialsSupplied`.
@@ -84,6 +92,9 @@ interface Driver {
 }
 
 type StepDone = { nodeId: string; outcome: StepOutcome } | { nodeId: string; error: unknown };
+
+/** Entries of in-memory work written at once, at most (bounds the statement and what a crash recomputes). */
+const MAX_BATCH = 64;
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -490,8 +501,15 @@ export class EmbeddedEngine implements EnginePort {
     const timers: Record<string, number> = { ...s.progress.timers };
     const inputIds = new Set(s.graph.nodes.filter((n) => isInputKind(n.kind)).map((n) => n.id));
     const silent = (a: FreeAction) => a.type === 'resolve' && inputIds.has(a.nodeId);
+    const nodes = new Map(s.graph.nodes.map((n) => [n.id, n]));
     let blocked = false;
     let failure: unknown = null;
+    let batch: BatchEntry[] = [];
+    const takeBatch = () => {
+      const entries = batch;
+      batch = [];
+      return { entries, known: { results: { ...results }, inputs: s.inputs } };
+    };
 
     for (;;) {
       const halted = d.lost || this.#state === 'halted';
@@ -500,12 +518,30 @@ export class EmbeddedEngine implements EnginePort {
         const free = p.actions.filter((a): a is FreeAction => a.type !== 'execute');
         const executes = p.actions.filter((a): a is Extract<Action, { type: 'execute' }> => a.type === 'execute');
         if (p.finished) {
-          await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)));
-          return { kind: 'done' };
+          const batched = batch.length > 0;
+          const r = await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)), batched ? takeBatch() : undefined);
+          // Not completed after a batch: the batch was refused and recorded step by step; look again.
+          return r.completed || !batched ? { kind: 'done' } : null;
         }
         // Inputs resolve to the run's own inputs and emit no event: they are applied in memory only
         // (the activities read input values from the run's inputs), which saves a write per run.
         const recorded = free.filter((a) => !silent(a));
+        const inMemory =
+          inflight.size === 0 &&
+          batch.length < MAX_BATCH &&
+          (executes.length > 0 ? executes.every((a) => isInMemoryStep(nodes.get(a.nodeId))) : batch.length > 0 && free.length > 0);
+        if (inMemory) {
+          if (recorded.length) batch.push({ actions: recorded });
+          applyFreeActions(results, timers, free);
+          for (const a of executes) {
+            const { result, deltas } = computeSyncStep(s.graph, nodes.get(a.nodeId)!, results, s.inputs);
+            batch.push({ step: a.nodeId, result, deltas });
+            results[a.nodeId] = result;
+          }
+          continue;
+        }
+        // Anything else writes, so the batch goes first (its events precede what follows).
+        if (batch.length > 0 && !(await recordBatch(deps, id, takeBatch())).recorded) return null;
         if (recorded.length) {
           const applied = await applyActions(deps, id, recorded);
           if (applied.applied) applyFreeActions(results, timers, free);

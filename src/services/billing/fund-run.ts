@@ -1,46 +1,59 @@
 import type { Em } from '../../db/orm.ts';
-import { toDb, usd } from '../../domain/money.ts';
+import { toDb } from '../../domain/money.ts';
 
 /**
  * Funding at preparation (contract §5): an eligible bundle (same account, workflow and version, runs
- * left) pays the run; otherwise the wallet must hold the caller's displayed price. Both are single fenced
- * statements (`runs_left > 0`, `balance_usd >= hold`) that also record the funding on the run and, for
- * a hold, the ledger row, so concurrent runs can never overspend and a hold never lacks its history.
+ * left) pays the run; otherwise the wallet must hold the caller's displayed price. One fenced statement
+ * (`runs_left > 0`, `balance_usd >= hold`) takes the funding, records it on the run and, for a hold,
+ * writes the ledger row, so concurrent runs can never overspend and a hold never lacks its history.
  * Must run inside the caller's transaction, with the run row already locked.
  */
 export type FundingResult = { ok: true; funding: 'bundle' | 'wallet'; holdUsd: string } | { ok: false; reason: string };
 
 export const INSUFFICIENT_FUNDS = 'insufficient funds: the wallet balance does not cover the run price';
 
-export async function fundRun(tx: Em, run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string }): Promise<FundingResult> {
-  const [bundle] = await tx.execute<{ id: string }[]>(
-    `with b as (
-       update bundles set runs_left = runs_left - 1
-        where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
-                     order by created_at, id limit 1 for update)
-        returning id),
-     r as (update runs set funding = 'bundle', bundle_id = b.id, hold_usd = 0 from b where runs.id = ?)
-     select id from b`,
-    [run.accountId, run.workflowId, run.versionId, run.id],
-  );
-  if (bundle) return { ok: true, funding: 'bundle', holdUsd: '0.000000' };
+/**
+ * The CTEs of one statement share a snapshot and see each other only through RETURNING, so the wallet
+ * is fenced on the bundle CTE having taken nothing (a bundle run never touches, nor locks, the wallet),
+ * a zero hold leaves the wallet alone as a free run always has, and the run row is updated once, from
+ * whichever funding `f` holds (a hold leaves bundle_id as it was, as it always has): a row updated twice
+ * in one statement keeps only one of the updates.
+ * The answer is read from `f`, not from the run update, so a taken bundle or hold is always reported.
+ */
+const FUND_SQL = `with b as (
+   update bundles set runs_left = runs_left - 1
+    where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
+                 order by created_at, id limit 1 for update)
+    returning id),
+ w as (
+   update wallets set balance_usd = balance_usd - ?::numeric, held_usd = held_usd + ?::numeric, updated_at = now()
+    where account_id = ? and balance_usd >= ?::numeric and ?::numeric <> 0 and not exists (select 1 from b)
+    returning balance_usd),
+ l as (
+   insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
+   select ?::uuid, ?::uuid, 'hold', -(?::numeric), w.balance_usd, 'hold for run', now() from w),
+ f as (
+   select 'bundle' as funding, b.id as bundle_id, 0::numeric as hold_usd from b
+   union all
+   select 'wallet', null::uuid, ?::numeric from w
+   union all
+   select 'wallet', null::uuid, 0::numeric where ?::numeric = 0 and not exists (select 1 from b)),
+ r as (
+   update runs set funding = f.funding, bundle_id = coalesce(f.bundle_id, runs.bundle_id), hold_usd = f.hold_usd
+     from f where runs.id = ?)
+ select funding from f`;
 
+export async function fundRun(tx: Em, run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string }): Promise<FundingResult> {
   const hold = toDb(run.displayedPriceUsd);
-  if (usd(hold).isZero()) {
-    await tx.execute(`update runs set funding = 'wallet', hold_usd = 0 where id = ?`, [run.id]);
-    return { ok: true, funding: 'wallet', holdUsd: hold };
-  }
-  const [held] = await tx.execute<{ balance_usd: string }[]>(
-    `with w as (
-       update wallets set balance_usd = balance_usd - ?::numeric, held_usd = held_usd + ?::numeric, updated_at = now()
-        where account_id = ? and balance_usd >= ?::numeric returning balance_usd),
-     l as (
-       insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-       select ?::uuid, ?::uuid, 'hold', -(?::numeric), w.balance_usd, 'hold for run', now() from w),
-     r as (update runs set funding = 'wallet', hold_usd = ?::numeric from w where runs.id = ?)
-     select balance_usd from w`,
-    [hold, hold, run.accountId, hold, run.accountId, run.id, hold, hold, run.id],
-  );
-  if (!held) return { ok: false, reason: INSUFFICIENT_FUNDS };
+  const [funded] = await tx.execute<{ funding: 'bundle' | 'wallet' }[]>(FUND_SQL, [
+    run.accountId, run.workflowId, run.versionId,
+    hold, hold, run.accountId, hold, hold,
+    run.accountId, run.id, hold,
+    hold,
+    hold,
+    run.id,
+  ]);
+  if (!funded) return { ok: false, reason: INSUFFICIENT_FUNDS };
+  if (funded.funding === 'bundle') return { ok: true, funding: 'bundle', holdUsd: '0.000000' };
   return { ok: true, funding: 'wallet', holdUsd: hold };
 }

@@ -28,17 +28,51 @@ export function finalCharge(run: SettleInput, chargeUsd: string | null): string 
   return toDb(chargeUsd);
 }
 
-export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | null): Promise<string | null> {
+export interface SettleOptions {
+  /**
+   * A completed run's workflow: its run counter is bumped in the settlement's own statement, so a
+   * completed run costs no extra round trip and the counter's row lock is taken after the wallet's.
+   */
+  countCompletedRunOf?: string;
+}
+
+export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | null, opts: SettleOptions = {}): Promise<string | null> {
   const charge = finalCharge(run, chargeUsd);
+  const counter = opts.countCompletedRunOf ?? null;
   if (run.funding === 'bundle' && run.bundleId) {
-    if (charge === null) await tx.execute('update bundles set runs_left = runs_left + 1 where id = ?', [run.bundleId]);
+    if (charge === null) await giveBundleRunBack(tx, run.bundleId, counter);
+    else if (counter) await tx.execute(COUNT_RUN, [counter]);
     return charge;
   }
   const hold = usd(run.holdUsd);
   const take = charge === null || run.funding === null ? usd(0) : usd(charge);
-  if (hold.isZero() && take.isZero()) return charge;
+  if (hold.isZero() && take.isZero()) {
+    if (counter) await tx.execute(COUNT_RUN, [counter]);
+    return charge;
+  }
+  await settleWallet(tx, run, toDb(hold), toDb(take), counter);
+  return charge;
+}
+
+const COUNT_RUN = 'update workflows set runs_count = runs_count + 1 where id = ?';
+
+/**
+ * The counter rides in the settlement statement as a CTE nothing reads, which Postgres runs after the
+ * main query: the workflow row is locked after the bundle or wallet row, the order finishRun always used.
+ */
+const counterCte = (workflowId: string | null) => (workflowId ? { sql: `c as (${COUNT_RUN})`, params: [workflowId] } : { sql: '', params: [] });
+
+async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | null): Promise<void> {
+  const c = counterCte(countRunOf);
+  const withCounter = c.sql ? `with ${c.sql} ` : '';
+  await tx.execute(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`, [...c.params, bundleId]);
+}
+
+async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string, countRunOf: string | null): Promise<void> {
+  const c = counterCte(countRunOf);
+  const withCounter = c.sql ? `${c.sql},\n     ` : '';
   await tx.execute(
-    `with w0 as (select balance_usd from wallets where account_id = ? for update),
+    `with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? for update),
      calc as (
        select w0.balance_usd + ?::numeric as released,
               least(?::numeric, w0.balance_usd + ?::numeric) as paid from w0),
@@ -52,13 +86,13 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
      union all
      select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid`,
     [
+      ...c.params,
       run.accountId,
-      toDb(hold), toDb(take), toDb(hold),
-      toDb(hold), run.accountId,
-      run.accountId, run.id, toDb(hold), toDb(hold),
+      hold, take, hold,
+      hold, run.accountId,
+      run.accountId, run.id, hold, hold,
       run.accountId, run.id,
-      run.accountId, run.id, toDb(take), toDb(take),
+      run.accountId, run.id, take, take,
     ],
   );
-  return charge;
 }

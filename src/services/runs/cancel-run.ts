@@ -19,14 +19,14 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   if (TERMINAL.has(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
   if (run.phase === 'settling') throw new ApiError('cancel_unavailable', 'the run is already settling and can no longer be cancelled');
 
-  const last = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
-  if (last === null) {
+  const finished = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
+  if (finished === null) {
     // It became terminal while we asked: report what it is now.
     const now = (await findRun(fork(deps), runId))!;
     return { id: now.id, status: now.status, cancelRequested: false };
   }
-  deps.bus.publish(runId, last);
-  deps.webhooks?.notify();
+  deps.bus.publish(runId, finished.last);
+  if (finished.webhooks > 0) deps.webhooks?.notify();
   await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId }, 'engine could not abort a cancelled run'));
   return { id: runId, status: 'cancelled' as const, cancelRequested: true };
 }

@@ -9,8 +9,8 @@ import { mapRunRow, RUN_COLUMNS, toPublicRun } from './run-views.ts';
  * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
  * transaction it locks the run, refuses if it is already terminal (a late step or a late cancel never
  * changes a finished run), writes the terminal state and event, deletes the run's secrets, writes the
- * webhook outbox rows, and settles money exactly once. Returns the new last sequence, or null when it
- * changed nothing.
+ * webhook outbox rows, and settles money exactly once. Returns the new last sequence and how many webhook
+ * deliveries it queued (the dispatcher is woken only for those), or null when it changed nothing.
  *
  * Statement order matters for throughput: the per-run writes come first, and the rows every run of an
  * account or workflow contends for (the wallet, the workflow's run counter) are touched last, so their
@@ -30,7 +30,12 @@ export interface Finish {
   charge: 'none' | 'compute' | 'full';
 }
 
-export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<number | null> {
+export interface FinishedRun {
+  last: number;
+  webhooks: number;
+}
+
+export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<FinishedRun | null> {
   const [row] = await tx.execute<Record<string, unknown>[]>(
     `select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
             b.usd_per_run as bundle_usd_per_run
@@ -89,10 +94,8 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<num
   );
   const run = toPublicRun(mapRunRow(updated!), null);
 
-  await enqueueRunWebhooks(tx, accountId, runId, type, run);
-  await settleRun(tx, settle, charge);
-  if (fin.status === 'completed') {
-    await tx.execute('update workflows set runs_count = runs_count + 1 where id = ?', [row.workflow_id]);
-  }
-  return Number(updated!.last_sequence);
+  const webhooks = await enqueueRunWebhooks(tx, accountId, runId, type, run);
+  // Settlement and the workflow's run counter (hot rows) in one statement, last before the commit.
+  await settleRun(tx, settle, charge, fin.status === 'completed' ? { countCompletedRunOf: String(row.workflow_id) } : {});
+  return { last: Number(updated!.last_sequence), webhooks };
 }
