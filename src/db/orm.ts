@@ -7,6 +7,7 @@ import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
 import type { Pool, PoolClient } from 'pg';
 import { entities } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
+import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 
 /**
  * Postgres everywhere: a real server when DATABASE_URL is set, embedded PGlite otherwise. Both speak
@@ -40,12 +41,19 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     forceUtcTimezone: true,
   };
   if (opts.databaseUrl) {
-    return (await PgMikroORM.init({
+    const orm = (await PgMikroORM.init({
       ...common,
       clientUrl: opts.databaseUrl,
       pool: { min: 0, max: 10 },
-      driverOptions: { onPoolCreated: reclaimDeadClients },
+      driverOptions: {
+        onPoolCreated: (pool: Pool) => {
+          reclaimDeadClients(pool);
+          nameHotStatements(pool);
+        },
+      },
     })) as unknown as Orm;
+    usePreparedStatements(orm);
+    return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';
   if (!dataDir.startsWith('memory:')) {

@@ -151,7 +151,7 @@ async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<numbe
   }
   const update = `update runs set ${sets.join(', ')} where ${where.join(' and ')} returning last_sequence`;
   if (n === 0) {
-    const [row] = await em.execute<{ last_sequence: number }[]>(update, params);
+    const [row] = await em.execute<{ last_sequence: number }[]>(prepared(update), params);
     return row ? Number(row.last_sequence) : null;
   }
   params.push(runId); // the `?::uuid` before the values list
@@ -160,12 +160,12 @@ async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<numbe
     return `(${i + 1}, ?, ?, ?)`;
   });
   const rows = await em.execute<{ sequence: number }[]>(
-    `with u as (${update})
+    prepared(`with u as (${update})
      insert into run_events (run_id, sequence, type, node_id, data, ts)
      select v.run_id, u.last_sequence - ${n} + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
        from u cross join (select t.*, ?::uuid as run_id from (values ${tuples.join(', ')}) as t(ord, type, node_id, data)) v
       order by v.ord
-     returning sequence`,
+     returning sequence`),
     params,
   );
   if (rows.length === 0) return null;
@@ -292,7 +292,7 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
 
     // The head of the queue with, per row, the in-flight total and its account's in-flight count.
     const candidates = await tx.execute<{ id: string; account_id: string; max: number | null; used: number; total: number }[]>(
-      `with inflight as (select account_id, count(*)::int as n from runs where ${IN_FLIGHT} group by account_id)
+      prepared(`with inflight as (select account_id, count(*)::int as n from runs where ${IN_FLIGHT} group by account_id)
        select q.id, q.account_id, a.max_concurrent_runs as max, coalesce(i.n, 0)::int as used,
               (select coalesce(sum(n), 0)::int from inflight) as total
          from (select id, account_id, queued_at from runs
@@ -300,7 +300,7 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
                 order by queued_at, id limit ${window}) q
          join accounts a on a.id = q.account_id
          left join inflight i on i.account_id = q.account_id
-        order by q.queued_at, q.id`,
+        order by q.queued_at, q.id`),
       args.engine ? [args.engine] : [],
     );
     if (candidates.length === 0) return { admitted: [], more: false };
@@ -322,8 +322,8 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
       ? { sql: ', lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)', params: [args.lease.owner, args.lease.ttlMs / 1000] }
       : { sql: '', params: [] };
     const rows = await tx.execute<{ id: string }[]>(
-      `update runs set phase = 'starting', updated_at = now()${lease.sql}
-        where id in (?) and status = 'pending' and phase = 'queued' returning id`,
+      prepared(`update runs set phase = 'starting', updated_at = now()${lease.sql}
+        where id in (?) and status = 'pending' and phase = 'queued' returning id`),
       [...lease.params, picked],
     );
     return { admitted: rows.map((r) => String(r.id)), more };
@@ -356,7 +356,7 @@ export async function prepareRun(deps: ActivityDeps, runId: string): Promise<Pre
   try {
     started = await em.transactional(async (tx) => {
       const [run] = await tx.execute<Record<string, unknown>[]>(
-        `with u as (
+        prepared(`with u as (
            update runs set status = 'running', phase = null, started_at = clock_timestamp(), last_sequence = last_sequence + 2, updated_at = now()
             where id = ? and status = 'pending' and phase in ('starting', 'preparing')
             returning ${STATE_COLUMNS}, workflow_id, displayed_price_usd),
@@ -365,7 +365,7 @@ export async function prepareRun(deps: ActivityDeps, runId: string): Promise<Pre
            select ?::uuid, u.last_sequence - 1, 'run.preparing', null, '{"status":"pending"}'::jsonb, clock_timestamp() from u
            union all
            select ?::uuid, u.last_sequence, 'run.started', null, '{"status":"running"}'::jsonb, clock_timestamp() from u)
-         select * from u`,
+         select * from u`),
         [runId, runId, runId],
       );
       if (!run) return null;
@@ -470,6 +470,7 @@ export async function loadRunState(deps: ActivityDeps, runId: string): Promise<R
 /** The interpreter's actions other than `execute`. */
 export type { FreeAction } from '../domain/graph/interpreter.ts';
 import type { FreeAction } from '../domain/graph/interpreter.ts';
+import { prepared } from '../db/prepared.ts';
 
 export interface ApplyResult {
   /** False when the run is terminal (or gone): nothing was written. */

@@ -535,9 +535,10 @@ t(SETTLE_KILL, async () => {
     });
     const BUNDLE_CHARGE = micros('0.020000');
 
-    // On PGlite the child kills itself right after the settlement's last statement (the workflow's run
-    // counter), inside the open transaction; on a server it is blocked there by the test's row lock.
-    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], server ? {} : { KILL_AFTER_SQL: '^update workflows set runs_count' });
+    // On PGlite the child kills itself right after the settlement's last statement (the one that also
+    // bumps the workflow's run counter), inside the open transaction; on a server it is blocked there by
+    // the test's row lock on the workflow.
+    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], server ? {} : { KILL_AFTER_SQL: 'update workflows set runs_count' });
     children.push(first);
     await first.lines('READY');
     if (server) {
@@ -562,7 +563,7 @@ t(SETTLE_KILL, async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update workflows set runs_count%'`,
+                where datname = current_database() and wait_event_type = 'Lock' and query ilike '%update workflows set runs_count%'`,
             )
           ).rows;
           return rows.length === 2 && rows.map((r) => Number(r.pid));

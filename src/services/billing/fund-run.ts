@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm.ts';
 import { toDb } from '../../domain/money.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /**
  * Funding at preparation (contract §5): an eligible bundle (same account, workflow and version, runs
@@ -20,7 +21,7 @@ export const INSUFFICIENT_FUNDS = 'insufficient funds: the wallet balance does n
  * in one statement keeps only one of the updates.
  * The answer is read from `f`, not from the run update, so a taken bundle or hold is always reported.
  */
-const FUND_SQL = `with b as (
+const FUND_SQL = prepared(`with b as (
    update bundles set runs_left = runs_left - 1
     where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
                  order by created_at, id limit 1 for update)
@@ -41,7 +42,7 @@ const FUND_SQL = `with b as (
  r as (
    update runs set funding = f.funding, bundle_id = coalesce(f.bundle_id, runs.bundle_id), hold_usd = f.hold_usd
      from f where runs.id = ?)
- select funding from f`;
+ select funding from f`);
 
 export async function fundRun(tx: Em, run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string }): Promise<FundingResult> {
   const hold = toDb(run.displayedPriceUsd);

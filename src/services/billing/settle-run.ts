@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm.ts';
 import { toDb, usd } from '../../domain/money.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /**
  * Settles a run's funding exactly once, inside the transaction that makes the run terminal (the run row
@@ -54,7 +55,7 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
   return charge;
 }
 
-const COUNT_RUN = 'update workflows set runs_count = runs_count + 1 where id = ?';
+const COUNT_RUN = prepared('update workflows set runs_count = runs_count + 1 where id = ?');
 
 /**
  * The counter rides in the settlement statement as a CTE nothing reads, which Postgres runs after the
@@ -65,14 +66,14 @@ const counterCte = (workflowId: string | null) => (workflowId ? { sql: `c as (${
 async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | null): Promise<void> {
   const c = counterCte(countRunOf);
   const withCounter = c.sql ? `with ${c.sql} ` : '';
-  await tx.execute(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`, [...c.params, bundleId]);
+  await tx.execute(prepared(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`), [...c.params, bundleId]);
 }
 
 async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string, countRunOf: string | null): Promise<void> {
   const c = counterCte(countRunOf);
   const withCounter = c.sql ? `${c.sql},\n     ` : '';
   await tx.execute(
-    `with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? for update),
+    prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? for update),
      calc as (
        select w0.balance_usd + ?::numeric as released,
               least(?::numeric, w0.balance_usd + ?::numeric) as paid from w0),
@@ -84,7 +85,7 @@ async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string
      union all
      select ?::uuid, ?::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
      union all
-     select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid`,
+     select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid`),
     [
       ...c.params,
       run.accountId,

@@ -4,6 +4,7 @@ import { toDb, usd } from '../../domain/money.ts';
 import { finalCharge, settleRun, type SettleInput } from '../billing/settle-run.ts';
 import { enqueueRunWebhooks } from '../webhooks/enqueue-run-webhooks.ts';
 import { mapRunRow, RUN_COLUMNS, toPublicRun } from './run-views.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /**
  * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
@@ -37,10 +38,10 @@ export interface FinishedRun {
 
 export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<FinishedRun | null> {
   const [row] = await tx.execute<Record<string, unknown>[]>(
-    `select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
+    prepared(`select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
             b.usd_per_run as bundle_usd_per_run
        from runs r left join bundles b on b.id = r.bundle_id
-      where r.id = ? for update of r`,
+      where r.id = ? for update of r`),
     [runId],
   );
   if (!row || ['completed', 'failed', 'cancelled'].includes(String(row.status))) return null;
@@ -67,7 +68,7 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
 
   // The terminal state, its event and the deletion of the run's secrets in one statement.
   const [updated] = await tx.execute<Record<string, unknown>[]>(
-    `with u as (
+    prepared(`with u as (
        update runs set status = ?, outcome = ?, reason = ?, outputs = coalesce(?::jsonb, outputs), billing_status = ?,
               charge_usd = ?, cap_usd = ?, phase = null, suspend_reason = null, resume_at = null,
               lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
@@ -77,7 +78,7 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
        insert into run_events (run_id, sequence, type, node_id, data, ts)
        select u.id, u.last_sequence, ?, null, ?::jsonb, clock_timestamp() from u),
      s as (delete from run_secrets where run_id = ?)
-     select * from u`,
+     select * from u`),
     [
       fin.status,
       fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,

@@ -4,6 +4,7 @@ import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { RunQueue } from './queue-positions.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 
@@ -65,14 +66,17 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
   };
 }
 
+const FIND_ACCOUNT_RUN = prepared(`select ${RUN_COLUMNS} from runs where id = ? and account_id = ?`);
+const FIND_RUN = prepared(`select ${RUN_COLUMNS} from runs where id = ?`);
+
 /** A run of this account, or null (another account's run is as unknown as a missing one). */
 export async function findAccountRun(em: Em, accountId: string, runId: string): Promise<RunRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(`select ${RUN_COLUMNS} from runs where id = ? and account_id = ?`, [runId, accountId]);
+  const rows = await em.execute<Record<string, unknown>[]>(FIND_ACCOUNT_RUN, [runId, accountId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
 
 export async function findRun(em: Em, runId: string): Promise<RunRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(`select ${RUN_COLUMNS} from runs where id = ?`, [runId]);
+  const rows = await em.execute<Record<string, unknown>[]>(FIND_RUN, [runId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
 

@@ -13,6 +13,7 @@ import { isUuid } from '../ids.ts';
 import { getPricing } from '../pricing.ts';
 import { accessOf, findVersion, findVisibleWorkflow, type WorkflowAccess } from '../workflows/workflow-access.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /**
  * POST /runs: everything the spec checks synchronously, then one transaction that writes the run, its
@@ -259,7 +260,7 @@ async function insertRun(
   // The run, its first event (`run.queued`, sequence 1) and its sealed password inputs in one statement.
   const sealed = tuples.length ? `, s as (insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')})` : '';
   await tx.execute(
-    `with r as (
+    prepared(`with r as (
        insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                          cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                          credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
@@ -267,7 +268,7 @@ async function insertRun(
                clock_timestamp(), clock_timestamp(), clock_timestamp())
        returning id, created_at)${sealed}
      insert into run_events (run_id, sequence, type, node_id, data, ts)
-     select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r`,
+     select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r`),
     [
       r.runId,
       r.principal.accountId,

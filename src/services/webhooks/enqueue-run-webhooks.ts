@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm.ts';
+import { prepared } from '../../db/prepared.ts';
 
 export const TERMINAL_WEBHOOK_EVENTS = ['run.completed', 'run.failed', 'run.cancelled'] as const;
 
@@ -10,11 +11,11 @@ export const TERMINAL_WEBHOOK_EVENTS = ['run.completed', 'run.failed', 'run.canc
 export async function enqueueRunWebhooks(tx: Em, accountId: string, runId: string, type: string, run: unknown): Promise<number> {
   const payload = JSON.stringify({ type, timestamp: new Date().toISOString(), data: run });
   const rows = await tx.execute<{ id: string }[]>(
-    `insert into webhook_deliveries (id, endpoint_id, run_id, event_type, payload, status, attempts, next_attempt_at, created_at)
+    prepared(`insert into webhook_deliveries (id, endpoint_id, run_id, event_type, payload, status, attempts, next_attempt_at, created_at)
      select 'msg_' || replace(gen_random_uuid()::text, '-', ''), e.id, ?, ?, ?, 'pending', 0, now(), now()
        from webhook_endpoints e
       where e.account_id = ? and (e.events is null or e.events @> to_jsonb(?::text))
-     returning id`,
+     returning id`),
     [runId, type, payload, accountId, type],
   );
   return rows.length;

@@ -5,6 +5,7 @@ import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Pricing } from '../pricing.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /**
  * What one caller may see and do with one workflow: the single place that applies the visibility,
@@ -110,9 +111,11 @@ export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing):
 
 /** One workflow as the caller sees it, or null when it does not exist or is not visible to them. */
 export async function findVisibleWorkflow(em: Em, accountId: string, workflowId: string): Promise<WorkflowRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(`${SELECT} where w.id = ? and ${VISIBLE}`, [accountId, workflowId, accountId]);
+  const rows = await em.execute<Record<string, unknown>[]>(FIND_VISIBLE, [accountId, workflowId, accountId]);
   return rows[0] ? mapRow(rows[0]) : null;
 }
+
+const FIND_VISIBLE = prepared(`${SELECT} where w.id = ? and ${VISIBLE}`);
 
 export interface WorkflowFilter {
   q?: string;

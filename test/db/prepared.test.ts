@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Orm } from '../../src/db/orm.ts';
+import { numbered, prepared } from '../../src/db/prepared.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+
+const unit = suite('prepared statements: placeholders');
+
+unit('each ? becomes $n, an array becomes as many placeholders, a plain object its JSON text', () => {
+  const q = numbered('update t set a = ?, b = ?::jsonb where id in (?) and k = any(array[?]::text[])', ['x', { n: 1 }, ['i1', 'i2'], ['k']]);
+  assert.equal(q, {
+    text: 'update t set a = $1, b = $2::jsonb where id in ($3, $4) and k = any(array[$5]::text[])',
+    values: ['x', '{"n":1}', 'i1', 'i2', 'k'],
+  });
+});
+
+unit('null, undefined, numbers and booleans pass as values', () => {
+  assert.equal(numbered('select ?, ?, ?, ?', [null, undefined, 1.5, true]), { text: 'select $1, $2, $3, $4', values: [null, null, 1.5, true] });
+});
+
+unit('statements it cannot translate exactly are left to the ORM', () => {
+  assert.is(numbered('select ?', [new Date()]), null, 'dates are formatted by the ORM');
+  assert.is(numbered('select * from t where id in (?)', [[]]), null, 'an empty list');
+  assert.is(numbered('select ?? from t', ['col']), null, 'identifiers');
+  assert.is(numbered('select ?', []), null, 'a missing parameter');
+  assert.is(numbered('select 1', ['extra']), null, 'a parameter too many');
+  assert.is(numbered('select ?', [[['nested']]]), null, 'nested arrays');
+});
+
+unit.run();
+
+const db = suite<{ orm: Orm }>('prepared statements: on the database');
+db.before(async (ctx) => {
+  ctx.orm = await testOrm();
+});
+db.before.each(async ({ orm }) => resetDb(orm));
+
+const SERVER = Boolean(process.env.DATABASE_URL);
+const FIND = prepared('select id, handle, ? as note from accounts where id in (?) order by handle');
+
+db('a marked statement returns what em.execute returns, in and out of a transaction', async ({ orm }) => {
+  const ids = [randomUUID(), randomUUID()];
+  const em = orm.em.fork();
+  for (const [i, id] of ids.entries()) await em.execute('insert into accounts (id, handle) values (?, ?)', [id, `h${i}`]);
+  const plain = await em.execute('select id, handle, ? as note from accounts where id in (?) order by handle', ['n', ids]);
+  assert.is(plain.length, 2);
+  assert.equal(await em.execute(FIND, ['n', ids]), plain);
+  assert.equal(await em.transactional((tx) => tx.execute(FIND, ['n', ids])), plain);
+});
+
+db('on a Postgres server a marked statement is prepared once per connection and then only bound', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: it runs in process, marked statements take the ORM path there)');
+    return;
+  }
+  const id = randomUUID();
+  await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'solo']);
+  // One transaction keeps one connection, where pg_prepared_statements can be read.
+  const counts = await orm.em.fork().transactional(async (tx) => {
+    await tx.execute(FIND, ['a', [id]]);
+    await tx.execute(FIND, ['b', [id]]);
+    const rows = await tx.execute<{ n: number }[]>(
+      `select count(*)::int as n from pg_prepared_statements where statement = 'select id, handle, $1 as note from accounts where id in ($2) order by handle'`,
+    );
+    return rows[0]!.n;
+  });
+  assert.is(counts, 1);
+});
+
+db('a failing marked statement raises the ORM error, and the transaction rolls back', async ({ orm }) => {
+  const id = randomUUID();
+  const insert = prepared('insert into accounts (id, handle) values (?, ?)');
+  const em = orm.em.fork();
+  await em.execute(insert, [id, 'once']);
+  let caught: unknown;
+  try {
+    await em.transactional(async (tx) => {
+      await tx.execute(insert, [randomUUID(), 'other']);
+      await tx.execute(insert, [id, 'twice']);
+    });
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
+  assert.equal(await em.execute<{ handle: string }[]>('select handle from accounts order by handle'), [{ handle: 'once' }]);
+});
+
+db.run();
