@@ -267,6 +267,8 @@ export async function admitQueuedRuns(deps: ActivityDeps, args: AdmitArgs): Prom
 
 export interface AdmitResult {
   admitted: string[];
+  /** The admitted runs' state as admission left it (pending, phase `starting`), in `admitted` order. */
+  states: RunState[];
   /** False when the queue is known to hold no other admissible run right now. */
   more: boolean;
 }
@@ -303,9 +305,9 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
         order by q.queued_at, q.id`),
       args.engine ? [args.engine] : [],
     );
-    if (candidates.length === 0) return { admitted: [], more: false };
+    if (candidates.length === 0) return { admitted: [], states: [], more: false };
     const free = args.capacity - Number(candidates[0]!.total);
-    if (free <= 0) return { admitted: [], more: true };
+    if (free <= 0) return { admitted: [], states: [], more: true };
     const used = new Map<string, number>();
     const picked: string[] = [];
     for (const c of candidates) {
@@ -317,16 +319,17 @@ export async function admitQueuedRunsDetailed(deps: ActivityDeps, args: AdmitArg
       picked.push(String(c.id));
     }
     const more = candidates.length > picked.length;
-    if (picked.length === 0) return { admitted: [], more };
+    if (picked.length === 0) return { admitted: [], states: [], more };
     const lease = args.lease
       ? { sql: ', lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)', params: [args.lease.owner, args.lease.ttlMs / 1000] }
       : { sql: '', params: [] };
-    const rows = await tx.execute<{ id: string }[]>(
+    const rows = await tx.execute<Record<string, unknown>[]>(
       prepared(`update runs set phase = 'starting', updated_at = now()${lease.sql}
-        where id in (?) and status = 'pending' and phase = 'queued' returning id`),
+        where id in (?) and status = 'pending' and phase = 'queued' returning id, ${STATE_COLUMNS}`),
       [...lease.params, picked],
     );
-    return { admitted: rows.map((r) => String(r.id)), more };
+    const states = await Promise.all(rows.map((r) => stateFromRow(tx, String(r.id), r)));
+    return { admitted: states.map((st) => st.runId), states, more };
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
   return result;
@@ -355,19 +358,7 @@ export async function prepareRun(deps: ActivityDeps, runId: string): Promise<Pre
   let started: { last: number; state: RunState } | null = null;
   try {
     started = await em.transactional(async (tx) => {
-      const [run] = await tx.execute<Record<string, unknown>[]>(
-        prepared(`with u as (
-           update runs set status = 'running', phase = null, started_at = clock_timestamp(), last_sequence = last_sequence + 2, updated_at = now()
-            where id = ? and status = 'pending' and phase in ('starting', 'preparing')
-            returning ${STATE_COLUMNS}, workflow_id, displayed_price_usd),
-         e as (
-           insert into run_events (run_id, sequence, type, node_id, data, ts)
-           select ?::uuid, u.last_sequence - 1, 'run.preparing', null, '{"status":"pending"}'::jsonb, clock_timestamp() from u
-           union all
-           select ?::uuid, u.last_sequence, 'run.started', null, '{"status":"running"}'::jsonb, clock_timestamp() from u)
-         select * from u`),
-        [runId, runId, runId],
-      );
+      const run = await startAdmitted(tx, runId);
       if (!run) return null;
       const funding = await fundRun(tx, fundingArgs(runId, run));
       if (!funding.ok) throw new FundingFailed();
@@ -384,6 +375,28 @@ export async function prepareRun(deps: ActivityDeps, runId: string): Promise<Pre
 }
 
 class FundingFailed extends Error {}
+
+/**
+ * An admitted run becomes running, with `run.preparing` and `run.started`, in one statement; the caller's
+ * transaction funds it. Returns the run's state columns (and what funding needs), or null when the run
+ * is not an admitted pending run.
+ */
+async function startAdmitted(tx: Em, runId: string): Promise<Record<string, unknown> | null> {
+  const [run] = await tx.execute<Record<string, unknown>[]>(
+    prepared(`with u as (
+       update runs set status = 'running', phase = null, started_at = clock_timestamp(), last_sequence = last_sequence + 2, updated_at = now()
+        where id = ? and status = 'pending' and phase in ('starting', 'preparing')
+        returning ${STATE_COLUMNS}, workflow_id, displayed_price_usd),
+     e as (
+       insert into run_events (run_id, sequence, type, node_id, data, ts)
+       select ?::uuid, u.last_sequence - 1, 'run.preparing', null, '{"status":"pending"}'::jsonb, clock_timestamp() from u
+       union all
+       select ?::uuid, u.last_sequence, 'run.started', null, '{"status":"running"}'::jsonb, clock_timestamp() from u)
+     select * from u`),
+    [runId, runId, runId],
+  );
+  return run ?? null;
+}
 
 function fundingArgs(runId: string, run: Record<string, unknown>) {
   return {
@@ -630,6 +643,11 @@ export function chargeFor(finished: Finished): Finish['charge'] {
  * `batch` (in-memory steps not written yet, see recordBatch): one fenced statement for both. Returns
  * false when the run was already terminal; when the batch was refused it is recorded entry by entry
  * instead (recordBatch's fallback) and the run is left for the caller to look at again.
+ *
+ * `start`: the run is still an admitted pending run that the caller computed entirely in memory, so it
+ * is started, its steps recorded, funded and finished in this one transaction (one commit and one
+ * wallet lock instead of preparation's and completion's). When it cannot start here (not admitted any
+ * more, or funds are insufficient) nothing is written and `completed` is false: prepareRun decides then.
  */
 export async function completeRun(
   deps: ActivityDeps,
@@ -637,19 +655,38 @@ export async function completeRun(
   finished: Finished,
   actions: FreeAction[] = [],
   batch?: StepBatch,
+  opts: { start?: boolean } = {},
 ): Promise<{ completed: boolean }> {
   const entries = batch?.entries.length ? [...batch.entries, ...(actions.length ? [{ actions }] : [])] : null;
   let refused = false;
-  const done = await fork(deps).transactional(async (tx) => {
+  let done: FinishedRun | null;
+  try {
+    done = await fork(deps).transactional((tx) => complete(tx));
+  } catch (error) {
+    if (error instanceof NotStartedHere) return { completed: false };
+    throw error;
+  }
+  if (refused && batch) await recordEntries(deps, runId, batch);
+  publishTerminal(deps, runId, done);
+  return { completed: done !== null };
+
+  async function complete(tx: Em): Promise<FinishedRun | null> {
+    const run = opts.start ? await startAdmitted(tx, runId) : null;
+    if (opts.start && !run) throw new NotStartedHere();
     if (entries) {
       const written = await writeBatch(tx, runId, entries);
       if (written === null) {
+        if (run) throw new NotStartedHere();
         refused = true;
         return null;
       }
     } else if (actions.length) {
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
+    }
+    if (run) {
+      // Funded last, so the account's wallet row is locked only for the finish and the commit.
+      if (!(await fundRun(tx, fundingArgs(runId, run))).ok) throw new NotStartedHere();
     }
     return finishRun(tx, runId, {
       status: finished.status,
@@ -658,11 +695,11 @@ export async function completeRun(
       outputs: finished.outputs,
       charge: chargeFor(finished),
     });
-  });
-  if (refused && batch) await recordEntries(deps, runId, batch);
-  publishTerminal(deps, runId, done);
-  return { completed: done !== null };
+  }
 }
+
+/** Rolls back a start-and-complete transaction: the run is left to prepareRun. */
+class NotStartedHere extends Error {}
 
 /** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */
 export async function failRun(deps: ActivityDeps, runId: string, reason: string): Promise<{ failed: boolean }> {

@@ -334,7 +334,7 @@ async function statementsMentioning(needle: () => string | null, fn: () => Promi
   return seen;
 }
 
-test('a chain of template steps is written with the completion: one event write for all steps, one notification', async () => {
+test('a run of template steps only is started, recorded and finished in one transaction, with one event write for all steps', async () => {
   const f = await seed(threeSteps);
   const h = harness();
   await withEngine(h, async () => {
@@ -349,12 +349,17 @@ test('a chain of template steps is written with the completion: one event write 
       },
     );
     const eventWrites = writes.filter((q) => /insert into run_events/i.test(q));
-    // run.preparing + run.started; the three steps with the output node; run.completed (same transaction).
+    // run.preparing + run.started; the three steps with the output node; run.completed.
     assert.is(eventWrites.length, 3, eventWrites.map((q) => q.slice(0, 80)).join('\n'));
     const evs = await events(id!);
     assertLogSound(evs);
-    const started = evs.find((e) => e.type === 'run.started')!.sequence;
-    assert.equal(published, [started, evs.at(-1)!.sequence], 'live readers are told once when the run starts and once at the end');
+    // Nothing is published before its commit, and the one commit after acceptance holds the whole run.
+    assert.equal(published, [evs.at(-1)!.sequence], 'live readers are told once, when the run has ended');
+    assert.equal(await ledger(id!), [
+      { kind: 'hold', amount: '-0.250300' },
+      { kind: 'release', amount: '0.250300' },
+      { kind: 'charge', amount: '-0.250300' },
+    ]);
     assert.is(Number((await runRow(id!)).steps_executed), 3);
   });
 });

@@ -86,8 +86,8 @@ interface Driver {
   stopRequested: boolean;
   /** Lease lost to another instance (or the run ended under us): stop without writing. */
   lost: boolean;
-  /** Just admitted: prepare without reading the state first. */
-  fresh: boolean;
+  /** Just admitted: the state admission returned (saves reading it). */
+  admitted: RunState | null;
   done: Promise<void>;
 }
 
@@ -253,7 +253,7 @@ export class EmbeddedEngine implements EnginePort {
           expireQueued,
         });
         if (!r.more) this.#queueCleanEpoch = epoch;
-        for (const id of r.admitted) this.#startDriver(id, true);
+        for (const st of r.states) this.#startDriver(st.runId, st);
       } while (this.#admitAgain && this.#running);
     })()
       .catch((err) => this.#deps.log.error({ err }, 'run admission failed'))
@@ -293,7 +293,7 @@ export class EmbeddedEngine implements EnginePort {
         returning id`,
       [this.instanceId, this.#leaseTtlMs / 1000, this.name],
     );
-    for (const r of rows) this.#startDriver(String(r.id), false);
+    for (const r of rows) this.#startDriver(String(r.id), null);
   }
 
   async #renew(): Promise<void> {
@@ -343,7 +343,7 @@ export class EmbeddedEngine implements EnginePort {
       return;
     }
     if (!this.#running) return;
-    if (await this.#claim(runId)) this.#startDriver(runId, false);
+    if (await this.#claim(runId)) this.#startDriver(runId, null);
   }
 
   #scheduleWake(runId: string, until: number): void {
@@ -360,7 +360,7 @@ export class EmbeddedEngine implements EnginePort {
     this.#wakeTimers.set(runId, t);
   }
 
-  #startDriver(runId: string, fresh: boolean): void {
+  #startDriver(runId: string, admitted: RunState | null): void {
     const existing = this.#drivers.get(runId);
     if (existing) {
       existing.poked = true;
@@ -378,7 +378,7 @@ export class EmbeddedEngine implements EnginePort {
       poked: false,
       stopRequested: false,
       lost: false,
-      fresh,
+      admitted,
       done: Promise.resolve(),
     };
     this.#drivers.set(runId, d);
@@ -446,19 +446,16 @@ export class EmbeddedEngine implements EnginePort {
       if (d.lost || this.#state === 'halted') return { kind: 'lost' };
       if (d.stopRequested) return { kind: 'stopped' };
       d.poked = false;
-      let s: RunState | null = null;
-      if (d.fresh) {
-        d.fresh = false;
-        const prepared = await prepareRun(deps, id);
-        if (isTerminal(prepared.status)) return { kind: 'done' };
-        s = prepared.state ?? null;
-      }
-      s ??= await loadRunState(deps, id);
+      const s = d.admitted ?? (await loadRunState(deps, id));
+      d.admitted = null;
       if (!s || isTerminal(s.status)) return { kind: 'done' };
       if (s.status === 'pending') {
         if (s.phase === 'queued') return { kind: 'park', until: null }; // not admitted (yet)
-        await prepareRun(deps, id);
-        continue;
+        // An admitted run is started by #advance: with its first write, or with its completion.
+        if (s.phase !== 'starting') {
+          await prepareRun(deps, id);
+          continue;
+        }
       }
       if (s.status === 'suspended') {
         if (s.suspendReason === 'wait_timer' && s.resumeAt !== null) {
@@ -505,6 +502,9 @@ export class EmbeddedEngine implements EnginePort {
     let blocked = false;
     let failure: unknown = null;
     let batch: BatchEntry[] = [];
+    // Admitted but not started: preparation (funding, run.started) waits for the first write, so a run
+    // computed entirely in memory is started and finished in one transaction.
+    let unstarted = s.status === 'pending';
     const takeBatch = () => {
       const entries = batch;
       batch = [];
@@ -519,9 +519,12 @@ export class EmbeddedEngine implements EnginePort {
         const executes = p.actions.filter((a): a is Extract<Action, { type: 'execute' }> => a.type === 'execute');
         if (p.finished) {
           const batched = batch.length > 0;
-          const r = await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)), batched ? takeBatch() : undefined);
+          const r = await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)), batched ? takeBatch() : undefined, { start: unstarted });
+          if (r.completed) return { kind: 'done' };
+          // Not started here (e.g. insufficient funds): preparation decides, then look again.
+          if (unstarted) await prepareRun(deps, id);
           // Not completed after a batch: the batch was refused and recorded step by step; look again.
-          return r.completed || !batched ? { kind: 'done' } : null;
+          return batched || unstarted ? null : { kind: 'done' };
         }
         // Inputs resolve to the run's own inputs and emit no event: they are applied in memory only
         // (the activities read input values from the run's inputs), which saves a write per run.
@@ -529,7 +532,9 @@ export class EmbeddedEngine implements EnginePort {
         const inMemory =
           inflight.size === 0 &&
           batch.length < MAX_BATCH &&
-          (executes.length > 0 ? executes.every((a) => isInMemoryStep(nodes.get(a.nodeId))) : batch.length > 0 && free.length > 0);
+          (executes.length > 0
+            ? executes.every((a) => isInMemoryStep(nodes.get(a.nodeId)))
+            : free.length > 0 && (batch.length > 0 || unstarted || recorded.length === 0));
         if (inMemory) {
           if (recorded.length) batch.push({ actions: recorded });
           applyFreeActions(results, timers, free);
@@ -540,7 +545,12 @@ export class EmbeddedEngine implements EnginePort {
           }
           continue;
         }
-        // Anything else writes, so the batch goes first (its events precede what follows).
+        // Anything else writes: the run is started first, then the batch (its events precede what follows).
+        if (unstarted) {
+          const started = await prepareRun(deps, id);
+          if (started.status !== 'running') return isTerminal(started.status) ? { kind: 'done' } : null;
+          unstarted = false;
+        }
         if (batch.length > 0 && !(await recordBatch(deps, id, takeBatch())).recorded) return null;
         if (recorded.length) {
           const applied = await applyActions(deps, id, recorded);
