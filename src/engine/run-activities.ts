@@ -4,7 +4,8 @@ import type { Action, Finished } from '../domain/graph/interpreter.ts';
 import { parseFrom, readPath, renderTemplate } from '../domain/graph/template.ts';
 import { isInputKind, isStepKind, type Graph, type GraphNode, type JsonValue, type NodeResult, type Provider } from '../domain/graph/types.ts';
 import { usd, ZERO, type Usd } from '../domain/money.ts';
-import { fundRun } from '../services/billing/fund-run.ts';
+import { fundRun, fundRunAtSettlement } from '../services/billing/fund-run.ts';
+import { InsufficientFundsAtSettlement } from '../services/billing/settle-run.ts';
 import { fork, type Deps } from '../services/deps.ts';
 import type { NewRunEvent } from '../services/events/append-run-events.ts';
 import { getPricing } from '../services/pricing.ts';
@@ -663,7 +664,7 @@ export async function completeRun(
   try {
     done = await fork(deps).transactional((tx) => complete(tx));
   } catch (error) {
-    if (error instanceof NotStartedHere) return { completed: false };
+    if (error instanceof NotStartedHere || error instanceof InsufficientFundsAtSettlement) return { completed: false };
     throw error;
   }
   if (refused && batch) await recordEntries(deps, runId, batch);
@@ -684,17 +685,15 @@ export async function completeRun(
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
     }
-    if (run) {
-      // Funded last, so the account's wallet row is locked only for the finish and the commit.
-      if (!(await fundRun(tx, fundingArgs(runId, run))).ok) throw new NotStartedHere();
-    }
-    return finishRun(tx, runId, {
-      status: finished.status,
-      outcome: finished.outcome,
-      reason: finished.reason,
-      outputs: finished.outputs,
-      charge: chargeFor(finished),
-    });
+    // Started here: a bundle pays now, a wallet hold is taken by the settlement, the last statement,
+    // so the account's wallet row is locked for one statement and the commit.
+    const funding = run ? await fundRunAtSettlement(tx, fundingArgs(runId, run)) : null;
+    return finishRun(
+      tx,
+      runId,
+      { status: finished.status, outcome: finished.outcome, reason: finished.reason, outputs: finished.outputs, charge: chargeFor(finished) },
+      { holdAtSettlement: funding?.funding === 'wallet' },
+    );
   }
 }
 

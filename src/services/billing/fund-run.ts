@@ -58,3 +58,34 @@ export async function fundRun(tx: Em, run: { id: string; accountId: string; work
   if (funded.funding === 'bundle') return { ok: true, funding: 'bundle', holdUsd: '0.000000' };
   return { ok: true, funding: 'wallet', holdUsd: hold };
 }
+
+/**
+ * For a run that is started, run and settled in one transaction (in-memory steps only): a bundle pays as
+ * in fundRun, otherwise the run is marked wallet-funded with its hold, but the wallet is not touched yet:
+ * the hold is taken in the settlement's own statement (settleRun's `holdAtSettlement`), so the account's
+ * wallet row, which every run of the account contends for, is locked for one statement and the commit.
+ * One statement; never fails (insufficient funds show at settlement).
+ */
+const MARK_FUNDING_SQL = prepared(`with b as (
+   update bundles set runs_left = runs_left - 1
+    where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
+                 order by created_at, id limit 1 for update)
+    returning id),
+ r as (
+   update runs set funding = case when b.id is null then 'wallet' else 'bundle' end,
+                   bundle_id = coalesce(b.id, runs.bundle_id),
+                   hold_usd = case when b.id is null then ?::numeric else 0 end
+     from (select 1) one left join b on true
+    where runs.id = ?
+    returning runs.funding)
+ select funding from r`);
+
+export async function fundRunAtSettlement(
+  tx: Em,
+  run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string },
+): Promise<{ funding: 'bundle' | 'wallet'; holdUsd: string }> {
+  const hold = toDb(run.displayedPriceUsd);
+  const [marked] = await tx.execute<{ funding: 'bundle' | 'wallet' }[]>(MARK_FUNDING_SQL, [run.accountId, run.workflowId, run.versionId, hold, run.id]);
+  if (!marked) throw new Error(`run ${run.id} does not exist`);
+  return marked.funding === 'bundle' ? { funding: 'bundle', holdUsd: '0.000000' } : { funding: 'wallet', holdUsd: hold };
+}

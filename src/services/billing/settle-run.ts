@@ -35,6 +35,20 @@ export interface SettleOptions {
    * completed run costs no extra round trip and the counter's row lock is taken after the wallet's.
    */
   countCompletedRunOf?: string;
+  /**
+   * The run's wallet hold was recorded on the run but not taken (fundRunAtSettlement): it is taken in
+   * this statement, fenced on the balance covering it, then released and the charge taken, with the
+   * same ledger rows as a hold taken earlier. Throws InsufficientFundsAtSettlement when the balance does
+   * not cover the hold (nothing written; the caller rolls back).
+   */
+  holdAtSettlement?: boolean;
+}
+
+export class InsufficientFundsAtSettlement extends Error {
+  constructor() {
+    super('the wallet balance does not cover the run price');
+    this.name = 'InsufficientFundsAtSettlement';
+  }
 }
 
 export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | null, opts: SettleOptions = {}): Promise<string | null> {
@@ -51,7 +65,8 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
     if (counter) await tx.execute(COUNT_RUN, [counter]);
     return charge;
   }
-  await settleWallet(tx, run, toDb(hold), toDb(take), counter);
+  if (opts.holdAtSettlement && !hold.isZero()) await holdAndSettleWallet(tx, run, toDb(hold), toDb(take), counter);
+  else await settleWallet(tx, run, toDb(hold), toDb(take), counter);
   return charge;
 }
 
@@ -96,4 +111,44 @@ async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string
       run.accountId, run.id, take, take,
     ],
   );
+}
+
+/**
+ * settleWallet with the hold taken first, in the same statement: the balance must cover the hold (as
+ * fundRun's fence), then the ledger reads exactly as a hold taken at preparation and settled later would
+ * (hold, release, charge, unpaid, with the same balances after each); held_usd nets to no change.
+ */
+async function holdAndSettleWallet(tx: Em, run: SettleInput, hold: string, take: string, countRunOf: string | null): Promise<void> {
+  const c = counterCte(countRunOf);
+  const withCounter = c.sql ? `${c.sql},\n     ` : '';
+  const rows = await tx.execute<{ settled: number }[]>(
+    prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? and balance_usd >= ?::numeric for update),
+     calc as (
+       select w0.balance_usd - ?::numeric as held, w0.balance_usd as released,
+              least(?::numeric, w0.balance_usd) as paid from w0),
+     w as (
+       update wallets set balance_usd = calc.released - calc.paid, updated_at = now()
+         from calc where account_id = ? returning calc.held, calc.released, calc.paid, wallets.balance_usd),
+     l as (
+       insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
+       select ?::uuid, ?::uuid, 'hold', -(?::numeric), w.held, 'hold for run', now() from w
+       union all
+       select ?::uuid, ?::uuid, 'release', ?::numeric, w.released, 'hold released at settlement', now() from w
+       union all
+       select ?::uuid, ?::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
+       union all
+       select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid)
+     select 1 as settled from w`),
+    [
+      ...c.params,
+      run.accountId, hold,
+      hold, take,
+      run.accountId,
+      run.accountId, run.id, hold,
+      run.accountId, run.id, hold,
+      run.accountId, run.id,
+      run.accountId, run.id, take, take,
+    ],
+  );
+  if (rows.length === 0) throw new InsufficientFundsAtSettlement();
 }

@@ -36,7 +36,8 @@ export interface FinishedRun {
   webhooks: number;
 }
 
-export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<FinishedRun | null> {
+/** `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). */
+export async function finishRun(tx: Em, runId: string, fin: Finish, opts: { holdAtSettlement?: boolean } = {}): Promise<FinishedRun | null> {
   const [row] = await tx.execute<Record<string, unknown>[]>(
     prepared(`select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
             b.usd_per_run as bundle_usd_per_run
@@ -97,6 +98,9 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
 
   const webhooks = await enqueueRunWebhooks(tx, accountId, runId, type, run);
   // Settlement and the workflow's run counter (hot rows) in one statement, last before the commit.
-  await settleRun(tx, settle, charge, fin.status === 'completed' ? { countCompletedRunOf: String(row.workflow_id) } : {});
+  await settleRun(tx, settle, charge, {
+    countCompletedRunOf: fin.status === 'completed' ? String(row.workflow_id) : undefined,
+    holdAtSettlement: opts.holdAtSettlement,
+  });
   return { last: Number(updated!.last_sequence), webhooks };
 }
