@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Em, Orm } from '../../src/db/orm.ts';
-import { fundRun, INSUFFICIENT_FUNDS } from '../../src/services/billing/fund-run.ts';
-import { type SettleInput, settleRun } from '../../src/services/billing/settle-run.ts';
+import { fundRun, fundRunAtSettlement, INSUFFICIENT_FUNDS } from '../../src/services/billing/fund-run.ts';
+import { InsufficientFundsAtSettlement, type SettleInput, settleRun } from '../../src/services/billing/settle-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
 
 const t = suite<{ orm: Orm }>('billing: funding and settlement');
 t.before(async (ctx) => {
@@ -112,6 +113,69 @@ t('a bundle pays before the wallet, charges its price per run, and gives the run
   assert.is(await em.transactional((tx) => settleRun(tx as Em, settle, null)), null);
   assert.is(await left(), 1);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
+});
+
+/** Funds and settles one run the two ways: hold at preparation then settle, or hold taken by the settlement. */
+async function fundAndSettle(orm: Orm, walletUsd: string, price: string, charge: string | null, atSettlement: boolean) {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, walletUsd);
+  const run = { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: price };
+  if (atSettlement) {
+    await em.transactional(async (tx) => {
+      assert.equal(await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: price }), { funding: 'wallet', holdUsd: price });
+      await settleRun(tx as Em, run, charge, { holdAtSettlement: true });
+    });
+  } else {
+    await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: price }));
+    await em.transactional((tx) => settleRun(tx as Em, run, charge));
+  }
+  const [r] = await em.execute<{ funding: string; hold_usd: string }[]>('select funding, hold_usd from runs where id = ?', [f.runId]);
+  return { wallet: await wallet(em, f.accountId), ledger: await ledger(em, f.accountId), run: { funding: r!.funding, hold: String(r!.hold_usd) } };
+}
+
+t('a hold taken by the settlement leaves wallet, ledger and run exactly as a hold taken at preparation', async ({ orm }) => {
+  for (const [walletUsd, price, charge] of [
+    ['1.000000', '0.250200', '0.250357'], // charged a little more than held
+    ['1.000000', '0.500000', '0.120000'], // less
+    ['0.300000', '0.300000', null], // not charged: the hold comes back in full
+    ['0.600000', '0.500000', '2.000000'], // more than the wallet holds: unpaid
+  ] as const) {
+    await resetDb(orm);
+    const early = await fundAndSettle(orm, walletUsd, price, charge, false);
+    await resetDb(orm);
+    const late = await fundAndSettle(orm, walletUsd, price, charge, true);
+    assert.equal(late, early, `wallet ${walletUsd}, price ${price}, charge ${charge}`);
+  }
+});
+
+t('a hold taken by the settlement that the balance does not cover throws and writes nothing', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '0.100000');
+  let caught: unknown;
+  await em
+    .transactional(async (tx) => {
+      await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' });
+      await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.100001' }, '0.000001', {
+        holdAtSettlement: true,
+      });
+    })
+    .catch((err) => (caught = err));
+  assert.instance(caught, InsufficientFundsAtSettlement);
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
+  assert.equal(await ledger(em, f.accountId), []);
+});
+
+t('funding at settlement takes an eligible bundle at once and leaves the wallet alone', async ({ orm }) => {
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '1.000000');
+  await em.execute(
+    `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, 1, 0.2)`,
+    [randomUUID(), f.accountId, f.workflowId, f.versionId],
+  );
+  const marked = await em.transactional((tx) => fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250000' }));
+  assert.equal(marked, { funding: 'bundle', holdUsd: '0.000000' });
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
+  assert.equal(await ledger(em, f.accountId), []);
 });
 
 t('concurrent holds against a wallet that covers exactly one fund exactly one', async ({ orm }) => {
@@ -229,7 +293,7 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
   const runsCount = async () =>
-    Number((await em.execute<{ runs_count: number }[]>('select runs_count from workflows where id = ?', [f.workflowId]))[0]!.runs_count);
+    Number((await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]))[0]!.runs_count);
   const settle = (run: SettleInput, charge: string | null) =>
     em.transactional((tx) => statements(orm, () => settleRun(tx as Em, run, charge, { countCompletedRunOf: f.workflowId })));
   const held = await addRun(em, f);
@@ -274,7 +338,7 @@ t('without a run to count, settlement issues what it always did', async ({ orm }
   assert.is((await settle(bundleRun, null)).sql.length, 1);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null }, '0')).sql.length, 0);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null, holdUsd: '0.100000' }, null)).sql.length, 1);
-  const count = await em.execute<{ runs_count: number }[]>('select runs_count from workflows where id = ?', [f.workflowId]);
+  const count = await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]);
   assert.is(Number(count[0]!.runs_count), 0);
 });
 

@@ -26,6 +26,7 @@ import {
   type Service,
 } from './helpers/faults.ts';
 import { freePort, privatePostgres, whyNoPrivatePostgres } from './helpers/private-postgres.ts';
+import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
 
 /**
  * Fault tests (issue #7, hardening), with real parts only: real processes, a real Postgres server, real
@@ -294,7 +295,7 @@ else
       const [wallet] = await q('select balance_usd, held_usd from wallets where account_id = ?', [ACCOUNT.payer]);
       assert.is(micros(wallet!.balance_usd), micros('20.000000') - charged, 'wallet balance');
       assert.is(micros(wallet!.held_usd), 0, 'wallet still holds money');
-      const counts = await q('select id, runs_count from workflows order by id');
+      const counts = await q(`select id, ${RUNS_COUNT_SQL} as runs_count from workflows w order by id`);
       assert.equal(
         counts.map((c) => [c.id, Number(c.runs_count)]),
         [WF.quick, WF.slow].map((w) => [w, [...accepted.values()].filter((x) => x === w).length]),
@@ -538,15 +539,20 @@ t(SETTLE_KILL, async () => {
     // On PGlite the child kills itself right after the settlement's last statement (the one that also
     // bumps the workflow's run counter), inside the open transaction; on a server it is blocked there by
     // the test's row lock on the workflow.
-    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], server ? {} : { KILL_AFTER_SQL: 'update workflows set runs_count' });
+    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], server ? {} : { KILL_AFTER_SQL: 'insert into workflow_run_tallies' });
     children.push(first);
     await first.lines('READY');
     if (server) {
       locker = new pg.Client({ connectionString: server });
       await locker.connect();
       await locker.query('begin');
-      // NO KEY UPDATE: blocks `update workflows set runs_count` but not the foreign-key checks of new runs.
-      await locker.query('select id from workflows where id = any($1) for no key update', [[WF.quick, WF.bundled]]);
+      // The tally rows every completion of these workflows adds to (one per shard), locked: the
+      // settlement statement, which also counts the completed run, waits there.
+      await locker.query(
+        `insert into workflow_run_tallies (workflow_id, shard, runs) select w, s, 0 from unnest($1::uuid[]) w, generate_series(0, 15) s`,
+        [[WF.quick, WF.bundled]],
+      );
+      await locker.query('select 1 from workflow_run_tallies where workflow_id = any($1) for update', [[WF.quick, WF.bundled]]);
       // pg_stat_activity is read from another session: inside the locker's transaction it is a snapshot.
       observer = new pg.Client({ connectionString: server });
       await observer.connect();
@@ -558,12 +564,12 @@ t(SETTLE_KILL, async () => {
     if (server) {
       const lock = observer!;
       const waiting = await waitFor(
-        'both finishing transactions to wait on the workflows row lock',
+        'both finishing transactions to wait on their tally row locks',
         async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ilike '%update workflows set runs_count%'`,
+                where datname = current_database() and wait_event_type = 'Lock' and query ilike '%insert into workflow_run_tallies%'`,
             )
           ).rows;
           return rows.length === 2 && rows.map((r) => Number(r.pid));
@@ -670,7 +676,7 @@ t(SETTLE_KILL, async () => {
     );
     const [bundle] = await q('select runs_left from bundles where account_id = ?', [ACCOUNT.bundler]);
     assert.is(Number(bundle!.runs_left), 2, 'bundle runs left');
-    const counts = await q('select id, runs_count from workflows where id in (?, ?) order by id', [WF.quick, WF.bundled]);
+    const counts = await q(`select id, ${RUNS_COUNT_SQL} as runs_count from workflows w where id in (?, ?) order by id`, [WF.quick, WF.bundled]);
     assert.equal(counts.map((c) => [c.id, Number(c.runs_count)]), [[WF.quick, 1], [WF.bundled, 1]].sort(), 'workflows.runs_count');
   } finally {
     for (const c of children) {

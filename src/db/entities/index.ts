@@ -126,6 +126,22 @@ export const WorkflowSchema = defineEntity({
 });
 export type Workflow = InferEntity<typeof WorkflowSchema>;
 
+/**
+ * Completed runs of a workflow counted on several rows (shards) instead of `workflows.runs_count` alone,
+ * so concurrent completions do not queue on the workflow's row: a completion adds one to the shard of
+ * its database session. A workflow's runsCount is its runs_count (the catalog's figure) plus its tallies.
+ */
+export const WorkflowRunTallySchema = defineEntity({
+  name: 'WorkflowRunTally',
+  tableName: 'workflow_run_tallies',
+  properties: {
+    workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id').primary().deleteRule('cascade'),
+    shard: p.smallint().primary(),
+    runs: p.integer().default(0),
+  },
+});
+export type WorkflowRunTally = InferEntity<typeof WorkflowRunTallySchema>;
+
 /** Immutable: a version's graph never changes once written. */
 export const WorkflowVersionSchema = defineEntity({
   name: 'WorkflowVersion',
@@ -364,6 +380,7 @@ export const entities = [
   ApiKeySchema,
   ProviderKeySchema,
   WorkflowSchema,
+  WorkflowRunTallySchema,
   WorkflowVersionSchema,
   PurchaseSchema,
   BundleSchema,

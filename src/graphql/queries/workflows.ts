@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { inputSchema } from '../../domain/graph/validate.ts';
 import { groupPages, iso, json, marks, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
+import { RUNS_COUNT_SQL } from '../../services/workflows/workflow-access.ts';
 
 /**
  * Internal reads of workflows and versions. These are the catalog's facts, not a caller's view: no
@@ -38,7 +39,7 @@ export interface WorkflowVersionRecord {
 
 const SELECT = `select w.id, w.name, w.description, w.service_code, w.owner_id, o.handle as owner_handle, w.run_model,
        w.price_usd, w.listing, w.unlock, w.api_access, w.credential_mode, w.compute_limit_usd,
-       w.active_version_id, w.runs_count, w.created_at
+       w.active_version_id, ${RUNS_COUNT_SQL} as runs_count, w.created_at
   from workflows w join accounts o on o.id = w.owner_id`;
 
 function toWorkflow(r: Record<string, unknown>): WorkflowRecord {

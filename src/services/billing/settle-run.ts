@@ -70,11 +70,17 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
   return charge;
 }
 
-const COUNT_RUN = prepared('update workflows set runs_count = runs_count + 1 where id = ?');
+/**
+ * One more completed run on the tally shard of this database session (workflow_run_tallies): sessions
+ * run one transaction at a time, so concurrent completions land on different rows instead of queueing
+ * on one, and `% 16` bounds the rows per workflow.
+ */
+const COUNT_RUN = prepared(`insert into workflow_run_tallies (workflow_id, shard, runs) values (?, pg_backend_pid() % 16, 1)
+     on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + 1`);
 
 /**
  * The counter rides in the settlement statement as a CTE nothing reads, which Postgres runs after the
- * main query: the workflow row is locked after the bundle or wallet row, the order finishRun always used.
+ * main query: its tally row is locked after the bundle or wallet row.
  */
 const counterCte = (workflowId: string | null) => (workflowId ? { sql: `c as (${COUNT_RUN})`, params: [workflowId] } : { sql: '', params: [] });
 

@@ -46,11 +46,14 @@ export interface WorkflowAccess {
   isOwner: boolean;
 }
 
+/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (settle-run.ts). */
+export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
+
 /** Columns and joins shared by every workflow read; `?` 1 is the caller's account id. */
 const SELECT = `
   select w.id, w.owner_id, o.handle as owner_handle, o.listings_paused as owner_listings_paused,
          w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock,
-         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, w.runs_count,
+         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, ${RUNS_COUNT_SQL} as runs_count,
          p.version_id as pinned_version_id,
          v.id as shown_version_id, v.label as shown_version_label, v.graph as shown_version_graph
     from workflows w
