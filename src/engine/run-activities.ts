@@ -9,7 +9,7 @@ import { InsufficientFundsAtSettlement } from '../services/billing/settle-run.ts
 import { fork, type Deps } from '../services/deps.ts';
 import type { NewRunEvent } from '../services/events/append-run-events.ts';
 import { getPricing } from '../services/pricing.ts';
-import { finishRun, type Finish, type FinishedRun } from '../services/runs/finish-run.ts';
+import { finishRun, type Finish, type FinishedRun, type LockedRun } from '../services/runs/finish-run.ts';
 import { executeHttpRequest } from './activities/http-request.ts';
 import { executeLlmChat } from './activities/llm-chat.ts';
 import type { LlmUsage, NodeExecutionContext, NodeOutcome } from './activities/types.ts';
@@ -128,6 +128,12 @@ interface FencedWrite {
  * one round trip. Returns the new last sequence, or null when the fence did not hold (nothing written).
  */
 async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<number | null> {
+  const row = await fencedUpdate(em, runId, w, 'last_sequence');
+  return row ? Number(row.last_sequence) : null;
+}
+
+/** fencedWrite returning the updated run row's `returning` columns (new values), or null. */
+async function fencedUpdate(em: Em, runId: string, w: FencedWrite, returning: string): Promise<Record<string, unknown> | null> {
   const n = w.events.length;
   const sets = [`last_sequence = last_sequence + ${n}`, 'updated_at = now()'];
   const params: unknown[] = [];
@@ -150,27 +156,27 @@ async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<numbe
     where.push(c.sql);
     params.push(...(c.params ?? []));
   }
-  const update = `update runs set ${sets.join(', ')} where ${where.join(' and ')} returning last_sequence`;
+  const update = `update runs set ${sets.join(', ')} where ${where.join(' and ')} returning ${returning}`;
   if (n === 0) {
-    const [row] = await em.execute<{ last_sequence: number }[]>(prepared(update), params);
-    return row ? Number(row.last_sequence) : null;
+    const [row] = await em.execute<Record<string, unknown>[]>(prepared(update), params);
+    return row ?? null;
   }
   params.push(runId); // the `?::uuid` before the values list
   const tuples = w.events.map((e, i) => {
     params.push(e.type, e.nodeId ?? null, JSON.stringify(e.data ?? {}));
     return `(${i + 1}, ?, ?, ?)`;
   });
-  const rows = await em.execute<{ sequence: number }[]>(
-    prepared(`with u as (${update})
-     insert into run_events (run_id, sequence, type, node_id, data, ts)
-     select v.run_id, u.last_sequence - ${n} + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
-       from u cross join (select t.*, ?::uuid as run_id from (values ${tuples.join(', ')}) as t(ord, type, node_id, data)) v
-      order by v.ord
-     returning sequence`),
+  const [row] = await em.execute<Record<string, unknown>[]>(
+    prepared(`with u as (${update}),
+     e as (
+       insert into run_events (run_id, sequence, type, node_id, data, ts)
+       select v.run_id, u.last_sequence - ${n} + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
+         from u cross join (select t.*, ?::uuid as run_id from (values ${tuples.join(', ')}) as t(ord, type, node_id, data)) v
+        order by v.ord)
+     select * from u`),
     params,
   );
-  if (rows.length === 0) return null;
-  return Math.max(...rows.map((r) => Number(r.sequence)));
+  return row ?? null;
 }
 
 /** `progress` with results merged in and timers added/removed, as one SQL expression. */
@@ -382,21 +388,27 @@ class FundingFailed extends Error {}
  * transaction funds it. Returns the run's state columns (and what funding needs), or null when the run
  * is not an admitted pending run.
  */
-async function startAdmitted(tx: Em, runId: string): Promise<Record<string, unknown> | null> {
-  const [run] = await tx.execute<Record<string, unknown>[]>(
-    prepared(`with u as (
-       update runs set status = 'running', phase = null, started_at = clock_timestamp(), last_sequence = last_sequence + 2, updated_at = now()
-        where id = ? and status = 'pending' and phase in ('starting', 'preparing')
-        returning ${STATE_COLUMNS}, workflow_id, displayed_price_usd),
-     e as (
-       insert into run_events (run_id, sequence, type, node_id, data, ts)
-       select ?::uuid, u.last_sequence - 1, 'run.preparing', null, '{"status":"pending"}'::jsonb, clock_timestamp() from u
-       union all
-       select ?::uuid, u.last_sequence, 'run.started', null, '{"status":"running"}'::jsonb, clock_timestamp() from u)
-     select * from u`),
-    [runId, runId, runId],
+async function startAdmitted(tx: Em, runId: string, entries: BatchEntry[] = []): Promise<Record<string, unknown> | null> {
+  // A batch rides in the same statement: its results, compute and events after run.started.
+  const batch = entries.length ? await batchWrite(tx, runId, entries) : null;
+  if (entries.length && !batch) return null;
+  return fencedUpdate(
+    tx,
+    runId,
+    {
+      statuses: ['pending'],
+      absentResults: batch?.absentResults,
+      absentTimers: batch?.absentTimers,
+      where: [{ sql: `phase in ('starting', 'preparing')` }, ...(batch?.where ?? [])],
+      set: [{ sql: `status = 'running', phase = null, started_at = clock_timestamp()` }, ...(batch?.set ?? [])],
+      events: [
+        { type: 'run.preparing', data: { status: 'pending' } },
+        { type: 'run.started', data: { status: 'running' } },
+        ...(batch?.events ?? []),
+      ],
+    },
+    `${STATE_COLUMNS}, workflow_id, displayed_price_usd, creator_price_usd`,
   );
-  return run ?? null;
 }
 
 function fundingArgs(runId: string, run: Record<string, unknown>) {
@@ -658,7 +670,14 @@ export async function completeRun(
   batch?: StepBatch,
   opts: { start?: boolean } = {},
 ): Promise<{ completed: boolean }> {
-  const entries = batch?.entries.length ? [...batch.entries, ...(actions.length ? [{ actions }] : [])] : null;
+  const entries = batch?.entries.length || (opts.start && actions.length) ? [...(batch?.entries ?? []), ...(actions.length ? [{ actions }] : [])] : null;
+  const finish: Finish = {
+    status: finished.status,
+    outcome: finished.outcome,
+    reason: finished.reason,
+    outputs: finished.outputs,
+    charge: chargeFor(finished),
+  };
   let refused = false;
   let done: FinishedRun | null;
   try {
@@ -672,12 +691,10 @@ export async function completeRun(
   return { completed: done !== null };
 
   async function complete(tx: Em): Promise<FinishedRun | null> {
-    const run = opts.start ? await startAdmitted(tx, runId) : null;
-    if (opts.start && !run) throw new NotStartedHere();
+    if (opts.start) return startAndFinish(tx);
     if (entries) {
       const written = await writeBatch(tx, runId, entries);
       if (written === null) {
-        if (run) throw new NotStartedHere();
         refused = true;
         return null;
       }
@@ -685,15 +702,30 @@ export async function completeRun(
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
     }
-    // Started here: a bundle pays now, a wallet hold is taken by the settlement, the last statement,
-    // so the account's wallet row is locked for one statement and the commit.
-    const funding = run ? await fundRunAtSettlement(tx, fundingArgs(runId, run)) : null;
-    return finishRun(
-      tx,
-      runId,
-      { status: finished.status, outcome: finished.outcome, reason: finished.reason, outputs: finished.outputs, charge: chargeFor(finished) },
-      { holdAtSettlement: funding?.funding === 'wallet' },
-    );
+    return finishRun(tx, runId, finish);
+  }
+
+  /**
+   * Started here: the start and the batch in one statement, then the funding (a bundle pays now, a
+   * wallet hold is taken by the settlement, the last statement, so the account's wallet row is locked
+   * for one statement and the commit), then the finish, which needs no re-read of the locked run.
+   */
+  async function startAndFinish(tx: Em): Promise<FinishedRun | null> {
+    const run = await startAdmitted(tx, runId, entries ?? []);
+    if (!run) throw new NotStartedHere();
+    const funding = await fundRunAtSettlement(tx, fundingArgs(runId, run));
+    const locked: LockedRun = {
+      accountId: String(run.account_id),
+      status: 'running',
+      funding: funding.funding,
+      bundleId: funding.bundleId,
+      bundleUsdPerRun: funding.bundleUsdPerRun,
+      holdUsd: funding.holdUsd,
+      computeUsd: String(run.compute_usd),
+      creatorPriceUsd: String(run.creator_price_usd),
+      workflowId: String(run.workflow_id),
+    };
+    return finishRun(tx, runId, finish, { holdAtSettlement: funding.funding === 'wallet', locked });
   }
 }
 
@@ -929,6 +961,12 @@ export type BatchEntry = { step: string; result: NodeResult; deltas: string[] } 
  * before it + 1) × step_usd ≤ limit. Returns the new last sequence, or null when the fence did not hold.
  */
 async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): Promise<number | null> {
+  const w = await batchWrite(em, runId, entries);
+  return w ? fencedWrite(em, runId, w) : null;
+}
+
+/** The batch's fenced write (fenced on the run running; startAdmitted fences it on the admitted run instead). */
+async function batchWrite(em: Em, runId: string, entries: BatchEntry[]): Promise<FencedWrite | null> {
   const meta = await runMeta(em, runId);
   if (!meta) return null;
   const graph = await graphOf(em, meta.versionId);
@@ -959,14 +997,14 @@ async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): Promise
   }
   const set: { sql: string; params?: unknown[] }[] = [progressSet({ results, addTimers, removeTimers })];
   if (completed > 0) set.push({ sql: `compute_usd = compute_usd + ${completed} * step_usd, steps_executed = steps_executed + ${completed}` });
-  return fencedWrite(em, runId, {
+  return {
     statuses: ['running'],
     absentResults,
     absentTimers,
     where: limitSteps > 0 ? [{ sql: `compute_usd + ${limitSteps} * step_usd <= compute_limit_usd` }] : [],
     set,
     events,
-  });
+  };
 }
 
 /**

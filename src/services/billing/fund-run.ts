@@ -70,22 +70,32 @@ const MARK_FUNDING_SQL = prepared(`with b as (
    update bundles set runs_left = runs_left - 1
     where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
                  order by created_at, id limit 1 for update)
-    returning id),
+    returning id, usd_per_run),
  r as (
    update runs set funding = case when b.id is null then 'wallet' else 'bundle' end,
                    bundle_id = coalesce(b.id, runs.bundle_id),
                    hold_usd = case when b.id is null then ?::numeric else 0 end
      from (select 1) one left join b on true
     where runs.id = ?
-    returning runs.funding)
- select funding from r`);
+    returning runs.funding, runs.bundle_id, runs.hold_usd)
+ select r.funding, r.bundle_id, r.hold_usd, (select usd_per_run from b) as bundle_usd_per_run from r`);
 
 export async function fundRunAtSettlement(
   tx: Em,
   run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string },
-): Promise<{ funding: 'bundle' | 'wallet'; holdUsd: string }> {
+): Promise<{ funding: 'bundle' | 'wallet'; holdUsd: string; bundleId: string | null; bundleUsdPerRun: string | null }> {
   const hold = toDb(run.displayedPriceUsd);
-  const [marked] = await tx.execute<{ funding: 'bundle' | 'wallet' }[]>(MARK_FUNDING_SQL, [run.accountId, run.workflowId, run.versionId, hold, run.id]);
+  const [marked] = await tx.execute<{ funding: 'bundle' | 'wallet'; bundle_id: string | null; bundle_usd_per_run: unknown }[]>(MARK_FUNDING_SQL, [
+    run.accountId,
+    run.workflowId,
+    run.versionId,
+    hold,
+    run.id,
+  ]);
   if (!marked) throw new Error(`run ${run.id} does not exist`);
-  return marked.funding === 'bundle' ? { funding: 'bundle', holdUsd: '0.000000' } : { funding: 'wallet', holdUsd: hold };
+  if (marked.funding === 'bundle') {
+    return { funding: 'bundle', holdUsd: '0.000000', bundleId: String(marked.bundle_id), bundleUsdPerRun: toDb(String(marked.bundle_usd_per_run)) };
+  }
+  // A hold leaves bundle_id as it was (null for a run never funded before).
+  return { funding: 'wallet', holdUsd: hold, bundleId: marked.bundle_id === null ? null : String(marked.bundle_id), bundleUsdPerRun: null };
 }

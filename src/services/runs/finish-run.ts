@@ -36,8 +36,20 @@ export interface FinishedRun {
   webhooks: number;
 }
 
-/** `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). */
-export async function finishRun(tx: Em, runId: string, fin: Finish, opts: { holdAtSettlement?: boolean } = {}): Promise<FinishedRun | null> {
+/** What finishing reads of the run, under its row lock. */
+export interface LockedRun {
+  accountId: string;
+  status: string;
+  funding: string | null;
+  bundleId: string | null;
+  bundleUsdPerRun: string | null;
+  holdUsd: string;
+  computeUsd: string;
+  creatorPriceUsd: string;
+  workflowId: string;
+}
+
+async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
   const [row] = await tx.execute<Record<string, unknown>[]>(
     prepared(`select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
             b.usd_per_run as bundle_usd_per_run
@@ -45,22 +57,49 @@ export async function finishRun(tx: Em, runId: string, fin: Finish, opts: { hold
       where r.id = ? for update of r`),
     [runId],
   );
-  if (!row || ['completed', 'failed', 'cancelled'].includes(String(row.status))) return null;
+  if (!row) return null;
+  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  return {
+    accountId: String(row.account_id),
+    status: String(row.status),
+    funding: text(row.funding),
+    bundleId: text(row.bundle_id),
+    bundleUsdPerRun: text(row.bundle_usd_per_run),
+    holdUsd: String(row.hold_usd),
+    computeUsd: String(row.compute_usd),
+    creatorPriceUsd: String(row.creator_price_usd),
+    workflowId: String(row.workflow_id),
+  };
+}
 
-  const compute = usd(String(row.compute_usd));
+/**
+ * `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). `locked`: the
+ * caller holds the run's row lock (it updated the row in this transaction) and passes what it returned,
+ * so the run is not read again.
+ */
+export async function finishRun(
+  tx: Em,
+  runId: string,
+  fin: Finish,
+  opts: { holdAtSettlement?: boolean; locked?: LockedRun } = {},
+): Promise<FinishedRun | null> {
+  const row = opts.locked ?? (await lockRun(tx, runId));
+  if (!row || ['completed', 'failed', 'cancelled'].includes(row.status)) return null;
+
+  const compute = usd(row.computeUsd);
   let charge: string | null = null;
-  if (fin.charge === 'full') charge = toDb(usd(String(row.creator_price_usd)).plus(compute));
+  if (fin.charge === 'full') charge = toDb(usd(row.creatorPriceUsd).plus(compute));
   else if (fin.charge === 'compute') charge = compute.isZero() && fin.status !== 'completed' ? null : toDb(compute);
   if (fin.status === 'completed' && charge === null) charge = toDb(0);
 
-  const accountId = String(row.account_id);
+  const accountId = row.accountId;
   const settle: SettleInput = {
     id: runId,
     accountId,
-    funding: (row.funding as string | null) ?? null,
-    bundleId: (row.bundle_id as string | null) ?? null,
-    bundleUsdPerRun: row.bundle_usd_per_run === null || row.bundle_usd_per_run === undefined ? null : String(row.bundle_usd_per_run),
-    holdUsd: String(row.hold_usd),
+    funding: row.funding,
+    bundleId: row.bundleId,
+    bundleUsdPerRun: row.bundleUsdPerRun,
+    holdUsd: row.holdUsd,
   };
   const billed = finalCharge(settle, charge);
   const type = `run.${fin.status}`;
@@ -99,7 +138,7 @@ export async function finishRun(tx: Em, runId: string, fin: Finish, opts: { hold
   const webhooks = await enqueueRunWebhooks(tx, accountId, runId, type, run);
   // Settlement and the workflow's run counter (hot rows) in one statement, last before the commit.
   await settleRun(tx, settle, charge, {
-    countCompletedRunOf: fin.status === 'completed' ? String(row.workflow_id) : undefined,
+    countCompletedRunOf: fin.status === 'completed' ? row.workflowId : undefined,
     holdAtSettlement: opts.holdAtSettlement,
   });
   return { last: Number(updated!.last_sequence), webhooks };
