@@ -284,6 +284,8 @@ const bodyArb = (ids: string[]) =>
         .map((b) => JSON.stringify(b)),
       weight: 2,
     },
+    // Valid bodies, so that accepted requests are always among the generated ones.
+    { arbitrary: fc.integer({ min: -1000, max: 1000 }).map((n) => JSON.stringify({ workflow: W.typed, inputs: { n } })), weight: 1 },
     // Valid-looking bodies with mutated inputs, ids and versions.
     {
       arbitrary: fc

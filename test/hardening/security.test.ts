@@ -79,12 +79,18 @@ s.after(async (ctx) => ctx.t.close());
 const pathOf = (template: string, id: string) => template.replace(/\{[^}]+\}/g, id);
 
 /** Reads an SSE response's status and headers, then drops the connection. */
-async function openStream(t: TestApp, runId: string, key: string): Promise<{ status: number; headers: Headers; body: Json; close: () => void }> {
+async function openStream(
+  t: TestApp,
+  runId: string,
+  key: string,
+): Promise<{ status: number; headers: Headers; body: Json; close: () => void; res: Response }> {
   const ac = new AbortController();
   const res = await fetch(`${t.base}/runs/${runId}/stream`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
   let body: Json;
   if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) body = await res.json();
-  return { status: res.status, headers: res.headers, body, close: () => ac.abort() };
+  // `res` is kept: a response whose unread body is garbage-collected has its connection closed, which
+  // would free the stream's slot behind the test's back.
+  return { status: res.status, headers: res.headers, body, close: () => ac.abort(), res };
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ export interface WorkflowRow {
   credentialMode: 'service_hosted' | 'byok';
   computeLimitUsd: string | null;
   activeVersionId: string | null;
-  runsCount: number;
+  /** Completed runs; read by listings only (null elsewhere: a workflow's detail does not show it). */
+  runsCount: number | null;
   pinnedVersionId: string | null;
   /** The version this caller sees and runs by default: the pin, else the active version. */
   shownVersion: { id: string; label: string; graph: Graph } | null;
@@ -50,10 +51,10 @@ export interface WorkflowAccess {
 export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
 
 /** Columns and joins shared by every workflow read; `?` 1 is the caller's account id. */
-const SELECT = `
+const select = (runsCount: string) => `
   select w.id, w.owner_id, o.handle as owner_handle, o.listings_paused as owner_listings_paused,
          w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock,
-         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, ${RUNS_COUNT_SQL} as runs_count,
+         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, ${runsCount} as runs_count,
          p.version_id as pinned_version_id,
          v.id as shown_version_id, v.label as shown_version_label, v.graph as shown_version_graph
     from workflows w
@@ -84,7 +85,7 @@ function mapRow(r: Record<string, unknown>): WorkflowRow {
     credentialMode: r.credential_mode as WorkflowRow['credentialMode'],
     computeLimitUsd: r.compute_limit_usd === null || r.compute_limit_usd === undefined ? null : String(r.compute_limit_usd),
     activeVersionId: (r.active_version_id as string | null) ?? null,
-    runsCount: Number(r.runs_count ?? 0),
+    runsCount: r.runs_count === null || r.runs_count === undefined ? null : Number(r.runs_count),
     pinnedVersionId: (r.pinned_version_id as string | null) ?? null,
     shownVersion: r.shown_version_id
       ? { id: String(r.shown_version_id), label: String(r.shown_version_label), graph: json<Graph>(r.shown_version_graph) }
@@ -118,7 +119,8 @@ export async function findVisibleWorkflow(em: Em, accountId: string, workflowId:
   return rows[0] ? mapRow(rows[0]) : null;
 }
 
-const FIND_VISIBLE = prepared(`${SELECT} where w.id = ? and ${VISIBLE}`);
+// One workflow (its detail, a run's acceptance): no run count to add up.
+const FIND_VISIBLE = prepared(`${select('null::int')} where w.id = ? and ${VISIBLE}`);
 
 export interface WorkflowFilter {
   q?: string;
@@ -147,7 +149,7 @@ export async function listVisibleWorkflows(em: Em, accountId: string, f: Workflo
   }
   params.push(f.limit + 1, f.offset);
   const rows = await em.execute<Record<string, unknown>[]>(
-    `${SELECT} where ${where.join(' and ')} order by w.name asc, w.id asc limit ? offset ?`,
+    `${select(RUNS_COUNT_SQL)} where ${where.join(' and ')} order by w.name asc, w.id asc limit ? offset ?`,
     params,
   );
   return { rows: rows.slice(0, f.limit).map(mapRow), hasMore: rows.length > f.limit };
