@@ -73,7 +73,7 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel);
 
   // The service's own ORM setup (src/db/orm.ts); opened here only to count its statements.
-  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements });
   const sql = {
     mode: 'off' as 'off' | 'count' | 'kinds',
     statements: 0,

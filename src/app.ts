@@ -38,7 +38,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const log = opts.log ?? createLogger(config.logLevel);
   const ownsOrm = !opts.orm;
-  const orm = opts.orm ?? (await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  const orm = opts.orm ?? (await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements }));
   const applied = await migrate(orm);
   if (applied.length) log.info({ migrations: applied }, 'migrations applied');
 

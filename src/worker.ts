@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   }
   if (!config.encryptionKey) log.warn('ENCRYPTION_KEY is not set: the worker uses the key under DATA_DIR, which must be the API\'s key');
 
-  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements });
   const applied = await migrate(orm);
   if (applied.length) log.info({ migrations: applied }, 'migrations applied');
   const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));

@@ -25,7 +25,7 @@ async function main(): Promise<void> {
     return;
   }
   const config = loadConfig();
-  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements });
   try {
     await migrate(orm);
     const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));

@@ -10,6 +10,8 @@ import { z } from 'zod';
 export const DEMO_CATALOG_FILE = fileURLToPath(new URL('../../catalog/demo.yaml', import.meta.url));
 
 const flag = z.enum(['1', '0', 'true', 'false', '']).optional().transform((v) => v === '1' || v === 'true');
+/** A flag that is on unless set to 0 or false. */
+const flagOn = z.enum(['1', '0', 'true', 'false', '']).optional().transform((v) => v !== '0' && v !== 'false');
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
 const decimal = z.string().trim().regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal amount with at most 6 places');
@@ -20,6 +22,8 @@ const schema = z.object({
   PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   DATA_DIR: z.string().min(1).default('.data'),
+  /** Named prepared statements for the hot statements; 0 behind a pooler that cannot keep them (PgBouncer in transaction mode). */
+  DATABASE_PREPARED_STATEMENTS: flagOn,
   ENGINE: z.enum(['embedded', 'temporal']).default('embedded'),
   TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
@@ -46,6 +50,8 @@ export interface Config {
   host: string;
   publicBaseUrl: string | undefined;
   databaseUrl: string | undefined;
+  /** Named prepared statements on a Postgres server (src/db/prepared.ts). */
+  preparedStatements: boolean;
   dataDir: string;
   engine: 'embedded' | 'temporal';
   temporal: { address: string; namespace: string; taskQueue: string };
@@ -95,6 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     databaseUrl: e.DATABASE_URL,
+    preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
     dataDir: e.DATA_DIR,
     engine: e.ENGINE,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },

@@ -20,6 +20,8 @@ export type Em = PgEntityManager;
 
 export interface DbOptions {
   databaseUrl?: string;
+  /** Hot statements as named prepared statements on a server (default true; src/db/prepared.ts). */
+  preparedStatements?: boolean;
   /** Directory of the embedded database; `memory://` keeps it in memory (tests). */
   dataDir?: string;
   debug?: boolean;
@@ -41,6 +43,7 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     forceUtcTimezone: true,
   };
   if (opts.databaseUrl) {
+    const prepare = opts.preparedStatements !== false;
     const orm = (await PgMikroORM.init({
       ...common,
       clientUrl: opts.databaseUrl,
@@ -48,11 +51,11 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
       driverOptions: {
         onPoolCreated: (pool: Pool) => {
           reclaimDeadClients(pool);
-          nameHotStatements(pool);
+          if (prepare) nameHotStatements(pool);
         },
       },
     })) as unknown as Orm;
-    usePreparedStatements(orm);
+    if (prepare) usePreparedStatements(orm);
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Orm } from '../../src/db/orm.ts';
+import { openOrm, type Orm } from '../../src/db/orm.ts';
 import { numbered, prepared } from '../../src/db/prepared.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -66,6 +66,23 @@ db('on a Postgres server a marked statement is prepared once per connection and 
     return rows[0]!.n;
   });
   assert.is(counts, 1);
+});
+
+db('with prepared statements turned off, a marked statement is sent unprepared', async () => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: it never prepares)');
+    return;
+  }
+  const plain = await openOrm({ databaseUrl: process.env.DATABASE_URL, preparedStatements: false });
+  try {
+    const n = await plain.em.fork().transactional(async (tx) => {
+      await tx.execute(FIND, ['c', [randomUUID()]]);
+      return (await tx.execute<{ n: number }[]>('select count(*)::int as n from pg_prepared_statements'))[0]!.n;
+    });
+    assert.is(n, 0);
+  } finally {
+    await plain.close(true);
+  }
 });
 
 db('a failing marked statement raises the ORM error, and the transaction rolls back', async ({ orm }) => {

@@ -27,6 +27,14 @@ test('defaults match the contract when nothing is set', () => {
   assert.equal(c.temporal, { address: 'localhost:7233', namespace: 'default', taskQueue: 'workflow-runs' });
   assert.is(c.webhookAllowInsecure, false);
   assert.is(c.allowPrivateNetwork, false);
+  assert.is(c.preparedStatements, true);
+});
+
+test('DATABASE_PREPARED_STATEMENTS is on unless set to 0 or false, and rejects anything else', () => {
+  assert.is(loadConfig({ DATABASE_PREPARED_STATEMENTS: '1' }).preparedStatements, true);
+  assert.is(loadConfig({ DATABASE_PREPARED_STATEMENTS: '0' }).preparedStatements, false);
+  assert.is(loadConfig({ DATABASE_PREPARED_STATEMENTS: 'false' }).preparedStatements, false);
+  fails({ DATABASE_PREPARED_STATEMENTS: 'off' }, 'DATABASE_PREPARED_STATEMENTS');
 });
 
 test('an unset internal token is generated, never a fixed default', () => {
