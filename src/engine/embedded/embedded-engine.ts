@@ -477,8 +477,8 @@ export class EmbeddedEngine implements EnginePort {
   }
 
   /**
-   * Drives a running run from its loaded state until it ends, suspends or something needs a fresh look
-   * at the database (returns null then).
+   * Drives a running (or admitted, not yet started) run from its loaded state until it ends, suspends or
+   * something needs a fresh look at the database (returns null then).
    */
   async #advance(d: Driver, s: RunState): Promise<LoopOutcome | null> {
     const inflight = new Map<string, Promise<StepDone>>();

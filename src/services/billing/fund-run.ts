@@ -21,11 +21,14 @@ export const INSUFFICIENT_FUNDS = 'insufficient funds: the wallet balance does n
  * in one statement keeps only one of the updates.
  * The answer is read from `f`, not from the run update, so a taken bundle or hold is always reported.
  */
-const FUND_SQL = prepared(`with b as (
+/** The oldest eligible bundle with runs left gives one run: `?` account, workflow, version. */
+const TAKE_BUNDLE = `b as (
    update bundles set runs_left = runs_left - 1
     where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
                  order by created_at, id limit 1 for update)
-    returning id),
+    returning id, usd_per_run)`;
+
+const FUND_SQL = prepared(`with ${TAKE_BUNDLE},
  w as (
    update wallets set balance_usd = balance_usd - ?::numeric, held_usd = held_usd + ?::numeric, updated_at = now()
     where account_id = ? and balance_usd >= ?::numeric and ?::numeric <> 0 and not exists (select 1 from b)
@@ -66,11 +69,7 @@ export async function fundRun(tx: Em, run: { id: string; accountId: string; work
  * wallet row, which every run of the account contends for, is locked for one statement and the commit.
  * One statement; never fails (insufficient funds show at settlement).
  */
-const MARK_FUNDING_SQL = prepared(`with b as (
-   update bundles set runs_left = runs_left - 1
-    where id = (select id from bundles where account_id = ? and workflow_id = ? and version_id = ? and runs_left > 0
-                 order by created_at, id limit 1 for update)
-    returning id, usd_per_run),
+const MARK_FUNDING_SQL = prepared(`with ${TAKE_BUNDLE},
  r as (
    update runs set funding = case when b.id is null then 'wallet' else 'bundle' end,
                    bundle_id = coalesce(b.id, runs.bundle_id),
