@@ -173,11 +173,7 @@ t('a hold taken by the settlement that the balance does not cover throws and wri
 t('funding at settlement takes an eligible bundle at once and leaves the wallet alone', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
-  const bundleId = randomUUID();
-  await em.execute(
-    `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, 1, 0.2)`,
-    [bundleId, f.accountId, f.workflowId, f.versionId],
-  );
+  const bundleId = await addBundle(em, f, 1);
   const marked = await em.transactional((tx) => fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250000' }));
   assert.equal(marked, { funding: 'bundle', holdUsd: '0.000000', bundleId, bundleUsdPerRun: '0.200000' });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
