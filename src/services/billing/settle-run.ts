@@ -65,8 +65,9 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
     if (counter) await tx.execute(COUNT_RUN, [counter]);
     return charge;
   }
-  if (opts.holdAtSettlement && !hold.isZero()) await holdAndSettleWallet(tx, run, toDb(hold), toDb(take), counter);
-  else await settleWallet(tx, run, toDb(hold), toDb(take), counter);
+  const taken = opts.holdAtSettlement ? toDb(hold) : toDb(0);
+  const settled = await settleWallet(tx, run, toDb(hold), toDb(take), taken, counter);
+  if (!settled && opts.holdAtSettlement) throw new InsufficientFundsAtSettlement();
   return charge;
 }
 
@@ -90,56 +91,30 @@ async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | 
   await tx.execute(prepared(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`), [...c.params, bundleId]);
 }
 
-async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string, countRunOf: string | null): Promise<void> {
-  const c = counterCte(countRunOf);
-  const withCounter = c.sql ? `${c.sql},\n     ` : '';
-  await tx.execute(
-    prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? for update),
-     calc as (
-       select w0.balance_usd + ?::numeric as released,
-              least(?::numeric, w0.balance_usd + ?::numeric) as paid from w0),
-     w as (
-       update wallets set balance_usd = calc.released - calc.paid, held_usd = held_usd - ?::numeric, updated_at = now()
-         from calc where account_id = ? returning calc.released, calc.paid, wallets.balance_usd)
-     insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-     select ?::uuid, ?::uuid, 'release', ?::numeric, w.released, 'hold released at settlement', now() from w where ?::numeric > 0
-     union all
-     select ?::uuid, ?::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
-     union all
-     select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid`),
-    [
-      ...c.params,
-      run.accountId,
-      hold, take, hold,
-      hold, run.accountId,
-      run.accountId, run.id, hold, hold,
-      run.accountId, run.id,
-      run.accountId, run.id, take, take,
-    ],
-  );
-}
-
 /**
- * settleWallet with the hold taken first, in the same statement: the balance must cover the hold (as
- * fundRun's fence), then the ledger reads exactly as a hold taken at preparation and settled later would
- * (hold, release, charge, unpaid, with the same balances after each); held_usd nets to no change.
+ * The wallet settlement, one statement: `taken` of the hold is taken first (0 when it was taken at
+ * preparation; the whole hold for holdAtSettlement, fenced on the balance covering it), then the hold is
+ * released and the charge taken from the resulting balance, never below zero. The ledger reads the same
+ * either way (hold, release, charge, unpaid, each with the balance after it); held_usd drops by what was
+ * held before. Returns false when the fence did not hold (nothing written).
  */
-async function holdAndSettleWallet(tx: Em, run: SettleInput, hold: string, take: string, countRunOf: string | null): Promise<void> {
+async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string, taken: string, countRunOf: string | null): Promise<boolean> {
   const c = counterCte(countRunOf);
   const withCounter = c.sql ? `${c.sql},\n     ` : '';
   const rows = await tx.execute<{ settled: number }[]>(
     prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? and balance_usd >= ?::numeric for update),
      calc as (
-       select w0.balance_usd - ?::numeric as held, w0.balance_usd as released,
-              least(?::numeric, w0.balance_usd) as paid from w0),
+       select w0.balance_usd - ?::numeric as held,
+              w0.balance_usd - ?::numeric + ?::numeric as released,
+              least(?::numeric, w0.balance_usd - ?::numeric + ?::numeric) as paid from w0),
      w as (
-       update wallets set balance_usd = calc.released - calc.paid, updated_at = now()
+       update wallets set balance_usd = calc.released - calc.paid, held_usd = held_usd - (?::numeric - ?::numeric), updated_at = now()
          from calc where account_id = ? returning calc.held, calc.released, calc.paid, wallets.balance_usd),
      l as (
        insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-       select ?::uuid, ?::uuid, 'hold', -(?::numeric), w.held, 'hold for run', now() from w
+       select ?::uuid, ?::uuid, 'hold', -(?::numeric), w.held, 'hold for run', now() from w where ?::numeric > 0
        union all
-       select ?::uuid, ?::uuid, 'release', ?::numeric, w.released, 'hold released at settlement', now() from w
+       select ?::uuid, ?::uuid, 'release', ?::numeric, w.released, 'hold released at settlement', now() from w where ?::numeric > 0
        union all
        select ?::uuid, ?::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
        union all
@@ -147,14 +122,16 @@ async function holdAndSettleWallet(tx: Em, run: SettleInput, hold: string, take:
      select 1 as settled from w`),
     [
       ...c.params,
-      run.accountId, hold,
-      hold, take,
-      run.accountId,
-      run.accountId, run.id, hold,
-      run.accountId, run.id, hold,
+      run.accountId, taken,
+      taken,
+      taken, hold,
+      take, taken, hold,
+      hold, taken, run.accountId,
+      run.accountId, run.id, taken, taken,
+      run.accountId, run.id, hold, hold,
       run.accountId, run.id,
       run.accountId, run.id, take, take,
     ],
   );
-  if (rows.length === 0) throw new InsufficientFundsAtSettlement();
+  return rows.length > 0;
 }
