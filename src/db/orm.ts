@@ -5,7 +5,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
 import type { Pool, PoolClient } from 'pg';
-import { entities } from './entities/index.ts';
+import { entities, routines } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 
@@ -35,6 +35,7 @@ export function describeDb(opts: DbOptions): string {
 export async function openOrm(opts: DbOptions): Promise<Orm> {
   const common = {
     entities,
+    routines,
     extensions: [Migrator],
     migrations: { migrationsList: migrations, transactional: true, allOrNothing: true, snapshot: false, silent: true },
     debug: opts.debug ?? false,

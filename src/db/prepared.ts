@@ -29,6 +29,26 @@ export function prepared(sql: string): string {
   return sql;
 }
 
+/** What marks a statement text as the last of its transaction; an SQL comment, so the text runs anywhere. */
+const COMMITS = '/* with commit */ ';
+
+/**
+ * The variant of a hot statement that is the last of its transaction: on a Postgres server it is sent
+ * together with the transaction's COMMIT, in one message, so the row locks it takes are released as soon
+ * as the server has run it and flushed the commit, with no round trip to this process in between. The
+ * wallet settlement needs this: every run of an account updates that account's one wallet row, so runs
+ * settle one after another and each holds the row for as long as its commit takes to arrive.
+ *
+ * The caller's transaction must end right after the statement: the ORM's own COMMIT that follows is
+ * answered here without reaching the server, and any other statement on that transaction is refused.
+ * A statement that must not commit when its fence fails raises (see the `wr_refuse` migration) instead
+ * of returning no rows: an error is what stops the COMMIT that travels with it, and the ORM rolls back.
+ * Elsewhere (PGlite, prepared statements turned off) it is the plain statement, committed as usual.
+ */
+export function withCommit(sql: string): string {
+  return prepared(COMMITS + sql);
+}
+
 type Scalar = string | number | boolean | bigint | null;
 
 /** `?` → `$n` with arrays expanded, or null when the statement must take the ORM's own path. */
@@ -112,18 +132,57 @@ export function usePreparedStatements(orm: Orm): void {
   };
 }
 
+type Query = (...args: unknown[]) => unknown;
+interface QueryResult {
+  command: string;
+  rowCount: number | null;
+  rows: unknown[];
+  fields: unknown[];
+}
+
 /**
  * Gives the converted texts their names on every pooled connection: pg prepares a named statement the
- * first time a connection sees it and only binds it afterwards.
+ * first time a connection sees it and only binds it afterwards. `withCommit` statements are prepared
+ * with SQL PREPARE instead (their EXECUTE shares a simple-query message with the COMMIT, which the
+ * extended protocol of pg cannot do), under names of their own.
  */
 export function nameHotStatements(pool: Pool): void {
   pool.on('connect', (client: PoolClient) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, values?: unknown, cb?: unknown) => {
+    const query = client.query.bind(client) as Query;
+    const preparedHere = new Set<string>();
+    /** The transaction on this connection was committed with its last statement; its COMMIT is owed no reply. */
+    let committed = false;
+    (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
+      if (committed) {
+        committed = false;
+        if (config === 'commit') return Promise.resolve<QueryResult>({ command: 'COMMIT', rowCount: null, rows: [], fields: [] });
+        // A programming error: the statement marked withCommit was not the last of its transaction.
+        return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
+      }
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && names.has(config)) {
+        if (config.startsWith(COMMITS)) {
+          return executeAndCommit(client, query, preparedHere, config, values as Scalar[]).then((result) => {
+            committed = true;
+            return result;
+          });
+        }
         return query({ name: statementName(config)!, text: config, values }, cb);
       }
       return query(config, values, cb);
     };
+    client.on('end', () => preparedHere.clear());
   });
+}
+
+async function executeAndCommit(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: Scalar[]): Promise<QueryResult> {
+  const name = `${statementName(text)}_c`;
+  // PREPARE is not undone by a rollback, so a connection prepares each statement once.
+  if (!preparedHere.has(name)) {
+    await query(`prepare ${name} as ${text}`);
+    preparedHere.add(name);
+  }
+  // Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred.
+  const args = values.map((v) => (v === null ? 'null' : client.escapeLiteral(String(v)))).join(', ');
+  const [result] = (await query(`execute ${name}(${args}); commit`)) as QueryResult[];
+  return result!;
 }

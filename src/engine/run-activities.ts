@@ -702,7 +702,7 @@ export async function completeRun(
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
     }
-    return finishRun(tx, runId, finish);
+    return finishRun(tx, runId, finish, { commit: true });
   }
 
   /**
@@ -725,7 +725,7 @@ export async function completeRun(
       creatorPriceUsd: String(run.creator_price_usd),
       workflowId: String(run.workflow_id),
     };
-    return finishRun(tx, runId, finish, { holdAtSettlement: funding.funding === 'wallet', locked });
+    return finishRun(tx, runId, finish, { holdAtSettlement: funding.funding === 'wallet', locked, commit: true });
   }
 }
 
@@ -734,7 +734,7 @@ class NotStartedHere extends Error {}
 
 /** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */
 export async function failRun(deps: ActivityDeps, runId: string, reason: string): Promise<{ failed: boolean }> {
-  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));
+  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }, { commit: true }));
   publishTerminal(deps, runId, finished);
   return { failed: finished !== null };
 }
@@ -1060,7 +1060,7 @@ async function failForComputeLimit(deps: ActivityDeps, runId: string, nodeId: st
   const finished = await fork(deps).transactional(async (tx) => {
     const run = await readRun(tx, runId, true);
     if (!run || isTerminal(run.status) || run.progress.results[nodeId] || !overComputeLimit(run)) return null;
-    return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON });
+    return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON }, { commit: true });
   });
   publishTerminal(deps, runId, finished);
   if (finished === null) return explainRefusalAfterLimit(deps, runId, nodeId);

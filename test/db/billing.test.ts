@@ -116,7 +116,7 @@ t('a bundle pays before the wallet, charges its price per run, and gives the run
 });
 
 /** Funds and settles one run the two ways: hold at preparation then settle, or hold taken by the settlement. */
-async function fundAndSettle(orm: Orm, walletUsd: string, price: string, charge: string | null, atSettlement: boolean) {
+async function fundAndSettle(orm: Orm, walletUsd: string, price: string, charge: string | null, atSettlement: boolean, commit = false) {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, walletUsd);
   const run = { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: price };
@@ -128,7 +128,7 @@ async function fundAndSettle(orm: Orm, walletUsd: string, price: string, charge:
         bundleId: null,
         bundleUsdPerRun: null,
       });
-      await settleRun(tx as Em, run, charge, { holdAtSettlement: true });
+      await settleRun(tx as Em, run, charge, { holdAtSettlement: true, commit });
     });
   } else {
     await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: price }));
@@ -150,24 +150,34 @@ t('a hold taken by the settlement leaves wallet, ledger and run exactly as a hol
     await resetDb(orm);
     const late = await fundAndSettle(orm, walletUsd, price, charge, true);
     assert.equal(late, early, `wallet ${walletUsd}, price ${price}, charge ${charge}`);
+    // Sent with its transaction's COMMIT on a server (withCommit): the same rows again.
+    await resetDb(orm);
+    const committed = await fundAndSettle(orm, walletUsd, price, charge, true, true);
+    assert.equal(committed, early, `with commit: wallet ${walletUsd}, price ${price}, charge ${charge}`);
   }
 });
 
-t('a hold taken by the settlement that the balance does not cover throws and writes nothing', async ({ orm }) => {
-  const em = orm.em.fork() as unknown as Em;
-  const f = await fixture(em, '0.100000');
-  let caught: unknown;
-  await em
-    .transactional(async (tx) => {
-      await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' });
-      await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.100001' }, '0.000001', {
-        holdAtSettlement: true,
-      });
-    })
-    .catch((err) => (caught = err));
-  assert.instance(caught, InsufficientFundsAtSettlement);
-  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
-  assert.equal(await ledger(em, f.accountId), []);
+t('a hold taken by the settlement that the balance does not cover throws and writes nothing, even sent with the COMMIT', async ({ orm }) => {
+  for (const commit of [false, true]) {
+    await resetDb(orm);
+    const em = orm.em.fork() as unknown as Em;
+    const f = await fixture(em, '0.100000');
+    let caught: unknown;
+    await em
+      .transactional(async (tx) => {
+        await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' });
+        await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.100001' }, '0.000001', {
+          holdAtSettlement: true,
+          commit,
+        });
+      })
+      .catch((err) => (caught = err));
+    assert.instance(caught, InsufficientFundsAtSettlement, `commit: ${commit}`);
+    assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
+    assert.equal(await ledger(em, f.accountId), []);
+    // fundRunAtSettlement recorded the hold on the run in the same transaction: rolled back with it.
+    assert.equal(await runFunding(em, f.runId), { funding: null, bundle_id: null, hold_usd: '0.000000' }, `commit: ${commit}`);
+  }
 });
 
 t('funding at settlement takes an eligible bundle at once and leaves the wallet alone', async ({ orm }) => {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openOrm, type Orm } from '../../src/db/orm.ts';
-import { numbered, prepared } from '../../src/db/prepared.ts';
+import { numbered, prepared, withCommit } from '../../src/db/prepared.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 const unit = suite('prepared statements: placeholders');
@@ -101,6 +101,82 @@ db('a failing marked statement raises the ORM error, and the transaction rolls b
   }
   assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
   assert.equal(await em.execute<{ handle: string }[]>('select handle from accounts order by handle'), [{ handle: 'once' }]);
+});
+
+const INSERT_LAST = withCommit(prepared('insert into accounts (id, handle) values (?, ?)'));
+const handles = async (orm: Orm) =>
+  (await orm.em.fork().execute<{ handle: string }[]>('select handle from accounts order by handle')).map((r) => r.handle);
+
+db('a withCommit statement ends its transaction: on a server it is committed by the time it returns', async ({ orm }) => {
+  let seenBeforeCommit: string[] = [];
+  await orm.em.fork().transactional(async (tx) => {
+    await tx.execute('insert into accounts (id, handle) values (?, ?)', [randomUUID(), 'first']);
+    await tx.execute(INSERT_LAST, [randomUUID(), 'last']);
+    // Another connection: on a server the COMMIT travelled with the statement, so both rows are
+    // visible before the ORM's own COMMIT; PGlite has one connection and commits as usual after this.
+    if (SERVER) seenBeforeCommit = await handles(orm);
+  });
+  if (SERVER) assert.equal(seenBeforeCommit, ['first', 'last']);
+  assert.equal(await handles(orm), ['first', 'last']);
+});
+
+db('a withCommit statement is sent the same way again on the same connection (prepared there once)', async ({ orm }) => {
+  const em = orm.em.fork();
+  for (const handle of ['a', 'b', 'c']) await em.transactional((tx) => tx.execute(INSERT_LAST, [randomUUID(), handle]));
+  assert.equal(await handles(orm), ['a', 'b', 'c']);
+  if (!SERVER) return;
+  // One connection at a time here, and SQL PREPARE shows as from_sql in that connection's list.
+  const n = await em.transactional(async (tx) => {
+    await tx.execute('select 1');
+    return (await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_prepared_statements where from_sql and name like 'wr_%_c'`))[0]!.n;
+  });
+  assert.ok(n <= 1, `prepared ${n} times on one connection`);
+});
+
+db('on a server, a statement after a withCommit statement in the same transaction is refused', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: withCommit is a plain statement there)');
+    return;
+  }
+  let caught: unknown;
+  await orm.em
+    .fork()
+    .transactional(async (tx) => {
+      await tx.execute(INSERT_LAST, [randomUUID(), 'committed']);
+      await tx.execute('insert into accounts (id, handle) values (?, ?)', [randomUUID(), 'never']);
+    })
+    .catch((err) => (caught = err));
+  assert.ok(caught instanceof Error && /followed a withCommit statement/.test(caught.message), String(caught));
+  // What the withCommit statement wrote is committed (it said so); the statement after it never ran.
+  assert.equal(await handles(orm), ['committed']);
+  // The connection went back to the pool in a usable state.
+  await orm.em.fork().transactional((tx) => tx.execute(INSERT_LAST, [randomUUID(), 'after']));
+  assert.equal(await handles(orm), ['after', 'committed']);
+});
+
+db('a withCommit statement that fails commits nothing the transaction wrote', async ({ orm }) => {
+  const id = randomUUID();
+  await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'existing']);
+  let caught: unknown;
+  await orm.em
+    .fork()
+    .transactional(async (tx) => {
+      await tx.execute('insert into accounts (id, handle) values (?, ?)', [randomUUID(), 'earlier']);
+      await tx.execute(INSERT_LAST, [id, 'duplicate id']);
+    })
+    .catch((err) => (caught = err));
+  assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
+  assert.equal(await handles(orm), ['existing']);
+});
+
+db('wr_refuse raises its reason under SQLSTATE WR001, only where the CASE reaches it', async ({ orm }) => {
+  const em = orm.em.fork();
+  const check = prepared(`select case when ?::boolean then 1 else wr_refuse('refused: ' || ?) end as ok`);
+  assert.equal(await em.execute(check, [true, 'x']), [{ ok: 1 }]);
+  let caught: unknown;
+  await em.execute(check, [false, 'the fence']).catch((err) => (caught = err));
+  assert.is((caught as { code?: string }).code, 'WR001');
+  assert.match(String((caught as Error).message), 'refused: the fence');
 });
 
 db.run();

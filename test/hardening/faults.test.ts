@@ -466,6 +466,17 @@ t(WEBHOOK_DOWN, async () => {
 
 const SETTLE_KILL =
   'the process killed inside the transaction that settles a wallet-funded and a bundle-funded run: after a restart each run ends once and wallet, ledger, bundle, spend cap and outbox show exactly one settlement';
+const SETTLE_KILL_COMMIT_SENT =
+  'on a server, the process killed once its settlements were sent with their COMMIT (waiting on a row lock): the server commits each once, and the restart finds the runs settled and changes nothing';
+
+/**
+ * Where the kill lands. `in-transaction`: inside the finishing transaction, before its COMMIT was sent
+ * (on PGlite right after the settlement statement; on a server the settlement travels with the COMMIT,
+ * so right after the statement before it, the webhook outbox): nothing of it commits. `commit-sent`
+ * (server only): the settlements and their COMMIT are in the server, blocked on the test's lock on the
+ * tally rows the settlement also counts runs on; they commit when the lock goes, with their client gone.
+ */
+type SettleKill = 'in-transaction' | 'commit-sent';
 
 interface CrashChild {
   proc: ChildProcessWithoutNullStreams;
@@ -502,8 +513,19 @@ function crashChild(args: string[], env: Record<string, string> = {}): CrashChil
   return { proc, lines, exited };
 }
 
-t(SETTLE_KILL, async () => {
+t(SETTLE_KILL, () => settleKill('in-transaction'));
+
+t(SETTLE_KILL_COMMIT_SENT, async () => {
+  if (!process.env.DATABASE_URL) {
+    console.log('  (skipped on PGlite: a statement and its COMMIT travel together only to a Postgres server)');
+    return;
+  }
+  await settleKill('commit-sent');
+});
+
+async function settleKill(variant: SettleKill): Promise<void> {
   const server = process.env.DATABASE_URL;
+  const blocked = variant === 'commit-sent';
   const dataDir = mkdtempSync(join(tmpdir(), 'wr-faults-settle-'));
   const children: CrashChild[] = [];
   let locker: pg.Client | undefined;
@@ -536,13 +558,11 @@ t(SETTLE_KILL, async () => {
     });
     const BUNDLE_CHARGE = micros('0.020000');
 
-    // On PGlite the child kills itself right after the settlement's last statement (the one that also
-    // bumps the workflow's run counter), inside the open transaction; on a server it is blocked there by
-    // the test's row lock on the workflow.
-    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], server ? {} : { KILL_AFTER_SQL: 'insert into workflow_run_tallies' });
+    const killAfter: Record<string, string> = blocked ? {} : { KILL_AFTER_SQL: server ? 'insert into webhook_deliveries' : 'insert into workflow_run_tallies' };
+    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], killAfter);
     children.push(first);
     await first.lines('READY');
-    if (server) {
+    if (blocked) {
       locker = new pg.Client({ connectionString: server });
       await locker.connect();
       await locker.query('begin');
@@ -561,15 +581,16 @@ t(SETTLE_KILL, async () => {
     const [walletRun, bundleRun] = (await first.lines('RUN ', 2)).map((l) => l.trim()) as [string, string];
     const killed: string[] = [];
 
-    if (server) {
+    if (blocked) {
       const lock = observer!;
+      // The settlements as the server runs them: `execute wr_N_c(…); commit` (src/db/prepared.ts).
       const waiting = await waitFor(
         'both finishing transactions to wait on their tally row locks',
         async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ilike '%insert into workflow_run_tallies%'`,
+                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^execute wr_[0-9]+_c\\('`,
             )
           ).rows;
           return rows.length === 2 && rows.map((r) => Number(r.pid));
@@ -599,7 +620,7 @@ t(SETTLE_KILL, async () => {
       );
       first.proc.kill('SIGKILL');
       await first.exited;
-      await locker!.query('rollback'); // the orphaned transactions go on, find their client gone and roll back
+      await locker!.query('rollback'); // the orphaned transactions go on: their COMMIT is already in the server
       await waitFor(
         'the killed process\'s transactions to end',
         async () => (await lock.query('select count(*)::int as n from pg_stat_activity where pid = any($1)', [waiting])).rows[0].n === 0,
@@ -611,7 +632,8 @@ t(SETTLE_KILL, async () => {
       const params = JSON.parse(line!).params as string[];
       await first.exited;
       assert.is(first.proc.signalCode, 'SIGKILL');
-      killed.push(params.includes(WF.quick) ? walletRun : bundleRun);
+      // The tally statement names the workflow; the outbox statement names the run.
+      killed.push(params.includes(WF.quick) || params.includes(walletRun) ? walletRun : bundleRun);
     }
 
     // A new process on the same database: first what it finds, then it drives the runs to their end.
@@ -620,7 +642,13 @@ t(SETTLE_KILL, async () => {
     const [beforeLine] = await second.lines('BEFORE ');
     const before = JSON.parse(beforeLine!) as { id: string; status: string; billing_status: string; charge_usd: string | null; ledger: { kind: string }[] }[];
     for (const b of before) {
-      if (!killed.includes(b.id)) continue; // (PGlite) the other run may have ended before the kill, or not
+      if (!killed.includes(b.id)) continue; // (self-kill) the other run may have ended before the kill, or not
+      if (blocked) {
+        // Committed by the server after the kill, once: terminal and settled before the restart.
+        assert.equal([b.status, b.billing_status], ['completed', 'settled'], `run ${b.id} before the restart`);
+        assert.equal(b.ledger.map((l) => l.kind), b.id === walletRun ? ['hold', 'release', 'charge'] : [], `run ${b.id}: ledger before the restart`);
+        continue;
+      }
       assert.not.ok(TERMINAL.includes(b.status), `run ${b.id} is ${b.status} after a kill before its commit`);
       assert.is(b.billing_status, 'pending');
       assert.is(b.charge_usd, null);
@@ -688,6 +716,6 @@ t(SETTLE_KILL, async () => {
     await own?.close(true).catch(() => undefined);
     rmSync(dataDir, { recursive: true, force: true });
   }
-});
+}
 
 t.run();

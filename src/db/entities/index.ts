@@ -1,4 +1,4 @@
-import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p, Routine, type InferEntity } from '@mikro-orm/core';
 import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 
 /**
@@ -391,3 +391,21 @@ export const entities = [
   WebhookEndpointSchema,
   WebhookDeliverySchema,
 ];
+
+/**
+ * `wr_refuse(reason)` raises SQLSTATE WR001 with the reason as its message, for a statement that must
+ * fail, not return nothing, when its fence does not hold: the wallet settlement travels with its
+ * transaction's COMMIT (src/db/prepared.ts `withCommit`), and only an error stops that COMMIT.
+ */
+export const RefuseRoutine = new Routine({
+  name: 'wr_refuse',
+  type: 'function',
+  language: 'plpgsql',
+  params: { reason: { type: 'text' } },
+  returns: { runtimeType: 'number', columnType: 'int' },
+  body: `begin
+  raise exception using errcode = 'WR001', message = reason;
+end`,
+});
+
+export const routines = [RefuseRoutine];

@@ -2,10 +2,12 @@ import type { MigrationObject } from '@mikro-orm/core';
 import { Migration20261122000000Initial } from './Migration20261122000000Initial.ts';
 import { Migration20261123000000QueueIndexes } from './Migration20261123000000QueueIndexes.ts';
 import { Migration20261124000000WorkflowRunTallies } from './Migration20261124000000WorkflowRunTallies.ts';
+import { Migration20261124120000SettlementRefusal } from './Migration20261124120000SettlementRefusal.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
   { name: 'Migration20261122000000Initial', class: Migration20261122000000Initial },
   { name: 'Migration20261123000000QueueIndexes', class: Migration20261123000000QueueIndexes },
   { name: 'Migration20261124000000WorkflowRunTallies', class: Migration20261124000000WorkflowRunTallies },
+  { name: 'Migration20261124120000SettlementRefusal', class: Migration20261124120000SettlementRefusal },
 ];

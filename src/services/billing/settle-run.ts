@@ -1,6 +1,6 @@
 import type { Em } from '../../db/orm.ts';
 import { toDb, usd } from '../../domain/money.ts';
-import { prepared } from '../../db/prepared.ts';
+import { prepared, withCommit } from '../../db/prepared.ts';
 
 /**
  * Settles a run's funding exactly once, inside the transaction that makes the run terminal (the run row
@@ -42,6 +42,11 @@ export interface SettleOptions {
    * not cover the hold (nothing written; the caller rolls back).
    */
   holdAtSettlement?: boolean;
+  /**
+   * The caller's transaction ends with this settlement: its last statement is sent with the COMMIT
+   * (withCommit), so the wallet row is not held across a round trip to this process.
+   */
+  commit?: boolean;
 }
 
 export class InsufficientFundsAtSettlement extends Error {
@@ -54,22 +59,30 @@ export class InsufficientFundsAtSettlement extends Error {
 export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | null, opts: SettleOptions = {}): Promise<string | null> {
   const charge = finalCharge(run, chargeUsd);
   const counter = opts.countCompletedRunOf ?? null;
+  const last = (sql: string) => (opts.commit ? withCommit(sql) : sql);
   if (run.funding === 'bundle' && run.bundleId) {
-    if (charge === null) await giveBundleRunBack(tx, run.bundleId, counter);
-    else if (counter) await tx.execute(COUNT_RUN, [counter]);
+    if (charge === null) await giveBundleRunBack(tx, run.bundleId, counter, last);
+    else if (counter) await tx.execute(last(COUNT_RUN), [counter]);
     return charge;
   }
   const hold = usd(run.holdUsd);
   const take = charge === null || run.funding === null ? usd(0) : usd(charge);
   if (hold.isZero() && take.isZero()) {
-    if (counter) await tx.execute(COUNT_RUN, [counter]);
+    if (counter) await tx.execute(last(COUNT_RUN), [counter]);
     return charge;
   }
   const taken = opts.holdAtSettlement ? toDb(hold) : toDb(0);
-  const settled = await settleWallet(tx, run, toDb(hold), toDb(take), taken, counter);
-  if (!settled && opts.holdAtSettlement) throw new InsufficientFundsAtSettlement();
+  try {
+    await settleWallet(tx, run, toDb(hold), toDb(take), taken, opts.holdAtSettlement === true, counter, last);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === REFUSED) throw new InsufficientFundsAtSettlement();
+    throw error;
+  }
   return charge;
 }
+
+/** The SQLSTATE of `wr_refuse` (migration SettlementRefusal). */
+const REFUSED = 'WR001';
 
 /**
  * One more completed run on the tally shard of this database session (workflow_run_tallies): sessions
@@ -85,10 +98,10 @@ const COUNT_RUN = prepared(`insert into workflow_run_tallies (workflow_id, shard
  */
 const counterCte = (workflowId: string | null) => (workflowId ? { sql: `c as (${COUNT_RUN})`, params: [workflowId] } : { sql: '', params: [] });
 
-async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | null): Promise<void> {
+async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | null, last: (sql: string) => string): Promise<void> {
   const c = counterCte(countRunOf);
   const withCounter = c.sql ? `with ${c.sql} ` : '';
-  await tx.execute(prepared(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`), [...c.params, bundleId]);
+  await tx.execute(last(prepared(`${withCounter}update bundles set runs_left = runs_left + 1 where id = ?`)), [...c.params, bundleId]);
 }
 
 /**
@@ -96,13 +109,24 @@ async function giveBundleRunBack(tx: Em, bundleId: string, countRunOf: string | 
  * preparation; the whole hold for holdAtSettlement, fenced on the balance covering it), then the hold is
  * released and the charge taken from the resulting balance, never below zero. The ledger reads the same
  * either way (hold, release, charge, unpaid, each with the balance after it); held_usd drops by what was
- * held before. Returns false when the fence did not hold (nothing written).
+ * held before. When `fenced` and the balance does not cover the hold, the statement raises (`wr_refuse`,
+ * SQLSTATE WR001) rather than return no rows, so a COMMIT sent with it (withCommit) does not happen.
  */
-async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string, taken: string, countRunOf: string | null): Promise<boolean> {
+async function settleWallet(
+  tx: Em,
+  run: SettleInput,
+  hold: string,
+  take: string,
+  taken: string,
+  fenced: boolean,
+  countRunOf: string | null,
+  last: (sql: string) => string,
+): Promise<void> {
   const c = counterCte(countRunOf);
   const withCounter = c.sql ? `${c.sql},\n     ` : '';
-  const rows = await tx.execute<{ settled: number }[]>(
-    prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? and balance_usd >= ?::numeric for update),
+  await tx.execute(
+    last(
+      prepared(`with ${withCounter}w0 as (select balance_usd from wallets where account_id = ? and balance_usd >= ?::numeric for update),
      calc as (
        select w0.balance_usd - ?::numeric as held,
               w0.balance_usd - ?::numeric + ?::numeric as released,
@@ -119,7 +143,9 @@ async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string
        select ?::uuid, ?::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
        union all
        select ?::uuid, ?::uuid, 'unpaid', ?::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where ?::numeric > w.paid)
-     select 1 as settled from w`),
+     select case when exists (select 1 from w) then 1
+                 when ?::boolean then wr_refuse('the wallet balance does not cover the run price') else 0 end as settled`),
+    ),
     [
       ...c.params,
       run.accountId, taken,
@@ -131,7 +157,7 @@ async function settleWallet(tx: Em, run: SettleInput, hold: string, take: string
       run.accountId, run.id, hold, hold,
       run.accountId, run.id,
       run.accountId, run.id, take, take,
+      fenced,
     ],
   );
-  return rows.length > 0;
 }

@@ -19,7 +19,7 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   if (TERMINAL.has(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
   if (run.phase === 'settling') throw new ApiError('cancel_unavailable', 'the run is already settling and can no longer be cancelled');
 
-  const finished = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
+  const finished = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }, { commit: true }));
   if (finished === null) {
     // It became terminal while we asked: report what it is now.
     const now = (await findRun(fork(deps), runId))!;

@@ -75,13 +75,14 @@ async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
 /**
  * `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). `locked`: the
  * caller holds the run's row lock (it updated the row in this transaction) and passes what it returned,
- * so the run is not read again.
+ * so the run is not read again. `commit`: the caller's transaction ends with this call, so its last
+ * statement (the settlement) is sent with the COMMIT (settleRun's `commit`).
  */
 export async function finishRun(
   tx: Em,
   runId: string,
   fin: Finish,
-  opts: { holdAtSettlement?: boolean; locked?: LockedRun } = {},
+  opts: { holdAtSettlement?: boolean; locked?: LockedRun; commit?: boolean } = {},
 ): Promise<FinishedRun | null> {
   const row = opts.locked ?? (await lockRun(tx, runId));
   if (!row || ['completed', 'failed', 'cancelled'].includes(row.status)) return null;
@@ -140,6 +141,7 @@ export async function finishRun(
   await settleRun(tx, settle, charge, {
     countCompletedRunOf: fin.status === 'completed' ? row.workflowId : undefined,
     holdAtSettlement: opts.holdAtSettlement,
+    commit: opts.commit,
   });
   return { last: Number(updated!.last_sequence), webhooks };
 }
