@@ -31,6 +31,8 @@ export function prepared(sql: string): string {
 
 /** What marks a statement text as the last of its transaction; an SQL comment, so the text runs anywhere. */
 const COMMITS = '/* with commit */ ';
+/** Marked variants by statement, so a settlement reuses one string instead of building it each time. */
+const withCommits = new Map<string, string>();
 
 /**
  * The variant of a hot statement that is the last of its transaction: on a Postgres server it is sent
@@ -41,12 +43,17 @@ const COMMITS = '/* with commit */ ';
  *
  * The caller's transaction must end right after the statement: the ORM's own COMMIT that follows is
  * answered here without reaching the server, and any other statement on that transaction is refused.
- * A statement that must not commit when its fence fails raises (see the `wr_refuse` migration) instead
- * of returning no rows: an error is what stops the COMMIT that travels with it, and the ORM rolls back.
+ * A statement that must not commit when its fence fails raises (`wr_refuse`, RefuseRoutine in the model)
+ * instead of returning no rows: an error is what stops the COMMIT that travels with it; the ORM rolls back.
  * Elsewhere (PGlite, prepared statements turned off) it is the plain statement, committed as usual.
  */
 export function withCommit(sql: string): string {
-  return prepared(COMMITS + sql);
+  let marked = withCommits.get(sql);
+  if (marked === undefined) {
+    marked = prepared(COMMITS + sql);
+    if (withCommits.size < MAX_NAMES) withCommits.set(sql, marked);
+  }
+  return marked;
 }
 
 type Scalar = string | number | boolean | bigint | null;

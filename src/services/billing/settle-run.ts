@@ -81,7 +81,7 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
   return charge;
 }
 
-/** The SQLSTATE of `wr_refuse` (migration SettlementRefusal). */
+/** The SQLSTATE that `wr_refuse` raises (RefuseRoutine in src/db/entities). */
 const REFUSED = 'WR001';
 
 /**
