@@ -37,25 +37,22 @@ export async function runEventStream(deps: Pick<Deps, 'bus' | 'orm'>, runId: str
     w?.();
   };
 
-  const stop = followRunEvents(
-    deps,
-    id,
-    after,
-    (event) =>
+  const follower = followRunEvents(deps, id, after, {
+    deliver: (event) =>
       new Promise<void>((taken) => {
         items.push({ event: { ...event, runId: id }, taken });
         signal();
       }),
-    (err) => {
+    end: (err) => {
       ended = true;
       failure = err ?? null;
       signal();
     },
-  );
+  });
 
   const finish = () => {
     ended = true;
-    stop();
+    follower.stop();
     for (const i of items.splice(0)) i.taken();
     signal();
   };

@@ -252,7 +252,7 @@ t('followers of one run at the same cursor share one log read per event, and eac
   const got: number[][] = Array.from({ length: FOLLOWERS }, () => []);
   const ended: Promise<void>[] = [];
   for (let i = 0; i < FOLLOWERS; i++) {
-    ended.push(new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, (ev) => void got[i]!.push(ev.sequence), (err) => (err ? reject(err) : resolve()))));
+    ended.push(new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, { deliver: (ev) => void got[i]!.push(ev.sequence), end: (err) => (err ? reject(err) : resolve()) })));
   }
   const caughtUp = async (n: number) => {
     for (let i = 0; i < 500 && !got.every((g) => g.length >= n); i++) await new Promise((r) => setTimeout(r, 10));

@@ -9,6 +9,7 @@ import type { Deps } from '../../services/deps.ts';
 import { SlidingWindowLimiter } from '../../services/runs/rate-limiter.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations, type RestHandler } from './handlers.ts';
+import { HeartbeatTicker } from './heartbeat-ticker.ts';
 import { StreamSlots } from './stream-run.ts';
 
 /**
@@ -34,6 +35,8 @@ export interface RestCall {
   limiter: SlidingWindowLimiter;
   /** Concurrent SSE streams per API key. */
   streams: StreamSlots;
+  /** Idle heartbeats of the open SSE streams. */
+  heartbeats: HeartbeatTicker;
   principal: Principal;
 }
 
@@ -46,6 +49,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   await api.init();
   const limiter = new SlidingWindowLimiter();
   const streams = new StreamSlots();
+  const heartbeats = new HeartbeatTicker(deps.config.sseHeartbeatMs);
 
   http.mount('/v1', async (req, res, ctx) => {
     const path = ctx.path.slice('/v1'.length) || '/';
@@ -90,7 +94,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     }
     const parsed = api.router.parseRequest({ method, path, headers: {}, query: {} } as never, operation);
     const apiContext = { operation, request: { ...parsed, query, params: parsed.params } } as unknown as Context;
-    await handler({ req, res, ctx, api: apiContext, deps, limiter, streams, principal });
+    await handler({ req, res, ctx, api: apiContext, deps, limiter, streams, heartbeats, principal });
   });
 }
 

@@ -37,68 +37,95 @@ function readPage(deps: Pick<Deps, 'orm'>, runId: string, after: number, knows: 
   return read.page;
 }
 
+/** Where a follower's events go. `deliver` may return a promise (backpressure); `end` is called once. */
+export interface RunEventSink {
+  deliver(event: PublicRunEvent): void | Promise<void>;
+  end(err?: unknown): void;
+}
+
 /**
  * Replay-then-tail of a run's log, shared by the SSE stream and the GraphQL subscription. It subscribes
  * to the bus before the first read, and every read starts after the last delivered sequence, so an event
  * committed between the replay and the subscription is neither lost nor delivered twice. It keeps
- * reading while it has been told of a sequence it has not delivered yet. `deliver` may return a promise
- * (backpressure): no read happens while a delivery is pending, so a slow client holds one page at most,
- * never an unbounded queue.
+ * reading while it has been told of a sequence it has not delivered yet. No read happens while a
+ * delivery is pending, so a slow client holds one page at most, never an unbounded queue. `end` follows
+ * the terminal event or an error; `stop()` (the caller's side going away) ends it silently.
  */
-export function followRunEvents(
-  deps: Pick<Deps, 'bus' | 'orm'>,
-  runId: string,
-  afterSequence: number,
-  deliver: (event: PublicRunEvent) => void | Promise<void>,
-  onEnd: (err?: unknown) => void,
-): () => void {
-  let last = afterSequence;
-  /** The newest sequence the bus announced for this run. */
-  let told = afterSequence;
-  let closed = false;
-  let reading = false;
+export function followRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number, sink: RunEventSink): RunFollower {
+  const follower = new RunFollower(deps, runId, afterSequence, sink);
+  follower.start();
+  return follower;
+}
 
-  const pump = async () => {
-    if (closed || reading) return; // a running pump sees the new `told` before it stops
-    reading = true;
+/**
+ * One follower's state as one object with methods rather than a set of closures: thousands of open
+ * streams each keep one, and closures (with their contexts, and a `name` property apiece under tsx's
+ * keepNames) cost several times its few fields.
+ */
+export class RunFollower {
+  #last: number;
+  /** The newest sequence the bus announced for this run. */
+  #told: number;
+  #closed = false;
+  #reading = false;
+  #unsubscribe: (() => void) | null = null;
+
+  constructor(
+    private readonly deps: Pick<Deps, 'bus' | 'orm'>,
+    private readonly runId: string,
+    afterSequence: number,
+    private readonly sink: RunEventSink,
+  ) {
+    this.#last = afterSequence;
+    this.#told = afterSequence;
+  }
+
+  start(): void {
+    this.#unsubscribe = this.deps.bus.subscribe(this.runId, (seq) => this.#notified(seq));
+    void this.#pump();
+  }
+
+  stop(): void {
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+  }
+
+  #notified(seq: number): void {
+    if (seq > this.#told) this.#told = seq;
+    if (seq > this.#last) void this.#pump();
+  }
+
+  async #pump(): Promise<void> {
+    if (this.#closed || this.#reading) return; // a running pump sees the new `told` before it stops
+    this.#reading = true;
     try {
       for (;;) {
-        const knew = told;
-        const page = await readPage(deps, runId, last, knew);
+        const knew = this.#told;
+        const page = await readPage(this.deps, this.runId, this.#last, knew);
         for (const ev of page) {
-          if (closed) return;
-          last = ev.sequence;
-          await deliver(ev);
+          if (this.#closed) return;
+          this.#last = ev.sequence;
+          await this.sink.deliver(ev);
           if (TERMINAL_EVENT_TYPES.has(ev.type)) {
-            stop();
-            onEnd();
+            this.stop();
+            this.sink.end();
             return;
           }
         }
-        if (closed) return;
+        if (this.#closed) return;
         if (page.length === PAGE) continue;
         // Announced but not seen: read again, unless this read already knew of it and found nothing
         // (then only a later notification can help, and a loop here would spin).
-        if (last >= told || (page.length === 0 && knew >= told)) return;
+        if (this.#last >= this.#told || (page.length === 0 && knew >= this.#told)) return;
       }
     } catch (err) {
-      if (!closed) {
-        stop();
-        onEnd(err);
+      if (!this.#closed) {
+        this.stop();
+        this.sink.end(err);
       }
     } finally {
-      reading = false;
+      this.#reading = false;
     }
-  };
-
-  const unsubscribe = deps.bus.subscribe(runId, (seq) => {
-    if (seq > told) told = seq;
-    if (seq > last) void pump();
-  });
-  const stop = () => {
-    closed = true;
-    unsubscribe();
-  };
-  void pump();
-  return stop;
+  }
 }
