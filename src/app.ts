@@ -102,10 +102,14 @@ async function defaultEngine(deps: Omit<Deps, 'engine'>): Promise<EnginePort> {
     const { EmbeddedEngine } = await import('./engine/embedded/embedded-engine.ts');
     return new EmbeddedEngine(deps);
   }
-  // ENGINE=temporal (Temporal engine wiring): the client side; `npm run worker` executes the runs.
-  if (!deps.config.databaseUrl) deps.log.warn('ENGINE=temporal needs DATABASE_URL shared with the worker (embedded PGlite is single-process)');
+  // ENGINE=temporal: the client side, plus a worker in this process unless TEMPORAL_WORKER=off
+  // (then `npm run worker` processes execute the runs; they need the same Postgres server).
+  const { worker } = deps.config.temporal;
+  if (!worker && !deps.config.databaseUrl) {
+    deps.log.warn('TEMPORAL_WORKER=off on embedded PGlite: a worker in another process cannot reach this database; set DATABASE_URL');
+  }
   const { TemporalEngine } = await import('./engine/temporal/temporal-engine.ts');
-  return new TemporalEngine(deps);
+  return new TemporalEngine(deps, { worker });
 }
 
 /** REST and GraphQL adapters register themselves here as they land. */

@@ -1,5 +1,5 @@
 import { createApp } from './app.ts';
-import { DEMO_CATALOG_FILE, loadConfigOrExit } from './config/config.ts';
+import { ConfigError, DEMO_CATALOG_FILE, loadConfigOrExit } from './config/config.ts';
 import { createLogger } from './logger.ts';
 
 async function main(): Promise<void> {
@@ -34,6 +34,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
+  // A configuration that cannot work (Temporal unreachable, namespace missing, …) is one clear line.
+  if (err instanceof ConfigError) {
+    console.error(err.message);
+    process.exit(2);
+  }
   console.error(err);
   process.exit(1);
 });

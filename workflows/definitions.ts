@@ -1,3 +1,4 @@
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 
 /**
@@ -26,7 +27,25 @@ export interface RunMemo {
   accountHandle: string;
   workflowId: string;
   versionId: string;
+  /** The catalog workflow's name, for people reading the UI. */
+  workflowName: string;
 }
+
+/**
+ * Custom search attributes of a run's execution, so operators filter runs in the Temporal UI and CLI
+ * (`temporal workflow list --query 'RunStatus="failed" AND AccountHandle="acme"'`). `WorkflowId` is
+ * Temporal's own attribute (here: the run id), so the catalog workflow is `CatalogWorkflowId`. The
+ * service registers them on its namespace at start (src/engine/temporal/search-attributes.ts).
+ */
+export const searchAttributes = {
+  accountHandle: defineSearchAttributeKey('AccountHandle', SearchAttributeType.KEYWORD),
+  catalogWorkflowId: defineSearchAttributeKey('CatalogWorkflowId', SearchAttributeType.KEYWORD),
+  workflowVersionId: defineSearchAttributeKey('WorkflowVersionId', SearchAttributeType.KEYWORD),
+  /** The run's status as the REST API shows it: pending, running, suspended, completed, failed, cancelled. */
+  runStatus: defineSearchAttributeKey('RunStatus', SearchAttributeType.KEYWORD),
+  /** The completed run's outcome (completed, completed_with_issues); unset otherwise. */
+  runOutcome: defineSearchAttributeKey('RunOutcome', SearchAttributeType.KEYWORD),
+} as const;
 
 /** The run was admitted from the queue (phase `starting`): fund it and start driving it. */
 export const admittedSignal = defineSignal('admitted');

@@ -28,6 +28,10 @@ const schema = z.object({
   TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('workflow-runs'),
+  /** With ENGINE=temporal, `npm start` also runs a worker in its process; off for API-only processes. */
+  TEMPORAL_WORKER: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on').transform((v) => v === 'on' || v === '1' || v === 'true'),
+  /** The Temporal CLI for `npm run temporal` and the tests; found in .venv-temporal/bin or on PATH otherwise. */
+  TEMPORAL_CLI: z.string().min(1).optional(),
   CATALOG_FILE: z.string().min(1).optional(),
   INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   RUN_CAPACITY: int(1).default(16),
@@ -54,7 +58,7 @@ export interface Config {
   preparedStatements: boolean;
   dataDir: string;
   engine: 'embedded' | 'temporal';
-  temporal: { address: string; namespace: string; taskQueue: string };
+  temporal: { address: string; namespace: string; taskQueue: string; worker: boolean; cli: string | undefined };
   catalogFile: string | null;
   internalApiToken: string;
   internalApiTokenGenerated: boolean;
@@ -104,7 +108,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
     dataDir: e.DATA_DIR,
     engine: e.ENGINE,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      worker: e.TEMPORAL_WORKER,
+      cli: e.TEMPORAL_CLI,
+    },
     catalogFile: catalog,
     internalApiToken: token,
     internalApiTokenGenerated: e.INTERNAL_API_TOKEN === undefined,

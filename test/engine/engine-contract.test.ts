@@ -18,6 +18,7 @@ import { startRun } from '../../src/services/runs/start-run.ts';
 import { supplyRunCredentials } from '../../src/services/runs/supply-run-credentials.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
+import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 
 /**
  * The engine integration suite, written once and run against every engine available:
@@ -61,15 +62,10 @@ const embedded: Factory = {
   },
 };
 
-/** The Temporal factory, or the reason it cannot run here. */
-async function temporalFactory(): Promise<Factory | string> {
-  const address = process.env.TEMPORAL_ADDRESS;
-  if (!address) return 'TEMPORAL_ADDRESS not set';
-  const { TemporalRunClient } = await import('../../src/engine/temporal/client.ts');
-  const probe = new TemporalRunClient({ address, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default', taskQueue: 'probe' });
-  const reachable = await probe.ready(3_000);
-  await probe.close();
-  if (!reachable) return `TEMPORAL_ADDRESS=${address} is not reachable`;
+/** The Temporal factory, or null when the Temporal half does not run here (helpers/temporal.ts). */
+async function temporalFactory(): Promise<Factory | null> {
+  const address = temporalAddress('engine contract');
+  if (!address) return null;
 
   const { NativeConnection } = await import('@temporalio/worker');
   const { TemporalEngine } = await import('../../src/engine/temporal/temporal-engine.ts');
@@ -111,8 +107,7 @@ async function temporalFactory(): Promise<Factory | string> {
 
 const factories: Factory[] = [embedded];
 const temporal = await temporalFactory();
-if (typeof temporal === 'string') console.log(`  temporal: skipped — ${temporal}`);
-else factories.push(temporal);
+if (temporal) factories.push(temporal);
 
 // ---------------------------------------------------------------------------------------------------
 // Fixtures and probes
@@ -226,8 +221,9 @@ async function withEngine(factory: Factory, env: Record<string, string>, fn: (h:
 
 for (const factory of factories) {
   const name = factory.name;
+  const t = (title: string, fn: () => Promise<void>) => test(title, name === 'temporal' ? countTemporal(fn) : fn);
 
-  test(`[${name}] a template run completes with events in order and the exact charge`, async () => {
+  t(`[${name}] a template run completes with events in order and the exact charge`, async () => {
     const f = await seed([
       { id: 'name', kind: 'input.text', required: true } as GraphNode,
       text('t1', 'Hello {{name}}.'),
@@ -263,7 +259,7 @@ for (const factory of factories) {
     });
   });
 
-  test(`[${name}] a delay suspends the run with wait_timer and it resumes by itself`, async () => {
+  t(`[${name}] a delay suspends the run with wait_timer and it resumes by itself`, async () => {
     const f = await seed([text('a', 'before'), delay('wait', 1, { after: ['a'] }), text('b', 'after', { after: ['wait'] }), out('o', 'b')]);
     await withEngine(factory, {}, async (h) => {
       const t0 = Date.now();
@@ -292,7 +288,7 @@ for (const factory of factories) {
     });
   });
 
-  test(`[${name}] cancel during a delay: cancelled, not charged, the late timer changes nothing`, async () => {
+  t(`[${name}] cancel during a delay: cancelled, not charged, the late timer changes nothing`, async () => {
     const f = await seed([text('a', 'x'), delay('d', 1, { after: ['a'] }), text('b', 'y', { after: ['d'] }), out('o', 'b')]);
     await withEngine(factory, {}, async (h) => {
       const id = await start(h, f);
@@ -311,7 +307,7 @@ for (const factory of factories) {
     });
   });
 
-  test(`[${name}] a BYOK run without a key waits for credentials (wait_signal) and supplied credentials resume it`, async () => {
+  t(`[${name}] a BYOK run without a key waits for credentials (wait_signal) and supplied credentials resume it`, async () => {
     const stub = await startProviderStub({ chunks: ['Hi', ' there'] });
     try {
       const f = await seed(
@@ -339,7 +335,7 @@ for (const factory of factories) {
     }
   });
 
-  test(`[${name}] a failing node skips its dependents and the run is completed_with_issues, charged the completed steps`, async () => {
+  t(`[${name}] a failing node skips its dependents and the run is completed_with_issues, charged the completed steps`, async () => {
     const f = await seed([
       text('raw', 'not json'),
       { id: 'parsed', kind: 'json.parse', from: 'raw' } as GraphNode,

@@ -124,8 +124,8 @@ test('an accepted run gets its workflow started with a memo, is marked started, 
   await engine.start();
   const id = await accept(deps, workflowId);
   await until('the admission signal', () => client.admits.some((m) => m.runId === id));
-  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId }, admitted: false }]);
-  assert.equal(client.admits, [{ runId: id, accountHandle: 'bob', workflowId, versionId }]);
+  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test' }, admitted: false }]);
+  assert.equal(client.admits, [{ runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test' }]);
   const r = await row(id);
   assert.is(r.engine, 'temporal', 'the run is a Temporal run');
   assert.is(r.lease_owner, TEMPORAL_STARTED_MARK);

@@ -1,11 +1,13 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { Config } from '../../config/config.ts';
+import { ConfigError, type Config } from '../../config/config.ts';
+import { ensureSearchAttributes } from './search-attributes.ts';
 import {
   admittedSignal,
   cancelSignal,
   credentialsSuppliedSignal,
   RUN_WORKFLOW_TYPE,
+  searchAttributes,
   type RunMemo,
   type RunWorkflowArgs,
 } from '../../../workflows/definitions.ts';
@@ -24,8 +26,15 @@ export interface RunWorkflowClient {
   signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean>;
   /** Temporal reachable (a health check with a short deadline). */
   ready(timeoutMs: number): Promise<boolean>;
+  /**
+   * At start: the server answers, the namespace exists, the search attributes are registered (added
+   * when missing). Throws a ConfigError with one clear line otherwise.
+   */
+  prepare?(): Promise<void>;
   close(): Promise<void>;
 }
+
+export type TemporalAddress = Pick<Config['temporal'], 'address' | 'namespace' | 'taskQueue'>;
 
 const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSuppliedSignal } as const;
 
@@ -35,11 +44,11 @@ const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSupplied
  * exactly one workflow execution chain.
  */
 export class TemporalRunClient implements RunWorkflowClient {
-  readonly #config: Config['temporal'];
+  readonly #config: TemporalAddress;
   #client: Promise<Client> | null = null;
   #connection: Connection | null = null;
 
-  constructor(config: Config['temporal']) {
+  constructor(config: TemporalAddress) {
     this.#config = config;
   }
 
@@ -60,6 +69,13 @@ export class TemporalRunClient implements RunWorkflowClient {
       workflowId: memo.runId,
       taskQueue: this.#config.taskQueue,
       memo: { ...memo },
+      // What operators filter on in the UI; the workflow keeps RunStatus / RunOutcome current.
+      typedSearchAttributes: [
+        { key: searchAttributes.accountHandle, value: memo.accountHandle },
+        { key: searchAttributes.catalogWorkflowId, value: memo.workflowId },
+        { key: searchAttributes.workflowVersionId, value: memo.versionId },
+        { key: searchAttributes.runStatus, value: 'pending' },
+      ],
       workflowIdReusePolicy: 'REJECT_DUPLICATE' as const,
     };
   }
@@ -103,6 +119,34 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
+  async prepare(): Promise<void> {
+    const { address, namespace } = this.#config;
+    const hint = 'start one with `npm run temporal`, or set TEMPORAL_ADDRESS';
+    let connection: Connection;
+    try {
+      await this.#get();
+      connection = this.#connection!;
+      await connection.healthService.check({});
+    } catch (err) {
+      throw new ConfigError(`Temporal is not reachable at ${address} (TEMPORAL_ADDRESS): ${firstLine(err)}; ${hint}`);
+    }
+    try {
+      await connection.workflowService.describeNamespace({ namespace });
+    } catch (err) {
+      if ((err as { code?: number }).code === 5) {
+        throw new ConfigError(
+          `the Temporal namespace "${namespace}" (TEMPORAL_NAMESPACE) does not exist at ${address}: create it with \`temporal operator namespace create --namespace ${namespace}\``,
+        );
+      }
+      throw new ConfigError(`could not read the Temporal namespace "${namespace}" at ${address}: ${firstLine(err)}`);
+    }
+    try {
+      await ensureSearchAttributes(connection, namespace);
+    } catch (err) {
+      throw new ConfigError(`could not register the run search attributes on the Temporal namespace "${namespace}": ${firstLine(err)}`);
+    }
+  }
+
   async ready(timeoutMs: number): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<boolean>((resolve) => {
@@ -127,4 +171,9 @@ export class TemporalRunClient implements RunWorkflowClient {
     await this.#connection?.close().catch(() => undefined);
     this.#connection = null;
   }
+}
+
+function firstLine(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.split('\n')[0]!.trim();
 }

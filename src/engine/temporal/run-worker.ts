@@ -1,5 +1,7 @@
 import { fileURLToPath } from 'node:url';
-import { type NativeConnection, Worker } from '@temporalio/worker';
+import type { LogLevel, LogMetadata } from '@temporalio/common';
+import { bundleWorkflowCode, makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { Logger } from '../../logger.ts';
 import type { ActivityDeps } from '../run-activities.ts';
 import { createActivities, type ActivityHooks } from './activities.ts';
 
@@ -13,17 +15,61 @@ export interface RunWorkerOptions {
   hooks?: ActivityHooks;
   /** How long running activities get to finish on shutdown before Temporal retries them elsewhere. */
   shutdownGraceTime?: string;
-  /** A prebuilt bundle of workflows/ (tests build it once); by default the worker bundles at start. */
+  /** A prebuilt bundle of workflows/; by default the process's one bundle (built on first use). */
   workflowBundle?: { code: string };
 }
 
-/** A Temporal worker for the run workflow and its activities, bound to `deps`. Used by `npm run worker` and the engine tests. */
-export function createRunWorker(deps: ActivityDeps, opts: RunWorkerOptions): Promise<Worker> {
+let bundle: Promise<{ code: string }> | undefined;
+
+/** workflows/ bundled once per process: every worker of the process (tests start many) shares it. */
+export function runWorkflowBundle(): Promise<{ code: string }> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet }).catch((err: unknown) => {
+    bundle = undefined;
+    throw err;
+  });
+  return bundle;
+}
+
+const nothing = () => undefined;
+const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
+
+let runtimeInstalled = false;
+
+/**
+ * The SDK's runtime logs through the service's logger (JSON lines), warnings and up, instead of its
+ * default console output. Once per process; a runtime installed earlier (tests) is kept.
+ */
+export function installTemporalRuntime(log: Logger): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const forward = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    const method = level === 'ERROR' ? 'error' : level === 'WARN' ? 'warn' : level === 'INFO' ? 'info' : 'debug';
+    log[method]({ temporal: meta }, message);
+  };
+  try {
+    Runtime.install({
+      logger: {
+        log: forward,
+        trace: (m, meta) => forward('TRACE', m, meta),
+        debug: (m, meta) => forward('DEBUG', m, meta),
+        info: (m, meta) => forward('INFO', m, meta),
+        warn: (m, meta) => forward('WARN', m, meta),
+        error: (m, meta) => forward('ERROR', m, meta),
+      },
+      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} } },
+    });
+  } catch {
+    // Already installed in this process: keep that one.
+  }
+}
+
+/** A Temporal worker for the run workflow and its activities, bound to `deps`. Used by `npm run worker`, `npm start` and the tests. */
+export async function createRunWorker(deps: ActivityDeps, opts: RunWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    workflowBundle: opts.workflowBundle ?? (await runWorkflowBundle()),
     activities: createActivities(deps, opts.hooks),
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10 seconds') as `${number} seconds`,
   });

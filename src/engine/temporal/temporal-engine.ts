@@ -1,3 +1,4 @@
+import type { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunMemo } from '../../../workflows/definitions.ts';
 import { fork } from '../../services/deps.ts';
 import type { EnginePort } from '../port.ts';
@@ -43,6 +44,11 @@ export interface TemporalEngineOptions {
   readyTimeoutMs?: number;
   /** Run the periodic admission and sweep (default true). */
   background?: boolean;
+  /**
+   * Also run a worker for the run workflow in this process (`npm start` with ENGINE=temporal, unless
+   * TEMPORAL_WORKER=off). Default false: the engine is then only the client side.
+   */
+  worker?: boolean;
 }
 
 /** `runs.lease_owner` of a Temporal run whose workflow execution was started. */
@@ -59,6 +65,9 @@ export class TemporalEngine implements EnginePort {
   readonly #readyTimeoutMs: number;
   readonly #background: boolean;
   readonly #ownsClient: boolean;
+  readonly #withWorker: boolean;
+  #worker: { worker: Worker; connection: NativeConnection; running: Promise<void> } | null = null;
+  #workerFailed = false;
 
   #state: 'new' | 'running' | 'stopped' = 'new';
   #admitTimer: NodeJS.Timeout | undefined;
@@ -79,10 +88,14 @@ export class TemporalEngine implements EnginePort {
     this.#startGraceMs = opts.startGraceMs ?? 10_000;
     this.#readyTimeoutMs = opts.readyTimeoutMs ?? 2_000;
     this.#background = opts.background ?? true;
+    this.#withWorker = opts.worker ?? false;
   }
 
   async start(): Promise<void> {
     if (this.#state === 'running') return;
+    // A wrong address or namespace stops the start here, with one clear line (ConfigError).
+    await this.client.prepare?.();
+    if (this.#withWorker) await this.#startWorker();
     this.#state = 'running';
     if (!this.#background) return;
     this.#expireDue = true;
@@ -103,7 +116,42 @@ export class TemporalEngine implements EnginePort {
     clearInterval(this.#sweepTimer);
     this.#admitTimer = this.#sweepTimer = undefined;
     await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping]);
+    await this.#stopWorker();
     if (this.#ownsClient) await this.client.close();
+  }
+
+  /** The in-process worker: the same worker `npm run worker` runs, sharing this process's deps. */
+  async #startWorker(): Promise<void> {
+    const { NativeConnection } = await import('@temporalio/worker');
+    const { createRunWorker, installTemporalRuntime } = await import('./run-worker.ts');
+    const { address, namespace, taskQueue } = this.#deps.config.temporal;
+    installTemporalRuntime(this.#deps.log);
+    const connection = await NativeConnection.connect({ address });
+    try {
+      const worker = await createRunWorker(this.#deps, {
+        connection,
+        namespace,
+        taskQueue,
+        hooks: { onRunEnded: () => this.admitSoon() },
+      });
+      const running = worker.run().catch((err: unknown) => {
+        this.#workerFailed = true;
+        this.#deps.log.fatal({ err }, 'the in-process Temporal worker stopped; runs no longer progress in this process');
+      });
+      this.#worker = { worker, connection, running };
+    } catch (err) {
+      await connection.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async #stopWorker(): Promise<void> {
+    const w = this.#worker;
+    if (!w) return;
+    this.#worker = null;
+    if (w.worker.getState() === 'RUNNING') w.worker.shutdown();
+    await w.running;
+    await w.connection.close().catch(() => undefined);
   }
 
   /**
@@ -142,6 +190,7 @@ export class TemporalEngine implements EnginePort {
   }
 
   async ready(): Promise<boolean> {
+    if (this.#workerFailed) return false;
     return this.client.ready(this.#readyTimeoutMs);
   }
 
@@ -248,11 +297,19 @@ export class TemporalEngine implements EnginePort {
 
   async #memos(runIds: string[]): Promise<RunMemo[]> {
     if (runIds.length === 0) return [];
-    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string }[]>(
-      `select r.id, a.handle, r.workflow_id, r.version_id from runs r join accounts a on a.id = r.account_id where r.id in (?)`,
+    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string; name: string }[]>(
+      `select r.id, a.handle, r.workflow_id, r.version_id, w.name
+         from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
+        where r.id in (?)`,
       [runIds],
     );
-    return rows.map((r) => ({ runId: String(r.id), accountHandle: String(r.handle), workflowId: String(r.workflow_id), versionId: String(r.version_id) }));
+    return rows.map((r) => ({
+      runId: String(r.id),
+      accountHandle: String(r.handle),
+      workflowId: String(r.workflow_id),
+      versionId: String(r.version_id),
+      workflowName: String(r.name),
+    }));
   }
 
   async #markStarted(runIds: string[]): Promise<void> {

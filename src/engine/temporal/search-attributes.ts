@@ -1,0 +1,31 @@
+import type { Connection } from '@temporalio/client';
+import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
+import { searchAttributes } from '../../../workflows/definitions.ts';
+
+/**
+ * The run workflow's custom search attributes (workflows/definitions.ts) registered on a namespace.
+ * Idempotent: only the missing ones are added, so a fresh dev server (or a new namespace) just works
+ * and a server that already has them is left alone.
+ */
+
+const KEYWORD = encodeSearchAttributeIndexedValueType('KEYWORD')!;
+
+export const SEARCH_ATTRIBUTE_NAMES: readonly string[] = Object.values(searchAttributes).map((k) => k.name);
+
+/** `--search-attribute NAME=Keyword` arguments for `temporal server start-dev`. */
+export function devServerSearchAttributeArgs(): string[] {
+  return SEARCH_ATTRIBUTE_NAMES.flatMap((name) => ['--search-attribute', `${name}=Keyword`]);
+}
+
+/** Adds the missing attributes; returns the names it added. */
+export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
+  const existing = await connection.operatorService.listSearchAttributes({ namespace });
+  const known = new Set(Object.keys(existing.customAttributes ?? {}));
+  const missing = SEARCH_ATTRIBUTE_NAMES.filter((name) => !known.has(name));
+  if (missing.length === 0) return [];
+  await connection.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: Object.fromEntries(missing.map((name) => [name, KEYWORD])),
+  });
+  return missing;
+}
