@@ -50,12 +50,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
   }
 
   let boundPort = config.port;
-  // ENGINE=temporal on a Postgres server: the worker process writes run events, so live tails here hear
-  // about them over LISTEN/NOTIFY (Temporal engine wiring, src/services/events/pg-bus.ts).
-  const bus =
-    config.engine === 'temporal' && config.databaseUrl
-      ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
-      : new InProcessRunEventBus();
+  // On a Postgres server any process may write a run's events (another API process's embedded engine,
+  // a Temporal worker), so live tails here hear of them over LISTEN/NOTIFY (src/services/events/pg-bus.ts).
+  const bus = config.databaseUrl
+    ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
+    : new InProcessRunEventBus();
   const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
   const base: Omit<Deps, 'engine'> = {
     config,

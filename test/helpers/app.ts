@@ -61,6 +61,8 @@ export async function startTestApp(
     LOG_LEVEL: 'silent',
     DATA_DIR: '.tmp/test-data',
     INTERNAL_API_TOKEN: 'test-internal-token-123456',
+    // The app sees the database it really runs on (what it shares with other processes depends on it).
+    ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
     ...opts.env,
   });
   const app = await createApp({ config, orm, log: opts.log, engine: opts.engine ?? (() => new NullEngine()) });
@@ -88,4 +90,21 @@ export async function startTestApp(
     return result;
   };
   return { app, deps: app.deps, url, base, publicBase: app.deps.baseUrl(), call, close: () => app.close() };
+}
+
+/**
+ * Another service process on the same database as the test app, as a second `npm start` would be
+ * (its own HTTP server, bus and limiter; no catalog load, no reset). For the scale-out tests.
+ */
+export async function startPeerApp(engine: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort> = () => new NullEngine()): Promise<{ app: App; base: string }> {
+  const config = loadConfig({
+    PORT: '0',
+    CATALOG_FILE: 'none',
+    LOG_LEVEL: 'silent',
+    DATA_DIR: '.tmp/test-data',
+    INTERNAL_API_TOKEN: 'test-internal-token-123456',
+    ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
+  });
+  const app = await createApp({ config, orm: await testOrm(), engine });
+  return { app, base: `${await app.listen()}/v1` };
 }

@@ -4,13 +4,13 @@ import { ApiError } from '../../src/domain/errors.ts';
 import { SlidingWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
-test('the window slides: a hit leaves exactly 60 s after it was counted', () => {
+test('the window slides: a hit leaves exactly 60 s after it was counted', async () => {
   const l = new SlidingWindowLimiter();
   const t0 = 1_000_000;
-  assert.is(l.hit('k', 2, t0).remaining, 1);
-  assert.is(l.hit('k', 2, t0 + 30_000).remaining, 0);
+  assert.is((await l.hit('k', 2, t0)).remaining, 1);
+  assert.is((await l.hit('k', 2, t0 + 30_000)).remaining, 0);
   try {
-    l.hit('k', 2, t0 + 59_999);
+    await l.hit('k', 2, t0 + 59_999);
     assert.unreachable('third hit inside the window');
   } catch (e) {
     assert.instance(e, ApiError);
@@ -18,9 +18,12 @@ test('the window slides: a hit leaves exactly 60 s after it was counted', () => 
     assert.is((e as ApiError).headers!['Retry-After'], '1');
   }
   // The refused hit did not count: at t0+60s the first hit has left and one slot is free.
-  assert.is(l.hit('k', 2, t0 + 60_000).remaining, 0);
-  assert.throws(() => l.hit('k', 2, t0 + 60_001), (e: unknown) => (e as ApiError).code === 'rate_limited');
-  assert.is(l.hit('other', 2, t0 + 60_001).remaining, 1);
+  assert.is((await l.hit('k', 2, t0 + 60_000)).remaining, 0);
+  await l.hit('k', 2, t0 + 60_001).then(
+    () => assert.unreachable('a full window refuses'),
+    (e: unknown) => assert.is((e as ApiError).code, 'rate_limited'),
+  );
+  assert.is((await l.hit('other', 2, t0 + 60_001)).remaining, 1);
 });
 
 const t = suite<{ t: TestApp }>('rate limit over HTTP');

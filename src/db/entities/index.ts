@@ -83,6 +83,23 @@ export const ApiKeySchema = defineEntity({
 });
 export type ApiKey = InferEntity<typeof ApiKeySchema>;
 
+/**
+ * The POST /runs sliding window of one API key, shared by every API process on the database: the
+ * times of the requests counted in the last 60 s (src/services/runs/rate-limiter.ts). One row per key,
+ * so concurrent requests for a key serialise on it for one statement.
+ */
+export const ApiKeyRateWindowSchema = defineEntity({
+  name: 'ApiKeyRateWindow',
+  tableName: 'api_key_rate_windows',
+  properties: {
+    apiKeyId: p.manyToOne(ApiKeySchema).mapToPk().fieldName('api_key_id').primary().deleteRule('cascade'),
+    hits: p.array<string>().columnType('timestamptz[]'),
+    /** Whether the last request was counted (false: it was refused with 429). */
+    allowed: p.boolean(),
+  },
+});
+export type ApiKeyRateWindow = InferEntity<typeof ApiKeyRateWindowSchema>;
+
 export const ProviderKeySchema = defineEntity({
   name: 'ProviderKey',
   tableName: 'provider_keys',
@@ -381,6 +398,7 @@ export const entities = [
   ProviderKeySchema,
   WorkflowSchema,
   WorkflowRunTallySchema,
+  ApiKeyRateWindowSchema,
   WorkflowVersionSchema,
   PurchaseSchema,
   BundleSchema,

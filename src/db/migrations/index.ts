@@ -3,6 +3,7 @@ import { Migration20261122000000Initial } from './Migration20261122000000Initial
 import { Migration20261123000000QueueIndexes } from './Migration20261123000000QueueIndexes.ts';
 import { Migration20261124000000WorkflowRunTallies } from './Migration20261124000000WorkflowRunTallies.ts';
 import { Migration20261124120000SettlementRefusal } from './Migration20261124120000SettlementRefusal.ts';
+import { Migration20261125000000ApiKeyRateWindows } from './Migration20261125000000ApiKeyRateWindows.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -10,4 +11,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261123000000QueueIndexes', class: Migration20261123000000QueueIndexes },
   { name: 'Migration20261124000000WorkflowRunTallies', class: Migration20261124000000WorkflowRunTallies },
   { name: 'Migration20261124120000SettlementRefusal', class: Migration20261124120000SettlementRefusal },
+  { name: 'Migration20261125000000ApiKeyRateWindows', class: Migration20261125000000ApiKeyRateWindows },
 ];

@@ -60,8 +60,8 @@ export const operations = {
   },
 
   async startRun(c: RestCall) {
-    // The limiter counts every request that got past authentication and scope (contract §8).
-    const rate = c.limiter.hit(c.principal.apiKeyId, c.principal.rateLimitPerMinute);
+    // The limiter counts every request that got past authentication and scope.
+    const rate = await c.limiter.hit(c.principal.apiKeyId, c.principal.rateLimitPerMinute);
     const rateHeaders = headersOf(rate);
     try {
       const type = header(c.req, 'content-type') ?? '';

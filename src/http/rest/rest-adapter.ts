@@ -6,7 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { ApiError } from '../../domain/errors.ts';
 import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
 import type { Deps } from '../../services/deps.ts';
-import { SlidingWindowLimiter } from '../../services/runs/rate-limiter.ts';
+import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../services/runs/rate-limiter.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations, type RestHandler } from './handlers.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
@@ -32,7 +32,7 @@ export interface RestCall {
   ctx: RequestContext;
   api: Context;
   deps: Deps;
-  limiter: SlidingWindowLimiter;
+  limiter: RateLimiter;
   /** Concurrent SSE streams per API key. */
   streams: StreamSlots;
   /** Idle heartbeats of the open SSE streams. */
@@ -47,7 +47,8 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
   const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
   await api.init();
-  const limiter = new SlidingWindowLimiter();
+  // Several API processes share a Postgres server, and so the window; PGlite has one process.
+  const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
   const streams = new StreamSlots();
   const heartbeats = new HeartbeatTicker(deps.config.sseHeartbeatMs);
 

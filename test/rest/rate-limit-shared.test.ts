@@ -1,0 +1,75 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { App } from '../../src/app.ts';
+import type { ApiError } from '../../src/domain/errors.ts';
+import { PostgresWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
+import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
+import { testOrm } from '../helpers/db.ts';
+
+/**
+ * The POST /runs window is one per key for the whole deployment: on a Postgres server every API
+ * process counts in the same row. Two apps on the same database stand for two processes here (the
+ * limiter keeps nothing in memory, so a process boundary changes nothing it depends on).
+ */
+
+interface Ctx {
+  a: TestApp;
+  b: App;
+  bBase: string;
+}
+const t = suite<Ctx>('rate limit shared by the API processes of one database');
+
+if (!process.env.DATABASE_URL) {
+  console.log('  rate limit shared: skipped — needs a Postgres server (DATABASE_URL); embedded PGlite is one process');
+} else {
+  t.before(async (ctx) => {
+    ctx.a = await startTestApp();
+    ({ app: ctx.b, base: ctx.bBase } = await startPeerApp());
+  });
+  t.after(async (ctx) => {
+    await ctx.b?.close();
+    await ctx.a?.close();
+  });
+
+  const post = (base: string, key: string) =>
+    fetch(`${base}/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } }),
+    });
+
+  t('a key limited to 3 per minute gets its 4th request refused by whichever process answers it', async (ctx) => {
+    const key = 'wr_test_bob_slow'; // 3 per minute
+    const bases = [ctx.a.base, ctx.bBase, ctx.a.base, ctx.bBase, ctx.a.base];
+    const answers = [];
+    for (const base of bases) {
+      const res = await post(base, key);
+      answers.push({ status: res.status, remaining: res.headers.get('ratelimit-remaining'), limit: res.headers.get('ratelimit-limit') });
+      await res.text();
+    }
+    assert.equal(answers.map((a) => a.status), [202, 202, 202, 429, 429]);
+    assert.equal(answers.slice(0, 3).map((a) => a.remaining), ['2', '1', '0'], 'the same RateLimit headers whichever process answers');
+    assert.ok(answers.every((a) => a.limit === '3'));
+  });
+
+  t('concurrent requests of one key from two processes never exceed the limit', async (ctx) => {
+    const orm = await testOrm();
+    const [k] = await orm.em.fork().execute<{ id: string }[]>('select id from api_keys limit 1');
+    const a = new PostgresWindowLimiter(orm);
+    const b = new PostgresWindowLimiter(orm);
+    const id = k!.id;
+    await orm.em.fork().execute('delete from api_key_rate_windows where api_key_id = ?', [id]);
+    const results = await Promise.allSettled(Array.from({ length: 24 }, (_, i) => (i % 2 ? a : b).hit(id, 7)));
+    const ok = results.filter((r) => r.status === 'fulfilled');
+    const refused = results.filter((r) => r.status === 'rejected');
+    assert.is(ok.length, 7);
+    assert.ok(refused.every((r) => (r.reason as ApiError).code === 'rate_limited'));
+    const remaining = ok.map((r) => (r as PromiseFulfilledResult<{ remaining: number }>).value.remaining).sort();
+    assert.equal(remaining, [0, 1, 2, 3, 4, 5, 6], 'each counted request saw the ones before it');
+    // A refused request is not counted: the window still holds exactly the 7.
+    const [w] = await orm.em.fork().execute<{ n: number }[]>('select cardinality(hits) as n from api_key_rate_windows where api_key_id = ?', [id]);
+    assert.is(Number(w!.n), 7);
+  });
+}
+
+t.run();
