@@ -17,12 +17,16 @@ export interface RunQueue {
  * Instead each service instance keeps, for at most SNAPSHOT_MS, the queue order read once (FIFO along
  * `runs_queue_idx`, the order admission follows) and the mean duration of recent runs for the ETA.
  *
- * A run in the snapshot gets its place from it: at most SNAPSHOT_MS old, so it may still count runs that
+ * Near the head of the queue, where places change with every admission and a reader acts on "next",
+ * the place is counted exactly from the queue itself (at most EXACT_WITHIN index entries). Deeper in,
+ * a run in the snapshot gets its place from it: at most SNAPSHOT_MS old, so it may still count runs that
  * were admitted or cancelled since (an estimate, as the ETA is). A run queued after the snapshot gets the
  * snapshot's size plus an exact count of the runs between the snapshot's last one and itself, which is
  * the short tail of the queue.
  */
 const SNAPSHOT_MS = 1000;
+/** Places up to this are counted exactly on every read (an index-only count of at most this many entries). */
+const EXACT_WITHIN = 1000;
 /** Beyond this, the rest of the queue is counted as a tail (bounds the snapshot's memory). */
 const SNAPSHOT_MAX = 100_000;
 
@@ -74,23 +78,29 @@ function currentSnapshot(deps: Pick<Deps, 'orm' | 'config'>): Promise<Snapshot> 
   return s.loading;
 }
 
-/** Exact places of runs queued after the snapshot: its size plus the runs between its last one and each. */
-async function tailPositions(em: Em, snap: Snapshot, ids: string[]): Promise<Map<string, number>> {
+/** Exact places counted from the head of the queue now. */
+async function exactPositions(em: Em, ids: string[]): Promise<Map<string, number>> {
   const marks = ids.map(() => '?').join(', ');
-  const rows = snap.lastId
-    ? await em.execute<{ id: string; position: number }[]>(
+  const rows = await em.execute<{ id: string; position: number }[]>(
+    `select r.id, (select count(*) from runs q
+                    where q.status = 'pending' and q.phase = 'queued' and (q.queued_at, q.id) <= (r.queued_at, r.id))::int as position
+       from runs r where r.id in (${marks}) and r.status = 'pending' and r.phase = 'queued'`,
+    ids,
+  );
+  return new Map(rows.map((r) => [String(r.id), Number(r.position)]));
+}
+
+/** Places of runs queued after the snapshot: its size plus the exact count of runs between its last one and each. */
+async function tailPositions(em: Em, snap: Snapshot, ids: string[]): Promise<Map<string, number>> {
+  if (!snap.lastId) return exactPositions(em, ids);
+  const marks = ids.map(() => '?').join(', ');
+  const rows = await em.execute<{ id: string; position: number }[]>(
         `select r.id, (select count(*) from runs q
                         where q.status = 'pending' and q.phase = 'queued'
                           and (q.queued_at, q.id) > (l.queued_at, l.id) and (q.queued_at, q.id) <= (r.queued_at, r.id))::int as position
            from runs r cross join runs l
           where l.id = ? and r.id in (${marks}) and r.status = 'pending' and r.phase = 'queued'`,
         [snap.lastId, ...ids],
-      )
-    : await em.execute<{ id: string; position: number }[]>(
-        `select r.id, (select count(*) from runs q
-                        where q.status = 'pending' and q.phase = 'queued' and (q.queued_at, q.id) <= (r.queued_at, r.id))::int as position
-           from runs r where r.id in (${marks}) and r.status = 'pending' and r.phase = 'queued'`,
-        ids,
       );
   return new Map(rows.map((r) => [String(r.id), snap.positions.size + Number(r.position)]));
 }
@@ -112,11 +122,18 @@ export async function queueStates(deps: Pick<Deps, 'orm' | 'config'>, rows: read
   }
   if (!queued.length) return out;
   const snap = await currentSnapshot(deps);
-  const missing = queued.filter((r) => !snap.positions.has(r.id)).map((r) => r.id);
-  const tail = missing.length ? await tailPositions(fork(deps), snap, missing) : new Map<string, number>();
+  // Near the head (or in a short queue) every place is counted now; a run queued since the snapshot in
+  // a long queue is at its tail.
+  const nearHead = (id: string) => snap.positions.size <= EXACT_WITHIN || (snap.positions.get(id) ?? Infinity) <= EXACT_WITHIN;
+  const exactIds = queued.filter((r) => nearHead(r.id)).map((r) => r.id);
+  const tailIds = queued.filter((r) => !nearHead(r.id) && !snap.positions.has(r.id)).map((r) => r.id);
+  const [exact, tail] = await Promise.all([
+    exactIds.length ? exactPositions(fork(deps), exactIds) : new Map<string, number>(),
+    tailIds.length ? tailPositions(fork(deps), snap, tailIds) : new Map<string, number>(),
+  ]);
   const capacity = Math.max(1, deps.config.runCapacity);
   for (const run of queued) {
-    const position = snap.positions.get(run.id) ?? tail.get(run.id);
+    const position = nearHead(run.id) ? exact.get(run.id) : (snap.positions.get(run.id) ?? tail.get(run.id));
     if (position === undefined) {
       out.set(run.id, null); // left the queue since it was read
       continue;
