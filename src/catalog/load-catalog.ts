@@ -10,7 +10,7 @@ import { getPricing, savePricing, type Pricing } from './pricing.ts';
 import { catalogSchema, checkCatalog, formatIssues, isUuid, type Catalog, type CatalogWorkflow } from './schema.ts';
 
 /**
- * Loading the catalog (contract §3, §8): one transaction, an idempotent upsert. It creates what is
+ * Loading the catalog (docs/design/catalog.md): one transaction, an idempotent upsert. It creates what is
  * missing and updates descriptive fields, and never touches state the service owns once created:
  * wallet balances and the ledger (a wallet and its initial `credit` row are written only when the
  * account is created), bundle runs left (an existing bundle is left exactly as it is), existing purchase

@@ -6,7 +6,7 @@ import { validateGraph } from '../domain/graph/validate.ts';
 import { toDb, usd } from '../domain/money.ts';
 
 /**
- * The catalog file (contract §3): its schema and the checks that need only the file itself. Checks that
+ * The catalog file (docs/design/catalog.md): its schema and the checks that need only the file itself. Checks that
  * need the database (does the owner exist? is this version already stored with another graph?) are in
  * load-catalog.ts.
  *

@@ -24,7 +24,7 @@ import { costError, depthLimitRule } from './limits.ts';
 import { graphqlSchema } from './schema.ts';
 
 /**
- * The internal GraphQL adapter on the service's node:http server (contract §6):
+ * The internal GraphQL adapter on the service's node:http server (docs/design/graphql.md):
  * - `POST /graphql` (and GET for queries): Apollo Server 5 through executeHTTPGraphQLRequest;
  * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
  * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is

@@ -2,7 +2,7 @@ import type { Deps } from '../services/deps.ts';
 import { sendJson } from './respond.ts';
 import type { HttpServer } from './server.ts';
 
-/** Unauthenticated liveness and readiness, at the server root (contract §8). */
+/** Unauthenticated liveness and readiness, at the server root (docs/design/configuration.md). */
 export function mountHealth(http: HttpServer, deps: Deps): void {
   http.mount('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
   http.mount('/readyz', async (_req, res) => {

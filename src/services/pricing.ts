@@ -1,6 +1,6 @@
 import type { Em } from '../db/orm.ts';
 
-/** Service pricing from the catalog (contract §3), kept in `settings` so every process sees the same. */
+/** Service pricing from the catalog (docs/design/catalog.md), kept in `settings` so every process sees the same. */
 export interface Pricing {
   stepUsd: string;
   /** USD per million tokens, by model name. */

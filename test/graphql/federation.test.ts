@@ -22,7 +22,7 @@ test('schema/subgraph.graphql is exactly the SDL printed from the code (run `npm
   assert.fixture(committed, printed);
 });
 
-test('the SDL carries contract §6 exactly: names, arguments and entity keys', async () => {
+test('the SDL carries the documented operations exactly: names, arguments and entity keys', async () => {
   const sdl = await readFile(SUBGRAPH_SDL_FILE, 'utf8');
   const flat = sdl.replace(/"""[\s\S]*?"""/g, '').replace(/\s+/g, ' ');
   for (const expected of [

@@ -1,5 +1,5 @@
 /**
- * The workflow graph language (contract §4). Pure types shared by the catalog loader, the interpreter,
+ * The workflow graph language (docs/design/graph-language.md). Pure types shared by the catalog loader, the interpreter,
  * the activities and the Temporal workflow, so this file must stay free of Node-only imports.
  */
 
@@ -17,7 +17,7 @@ export const INPUT_KINDS = [
 ] as const;
 export type InputKind = (typeof INPUT_KINDS)[number];
 
-/** Nodes that do I/O or real work and are billed as one step each (contract §5). */
+/** Nodes that do I/O or real work and are billed as one step each (docs/design/money.md). */
 export const STEP_KINDS = ['text.template', 'llm.chat', 'json.parse', 'http.request'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 

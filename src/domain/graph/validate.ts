@@ -13,14 +13,14 @@ import {
 } from './types.ts';
 
 /**
- * Static checks of a workflow graph (contract §4 and §8), run at catalog load so a bad graph never
+ * Static checks of a workflow graph (docs/design/graph-language.md), run at catalog load so a bad graph never
  * reaches the engine. Pure and Node-free: the interpreter side (Temporal sandbox) may import it too.
  *
  * `validateGraph(graph, path)` returns every problem found as `<path>.<field>: <message>`, e.g.
  * `workflows[2].versions[0].graph.nodes[3].kind: unknown kind "llm.chatt"`; an empty array means the
  * value is a valid `Graph`.
  *
- * Decisions beyond the contract's table (all reported as errors):
+ * Decisions beyond the node table of docs/design/graph-language.md (all reported as errors):
  * - unknown fields on the graph or on a node (typos like `promt` would otherwise be silently ignored);
  * - a graph needs at least one node;
  * - `options` only on `input.dropdown` (non-empty, distinct values); a dropdown `defaultValue` must be
@@ -46,7 +46,7 @@ const KIND_FIELDS: Record<string, string[]> = {
   'http.request': ['method', 'url', 'headers', 'body'],
   output: ['from', 'name', 'type'],
 };
-/** Kinds that must never see a password input's value (contract §8). */
+/** Kinds that must never see a password input's value (docs/design/graph-language.md, "Passwords"). */
 const PASSWORD_FORBIDDEN = new Set(['text.template', 'output', 'condition', 'json.parse']);
 
 type Obj = Record<string, unknown>;
@@ -371,7 +371,7 @@ export function computeRequiredProviders(graph: Graph): Provider[] {
   return PROVIDERS.filter((p) => used.has(p));
 }
 
-/** Nodes billed as a step when executed (contract §5): text.template, llm.chat, json.parse, http.request. */
+/** Nodes billed as a step when executed (docs/design/money.md): text.template, llm.chat, json.parse, http.request. */
 export function countStepNodes(graph: Graph): number {
   return graph.nodes.filter((n) => isStepKind(n.kind)).length;
 }

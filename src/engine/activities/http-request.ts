@@ -4,7 +4,7 @@ import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError, p
 import type { NodeExecutionContext, NodeOutcome } from './types.ts';
 
 /**
- * The `http.request` activity (contract §4): renders url, header values and body, sends the request
+ * The `http.request` activity (docs/design/graph-language.md): renders url, header values and body, sends the request
  * with the global fetch, follows up to 5 redirects itself (each target re-checked by the SSRF guard),
  * fails on non-2xx, and returns the response body as text, emitted as a single delta at the end.
  *

@@ -10,9 +10,9 @@ import type { ProviderEnv } from '../../config/config.ts';
 import type { NodeExecutionContext, NodeOutcome } from './types.ts';
 
 /**
- * The `llm.chat` activity (contract §4): renders `prompt` / `system`, streams the model's text through
+ * The `llm.chat` activity (docs/design/graph-language.md): renders `prompt` / `system`, streams the model's text through
  * the Vercel AI SDK, forwards every delta to `ctx.onDelta` (awaited, so a slow consumer slows the read)
- * and reports token usage for billing (§5).
+ * and reports token usage for billing (docs/design/money.md).
  *
  * Endpoints used by the SDK (all overridable with the provider's `*_BASE_URL`):
  * - openai: Responses API, `POST {base}/responses` (the SDK's default model factory in this version).

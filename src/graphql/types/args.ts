@@ -6,7 +6,7 @@ import { DateTimeScalar } from './scalars.ts';
 
 /**
  * Argument lists as @ArgsType classes: their fields print in declaration order, which keeps the SDL
- * in the order of contract §6 (parameter decorators are applied last to first).
+ * in the order of schema/subgraph.graphql (parameter decorators are applied last to first).
  */
 
 @ArgsType()

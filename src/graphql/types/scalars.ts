@@ -5,7 +5,8 @@ import { toDb } from '../../domain/money.ts';
 /**
  * Money on the internal graph: the `Decimal` scalar, an exact USD amount serialised as a string with
  * exactly 6 decimal places ("0.250000"), as stored (numeric(18,6)). A JSON number would lose exactness
- * for large balances (18 significant digits do not fit a double), and contract §5 forbids binary floats.
+ * for large balances (18 significant digits do not fit a double), and money is never a binary float
+ * (docs/design/money.md).
  * As input it accepts such a string (or an integer literal) and yields the canonical 6-place string.
  */
 const DECIMAL = /^-?\d{1,12}(\.\d{1,6})?$/;

@@ -49,7 +49,7 @@ function eventFrame(ev: PublicRunEvent): string {
 }
 
 /**
- * GET /runs/{id}/stream (contract §2 framing): `event: snapshot` with the Run, then each event as
+ * GET /runs/{id}/stream (framing: docs/design/rules.md, "SSE stream"): `event: snapshot` with the Run, then each event as
  * `id: <sequence>` / `event: <type>` / `data: <RunEvent>`, a `: heartbeat` comment while idle, and the
  * end of the response after the terminal event. A run already terminal gets the snapshot and the close.
  */

@@ -3,7 +3,7 @@ import { toDb } from '../../domain/money.ts';
 import { prepared } from '../../db/prepared.ts';
 
 /**
- * Funding at preparation (contract §5): an eligible bundle (same account, workflow and version, runs
+ * Funding at preparation (docs/design/money.md): an eligible bundle (same account, workflow and version, runs
  * left) pays the run; otherwise the wallet must hold the caller's displayed price. One fenced statement
  * (`runs_left > 0`, `balance_usd >= hold`) takes the funding, records it on the run and, for a hold,
  * writes the ledger row, so concurrent runs can never overspend and a hold never lacks its history.

@@ -24,7 +24,7 @@ export interface Finish {
   reason?: string | null;
   outputs?: RunOutputField[];
   /**
-   * What is charged (contract §5): `none` (cancelled, queue timeout, insufficient funds), `compute`
+   * What is charged (docs/design/money.md): `none` (cancelled, queue timeout, insufficient funds), `compute`
    * (compute of completed steps: completed_with_issues, node failures, compute limit), `full`
    * (creator price if charged to this caller + compute).
    */

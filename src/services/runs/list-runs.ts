@@ -13,7 +13,7 @@ export interface ListRunsQuery {
   workflow?: string;
 }
 
-/** The account's runs, newest first; `running` also matches suspended runs (contract §2). */
+/** The account's runs, newest first; `running` also matches suspended runs (docs/design/rules.md). */
 export async function listRuns(deps: Deps, accountId: string, query: ListRunsQuery) {
   const page = checkPage(query.offset, query.limit);
   const where = ['account_id = ?'];

@@ -102,7 +102,7 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
 
 export type PublicRun = ReturnType<typeof toPublicRun>;
 
-/** Outputs beyond MAX_OUTPUT_BYTES are not returned inline (contract §2, `output_too_large`). */
+/** Outputs beyond MAX_OUTPUT_BYTES are not returned inline (docs/design/rules.md, `output_too_large`). */
 export function assertOutputsFit(run: RunRow, maxBytes: number): void {
   if (run.outputs.length === 0) return;
   const size = Buffer.byteLength(JSON.stringify(run.outputs));

@@ -151,7 +151,7 @@ function checkEntitlement(a: WorkflowAccess): void {
   }
 }
 
-/** Version resolution rules 1–5 (spec) with the pinned-buyer rule of contract §8. */
+/** Version resolution rules 1–5 (spec) with the pinned-buyer rule of docs/design/rules.md. */
 async function resolveVersion(em: Em, a: WorkflowAccess, requested: string | null): Promise<{ id: string; graph: Graph }> {
   const unusable = () => forbidden('that version does not exist or you may not run it');
   if (requested === null) {

@@ -10,7 +10,7 @@ import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError } 
 import { fork } from '../deps.ts';
 
 /**
- * The delivery half of the webhook outbox (contract §7). `enqueueRunWebhooks` writes one row per
+ * The delivery half of the webhook outbox (docs/design/webhooks.md). `enqueueRunWebhooks` writes one row per
  * endpoint in the transaction that makes a run terminal; this module claims due rows and POSTs them.
  *
  * At least once, never lost:
@@ -23,7 +23,7 @@ import { fork } from '../deps.ts';
  *   retry is the same message; only `webhook-timestamp` (and so the signature) is fresh per attempt.
  */
 
-/** The contract's retry schedule: the wait after the 1st, 2nd, … failed attempt. */
+/** The retry schedule (docs/design/webhooks.md): the wait after the 1st, 2nd, … failed attempt. */
 export const WEBHOOK_BACKOFF_MS: readonly number[] = Object.freeze([5_000, 30_000, 120_000, 600_000, 3_600_000, 21_600_000]);
 /** A receiver has this long to answer (headers and body) before the attempt counts as a timeout. */
 export const WEBHOOK_TIMEOUT_MS = 10_000;

@@ -17,7 +17,7 @@ export interface WebhookDispatcherOptions {
   batchSize?: number;
   /** Batches in flight at once. Default 4. */
   maxConcurrentBatches?: number;
-  /** Retry schedule. Default: the contract's 5 s, 30 s, 2 min, 10 min, 1 h, 6 h. */
+  /** Retry schedule. Default: 5 s, 30 s, 2 min, 10 min, 1 h, 6 h (docs/design/webhooks.md). */
   backoffMs?: readonly number[];
   /** Per-attempt timeout. Default 10 s. */
   timeoutMs?: number;

@@ -3,7 +3,7 @@ import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../ids.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
 
-/** Re-pins the caller's purchase to the active version (contract §2). Fenced on the old pin. */
+/** Re-pins the caller's purchase to the active version (docs/design/rules.md). Fenced on the old pin. */
 export async function acceptWorkflowUpdate(deps: Deps, accountId: string, workflowId: string) {
   if (!isUuid(workflowId)) throw notFound('workflow');
   const em = fork(deps);

@@ -7,7 +7,7 @@ import { isUuid } from '../ids.ts';
 import { checkPage } from '../pagination.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
 
-/** Owners see every version; others the active version and the one they are pinned to (contract §2). */
+/** Owners see every version; others the active version and the one they are pinned to (docs/design/rules.md). */
 export async function listWorkflowVersions(deps: Deps, accountId: string, workflowId: string, query: { offset?: number; limit?: number }) {
   const page = checkPage(query.offset, query.limit);
   if (!isUuid(workflowId)) throw notFound('workflow');

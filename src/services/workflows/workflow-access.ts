@@ -9,7 +9,7 @@ import { prepared } from '../../db/prepared.ts';
 
 /**
  * What one caller may see and do with one workflow: the single place that applies the visibility,
- * access, pinning and price rules of contract §5 and §8. Lists, details, versions and POST /runs all
+ * access, pinning and price rules of docs/design/rules.md and money.md. Lists, details, versions and POST /runs all
  * read workflows through here, so they can never disagree.
  */
 
@@ -41,7 +41,7 @@ export interface WorkflowAccess {
   userAccess: UserAccess;
   /** Creator price charged to this caller (0 when not charged). */
   creatorPriceUsd: string;
-  /** Per contract §5; null when it is 0. */
+  /** The displayed run price of docs/design/money.md; null when it is 0. */
   displayedRunPriceUsd: string | null;
   apiRunnableNow: boolean;
   isOwner: boolean;
@@ -62,7 +62,7 @@ const select = (runsCount: string) => `
     left join purchases p on p.workflow_id = w.id and p.account_id = ?
     left join workflow_versions v on v.id = coalesce(p.version_id, w.active_version_id)`;
 
-/** Public listings, the caller's own workflows and what the caller purchased (contract §8). */
+/** Public listings, the caller's own workflows and what the caller purchased (docs/design/rules.md). */
 const VISIBLE = `(w.listing = 'public' or w.owner_id = ? or p.id is not null)`;
 
 const ACCESS_SQL = `(case when w.owner_id = ? then 'owned' when p.id is not null then 'purchased'
@@ -96,7 +96,7 @@ function mapRow(r: Record<string, unknown>): WorkflowRow {
 export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing): WorkflowAccess {
   const isOwner = row.ownerId === accountId;
   const userAccess: UserAccess = isOwner ? 'owned' : row.pinnedVersionId ? 'purchased' : row.unlock ? 'purchase_required' : 'wallet';
-  // A purchase_required caller is shown the wallet price (contract §8, "Prices shown").
+  // A purchase_required caller is shown the wallet price (docs/design/money.md, "displayed run price").
   const charged = (userAccess === 'wallet' || userAccess === 'purchase_required') && row.runModel === 'per_run';
   const creatorPrice = charged ? usd(row.priceUsd) : usd(0);
   const steps = row.shownVersion ? countStepNodes(row.shownVersion.graph) : 0;
