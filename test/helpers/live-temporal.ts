@@ -13,8 +13,8 @@ import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { startRun } from '../../src/services/runs/start-run.ts';
-import { resetDb } from '../helpers/db.ts';
-import { quietTemporalRuntime, workflowBundle } from './support.ts';
+import { resetDb } from './db.ts';
+import { quietTemporalRuntime, workflowBundle } from '../temporal/support.ts';
 
 /**
  * A live Temporal side for tests and the history recorder: the API's TemporalEngine and an in-process
@@ -31,12 +31,12 @@ export interface LiveHarness {
 
 const sealer = new Sealer(randomBytes(32));
 
-export async function startLiveHarness(orm: Orm, address: string, env: Record<string, string> = {}): Promise<LiveHarness> {
+export async function startLiveHarness(orm: Orm, address: string, env: Record<string, string> = {}, keys: Sealer = sealer): Promise<LiveHarness> {
   quietTemporalRuntime();
   const bundle = await workflowBundle();
   const taskQueue = `live-${randomUUID()}`;
   const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', ...env, TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: taskQueue });
-  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const base = { config, orm, log: pino({ level: 'silent' }), sealer: keys, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
   const engine = new TemporalEngine(base, { admissionIntervalMs: 200, sweepIntervalMs: 1_000, startGraceMs: 2_000 });
   const native = await NativeConnection.connect({ address });
   const worker = await createRunWorker(base, {
@@ -119,4 +119,10 @@ export async function eventually<T>(what: string, probe: () => Promise<T | null 
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Waits until the run's workflow execution has closed (the engine starts it in the background: it may not exist yet). */
+export async function workflowClosed(h: LiveHarness, runId: string): Promise<void> {
+  const handle = h.client.workflow.getHandle(runId);
+  await eventually(`workflow ${runId} closed`, async () => (await handle.describe().catch(() => null))?.status.name.match(/^(COMPLETED|CANCELLED|FAILED)$/));
 }
