@@ -19,21 +19,20 @@ import {
 
 /**
  * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
- * same pure interpreter (`plan`) and the same activities (src/engine/run-activities.ts) as the Temporal
- * workflow. All run state lives in Postgres; this class only holds what can be rebuilt from it.
+ * same pure run driver (src/engine/run-driver.ts) and the same writes (src/engine/drive-run.ts, over
+ * src/engine/run-activities.ts) as the Temporal engine. All run state lives in Postgres; this class only
+ * holds what can be rebuilt from it: its leases, timers and the steps in flight.
  *
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
  *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it
  *   coalesce into one admission at a time. Admitted runs are leased to this instance in the same
  *   statement (runs.lease_owner / lease_until).
- * - One async driver per in-flight run: prepare (funding) → loop { plan(state, now) → apply free actions
- *   (one transaction) → execute ready steps concurrently (parallel branches) → wait for a step or the
- *   next timer } → finished → completeRun. The driver keeps the state in memory between steps (it is the
- *   only writer while it holds the lease) and reloads it from the database after anything unexpected.
- * - In-memory steps (text.template, json.parse) need no I/O, so while nothing else is in flight the
- *   driver computes them and the free actions between them in memory and writes the whole chain as one
- *   fenced statement (recordBatch) before anything else is written, or inside the completion
- *   transaction. Nothing is published before it is committed; a batch lost in a crash is computed again.
+ * - One async driver per in-flight run: `nextRunMove` says what the loaded run needs, a `RunDriver` drives
+ *   it move by move (free actions, in-memory steps batched into one fenced statement or into the
+ *   completion transaction, I/O steps run concurrently, a wait for a step or the next timer, finish); the
+ *   driver keeps the state in memory between steps (it is the only writer while it holds the lease) and
+ *   the run is reloaded from the database after anything unexpected. Nothing is published before it is
+ *   committed; a batch lost in a crash is computed again.
  * - Suspension: with only a timer left the run is suspended (wait_timer) and the driver parks: it
  *   releases its lease and arms a setTimeout for the due time; a BYOK step without credentials
  *   suspends the run (wait_signal) and the driver parks until `credentialsSupplied`.
