@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 // The run driver is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the very
 // code the embedded engine runs.
-import { nextRunMove } from '../src/engine/run-driver.ts';
+import { nextRunMove, type StepEnd } from '../src/engine/run-driver.ts';
 // Types only: the activity implementations (database, providers) never enter the workflow bundle.
 import type { AdvanceResult } from '../src/engine/drive-run.ts';
 import type * as activities from '../src/engine/temporal/activities.ts';
@@ -83,7 +83,7 @@ export const SIGNAL_RECHECK_MS = 5 * 60_000;
 const RETRY_BASE_MS = 5_000;
 const RETRY_MAX_MS = 60_000;
 
-type StepDone = { nodeId: string; report: StepReport } | { nodeId: string; error: unknown };
+type StepDone = StepEnd<StepReport>;
 /** What the step loop ends with: advanceRun's answer when the workflow must wait (not `wait`). */
 type Settled = Exclude<AdvanceResult, { kind: 'wait' }>;
 

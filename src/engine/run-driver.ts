@@ -94,6 +94,9 @@ export interface DriverInput {
 /** A step's result as the engine reports it back. */
 export type StepReport = { type: 'recorded'; result?: NodeResult } | { type: 'suspended' | 'not_runnable' };
 
+/** How a step in flight ended, as an engine collects it: its report, or the error its I/O failed with. */
+export type StepEnd<R> = { nodeId: string; report: R } | { nodeId: string; error: unknown };
+
 export type DriverMove =
   /** Compute these in-memory steps now (no I/O) and report each with `computed`. */
   | { kind: 'compute'; steps: string[] }

@@ -3,7 +3,7 @@ import type { Deps } from '../../services/deps.ts';
 import { fork } from '../../services/deps.ts';
 import { performMove } from '../drive-run.ts';
 import type { EnginePort } from '../port.ts';
-import { nextRunMove, RunDriver } from '../run-driver.ts';
+import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import {
   admitQueuedRunsDetailed,
   credentialsAvailable,
@@ -79,7 +79,7 @@ interface Driver {
   done: Promise<void>;
 }
 
-type StepDone = { nodeId: string; outcome: StepOutcome } | { nodeId: string; error: unknown };
+type StepDone = StepEnd<StepOutcome>;
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -498,7 +498,7 @@ export class EmbeddedEngine implements EnginePort {
           if (!next) continue;
           inflight.delete(next.nodeId);
           const aborted = d.abort.signal.aborted || d.lost;
-          drv.stepDone(next.nodeId, 'error' in next ? { error: aborted ? null : next.error } : next.outcome);
+          drv.stepDone(next.nodeId, 'error' in next ? { error: aborted ? null : next.error } : next.report);
           continue;
         }
         case 'done':
@@ -515,7 +515,7 @@ export class EmbeddedEngine implements EnginePort {
 
   #step(d: Driver, nodeId: string, known: StepArgs['known']): Promise<StepDone> {
     return executeStep(this.#deps, { runId: d.runId, nodeId, known }, d.abort.signal).then(
-      (outcome) => ({ nodeId, outcome }),
+      (report) => ({ nodeId, report }),
       (error: unknown) => ({ nodeId, error }),
     );
   }
