@@ -4,6 +4,7 @@ import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { cancelRun } from '../../src/services/runs/cancel-run.ts';
 import { testOrm } from '../helpers/db.ts';
+import { startProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun, type LiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 
@@ -20,8 +21,8 @@ const out = (id: string, from: string) => ({ id, kind: 'output', from }) as Grap
 /** A fresh account handle per test: visibility outlives the database reset between tests. */
 const freshHandle = () => `live-${randomUUID().slice(0, 8)}`;
 
-async function withHarness(fn: (h: LiveHarness) => Promise<void>): Promise<void> {
-  const h = await startLiveHarness(orm, address!);
+async function withHarness(fn: (h: LiveHarness) => Promise<void>, env: Record<string, string> = {}): Promise<void> {
+  const h = await startLiveHarness(orm, address!, env);
   try {
     await fn(h);
   } finally {
@@ -71,6 +72,28 @@ if (address) {
         assert.equal(ids, [runId]);
         assert.equal(await listed(h, `CatalogWorkflowId="${workflowId}"`, runId), [runId]);
       });
+    }),
+  );
+
+  test(
+    'a run whose LLM step is streaming is found with RunStatus="running", then with RunStatus="completed"',
+    countTemporal(async () => {
+      const stub = await startProviderStub({ chunks: Array.from({ length: 12 }, (_, i) => `chunk ${i} `), delayMsBetweenChunks: 400 });
+      try {
+        const llm = { id: 'l', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'Talk slowly' } as GraphNode;
+        const { workflowId, buyer } = await seedWorkflow(orm, [llm, out('o', 'l')], { buyer: freshHandle() });
+        await withHarness(
+          async (h) => {
+            const runId = await startSeededRun(h.deps, workflowId);
+            assert.equal(await listed(h, `RunStatus="running" AND AccountHandle="${buyer}"`, runId), [runId]);
+            await workflowClosed(h, runId);
+            assert.equal(await listed(h, `RunStatus="completed" AND AccountHandle="${buyer}"`, runId), [runId]);
+          },
+          { OPENAI_API_KEY: 'sk-service', OPENAI_BASE_URL: stub.baseURLFor('openai') },
+        );
+      } finally {
+        await stub.close();
+      }
     }),
   );
 
