@@ -8,19 +8,21 @@ import {
   proxyActivities,
   setHandler,
   sleep,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-// The interpreter is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the
-// very code the embedded engine runs.
-import { applyFreeActions, nextDue, plan, type Action } from '../src/domain/graph/interpreter.ts';
-import { isInputKind, type NodeResult } from '../src/domain/graph/types.ts';
+// The run driver is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the very
+// code the embedded engine runs.
+import { nextRunMove, type StepEnd } from '../src/engine/run-driver.ts';
 // Types only: the activity implementations (database, providers) never enter the workflow bundle.
+import type { AdvanceResult } from '../src/engine/drive-run.ts';
 import type * as activities from '../src/engine/temporal/activities.ts';
-import type { FreeAction, RunState, StepOutcome } from '../src/engine/run-activities.ts';
+import type { StepReport } from '../src/engine/temporal/activities.ts';
 import {
   admittedSignal,
   cancelSignal,
   credentialsSuppliedSignal,
+  searchAttributes,
   stateQuery,
   type RunWorkflowArgs,
   type RunWorkflowResult,
@@ -28,26 +30,27 @@ import {
 } from './definitions.ts';
 
 /**
- * One run = one workflow execution (workflow id = run id). The workflow drives the run exactly like the
- * embedded engine (src/engine/embedded/embedded-engine.ts): the same pure `plan()` decides, the same
- * activities write (every database write is an activity, fenced in SQL and idempotent).
+ * One run = one workflow execution (workflow id = run id). The workflow keeps only the waiting; the
+ * shared run driver (src/engine/run-driver.ts, pure) decides, inside the `advanceRun` activity, exactly
+ * as it does for the embedded engine, and every database write is an activity (fenced in SQL, idempotent).
  *
  *  1. Admission: waits for the `admitted` signal (sent by the admission loop after admitQueuedRuns
  *     moved the run out of the queue, DB-safe across processes). Every ADMISSION_RECHECK it looks at
  *     the run itself, so a lost signal or a queue timeout (the run failed in the queue) is noticed.
- *  2. prepareRun (funding, run.started) → loop { plan(state, Date.now()) → applyActions (one activity
- *     for the free actions) → executeStep activities for ready steps, concurrently (parallel branches)
- *     → wait for a step or the next timer } → completeRun.
- *  3. A delay with nothing else to do: suspendRun (wait_timer), a durable `sleep` until the due time,
- *     resumeRun. A BYOK step without credentials suspends the run (wait_signal): the workflow waits on
- *     `condition()` for the `credentialsSupplied` signal, then resumeRun.
+ *  2. loop { advanceRun (one activity: start, free actions and in-memory steps as one batch, completion)
+ *     → executeStep activities for the I/O steps it names, concurrently (parallel branches) → wait for
+ *     a step or the next timer due }. A run of in-memory steps only is one activity.
+ *  3. advanceRun answers `park` (the run is suspended with wait_timer): a durable `sleep` until the due
+ *     time, then advanceRun resumes it. `await_credentials` (wait_signal): `condition()` on the
+ *     `credentialsSupplied` signal, then advanceRun resumes it.
  *  4. The `cancel` signal (the cancel-run service has already committed `cancelled`) cancels the scope
  *     everything runs in: running step activities are cancelled (their AbortSignal fires through the
  *     heartbeat), timers and waits stop, and the workflow returns. A Temporal cancellation (UI, CLI)
  *     does the same and first commits the cancellation through the cancelRun activity.
  *
- * State lives in Postgres; the workflow keeps only what it can reload (`loadRunState`), so after
- * anything unexpected it reloads, and it continues-as-new when Temporal suggests it.
+ * Activity arguments and results are small facts (ids, statuses, due times): node values and outputs
+ * stay in Postgres, far from Temporal's payload limit. The RunStatus / RunOutcome search attributes
+ * follow the statuses those facts carry.
  */
 
 type Activities = activities.RunActivities;
@@ -80,11 +83,9 @@ export const SIGNAL_RECHECK_MS = 5 * 60_000;
 const RETRY_BASE_MS = 5_000;
 const RETRY_MAX_MS = 60_000;
 
-const TERMINAL = ['completed', 'failed', 'cancelled'];
-const isTerminal = (status: string | null | undefined) => status === null || status === undefined || TERMINAL.includes(status);
-
-type StepDone = { nodeId: string; outcome: StepOutcome } | { nodeId: string; error: unknown };
-type Advance = { kind: 'done'; status: string } | { kind: 'reload' } | { kind: 'park'; until: number };
+type StepDone = StepEnd<StepReport>;
+/** What the step loop ends with: advanceRun's answer when the workflow must wait (not `wait`). */
+type Settled = Exclude<AdvanceResult, { kind: 'wait' }>;
 
 export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowResult> {
   const runId = args.runId;
@@ -108,76 +109,72 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   });
   setHandler(stateQuery, () => ({ ...view, runningSteps: [...view.runningSteps] }));
 
+  // The client sets RunStatus=pending at start; from then on the statuses the activities report.
+  let shownStatus: string | null = 'pending';
+  function showStatus(status: string | null, outcome: string | null = null): void {
+    if (status === null || status === shownStatus) return;
+    shownStatus = status;
+    upsertSearchAttributes([
+      { key: searchAttributes.runStatus, value: status },
+      ...(outcome ? [{ key: searchAttributes.runOutcome, value: outcome }] : []),
+    ]);
+  }
+
   /** Waits for the `admitted` signal; returns the final status when the run ended while queued (queue timeout, cancel). */
   async function awaitAdmission(): Promise<{ ended: string | null } | null> {
     view.phase = 'queued';
+    showStatus('pending');
     while (!admitted) {
       if (await condition(() => admitted, ADMISSION_RECHECK_MS)) break;
       const s = await db.runStatus(runId);
-      if (!s || isTerminal(s.status)) return { ended: s?.status ?? null };
+      if (!s || nextRunMove(s, Date.now()).kind === 'end') return { ended: s?.status ?? null };
       if (s.status !== 'pending' || s.phase !== 'queued') admitted = true;
     }
     return null;
   }
 
-  /** Drives a running run from its loaded state until it ends, parks on a timer or needs a reload. */
-  async function advance(s: RunState): Promise<Advance> {
+  /**
+   * advanceRun, and the I/O steps it names, until the run must wait for something other than a step:
+   * ended, queued, parked on a timer, waiting for credentials (or `again`).
+   */
+  async function steer(): Promise<Settled> {
     view.phase = 'running';
-    const results: Record<string, NodeResult> = { ...s.progress.results };
-    const timers: Record<string, number> = { ...s.progress.timers };
-    const inputIds = new Set(s.graph.nodes.filter((n) => isInputKind(n.kind)).map((n) => n.id));
-    const silent = (a: FreeAction) => a.type === 'resolve' && inputIds.has(a.nodeId);
     const inflight = new Set<string>();
     const done: StepDone[] = [];
     let blocked = false;
     let failure: unknown = null;
+    let due: number | null = null;
+    let settled: Settled | null = null;
 
     for (;;) {
       if (!blocked) {
-        const p = plan({ graph: s.graph, inputs: s.inputs, results, timers, running: [...inflight], now: Date.now() });
-        const free = p.actions.filter((a): a is FreeAction => a.type !== 'execute');
-        const executes = p.actions.filter((a): a is Extract<Action, { type: 'execute' }> => a.type === 'execute');
-        const recorded = free.filter((a) => !silent(a));
-        if (p.finished) {
-          const r = await db.completeRun(runId, p.finished, recorded);
-          return r.completed ? { kind: 'done', status: p.finished.status } : { kind: 'reload' };
-        }
-        // Inputs resolve to the run's own inputs and emit no event: applied in memory only.
-        if (recorded.length) {
-          const applied = await db.applyActions(runId, recorded);
-          if (applied.applied) applyFreeActions(results, timers, free);
-          else blocked = true;
-        } else applyFreeActions(results, timers, free);
-        if (!blocked) {
-          for (const a of executes) {
-            inflight.add(a.nodeId);
-            steps.executeStep({ runId, nodeId: a.nodeId }).then(
-              (outcome) => void done.push({ nodeId: a.nodeId, outcome }),
-              (error: unknown) => void done.push({ nodeId: a.nodeId, error }),
+        const r = await db.advanceRun(runId, [...inflight]);
+        if (r.kind === 'wait') {
+          showStatus('running');
+          for (const nodeId of r.start) {
+            inflight.add(nodeId);
+            steps.executeStep({ runId, nodeId }).then(
+              (report) => void done.push({ nodeId, report }),
+              (error: unknown) => void done.push({ nodeId, error }),
             );
           }
+          due = r.due;
           view.runningSteps = [...inflight];
-          if (free.length && executes.length === 0) continue; // state moved: plan again at once
-          if (inflight.size === 0) {
-            if (p.waiting?.kind === 'timer') {
-              const r = await db.suspendRun(runId, { reason: 'wait_timer', resumeAt: p.waiting.until });
-              return r.changed ? { kind: 'park', until: p.waiting.until } : { kind: 'reload' };
-            }
-            if (p.actions.length === 0) {
-              const r = await db.failStuckRun(runId);
-              return r.failed ? { kind: 'done', status: 'failed' } : { kind: 'reload' };
-            }
-          }
+        } else if (inflight.size === 0) {
+          return r;
+        } else {
+          // The run stopped moving while steps are still in flight: let them end first.
+          blocked = true;
+          settled = r;
         }
       }
       if (inflight.size === 0) {
         if (failure) throw failure;
-        return { kind: 'reload' };
+        return settled ?? { kind: 'again' };
       }
       // Wait for a step to finish, or (when a delay runs alongside the steps) for its due time.
       if (done.length === 0) {
-        const due = blocked ? null : nextDue(timers);
-        if (due === null) await condition(() => done.length > 0);
+        if (due === null || blocked) await condition(() => done.length > 0);
         else await condition(() => done.length > 0, Math.max(1, due - Date.now()));
       }
       for (const next of done.splice(0)) {
@@ -185,9 +182,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         if ('error' in next) {
           blocked = true;
           failure ??= next.error;
-        } else if (next.outcome.type === 'recorded') {
-          results[next.nodeId] = next.outcome.result;
-        } else {
+        } else if (next.report.type !== 'recorded') {
           blocked = true; // suspended for credentials, or the run ended / is no longer running
         }
       }
@@ -198,12 +193,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   async function drive(): Promise<RunWorkflowResult> {
     if (!admitted) {
       const ended = await awaitAdmission();
-      if (ended) return { runId, status: ended.ended };
+      if (ended) return end(ended.ended);
     }
-    view.phase = 'preparing';
-    const prepared = await db.prepareRun(runId);
-    if (isTerminal(prepared.status)) return { runId, status: prepared.status };
-    let state: RunState | null = prepared.state ?? null;
     let failures = 0;
 
     for (;;) {
@@ -211,32 +202,9 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         // Everything lives in Postgres: a fresh execution picks the run up where it is.
         return continueAsNew<typeof runWorkflow>({ runId, admitted: true });
       }
-      state ??= await db.loadRunState(runId);
-      const s: RunState | null = state;
-      state = null;
-      if (!s || isTerminal(s.status)) {
-        view.phase = 'ended';
-        return { runId, status: s?.status ?? null };
-      }
-      if (s.status === 'pending') {
-        if (s.phase === 'queued') {
-          admitted = false;
-          const ended = await awaitAdmission();
-          if (ended) return { runId, status: ended.ended };
-        }
-        view.phase = 'preparing';
-        const again = await db.prepareRun(runId);
-        state = again.state ?? null;
-        continue;
-      }
-      if (s.status === 'suspended') {
-        if (s.suspendReason === 'wait_timer' && s.resumeAt !== null) await sleepUntil(s.resumeAt);
-        else await awaitCredentials();
-        continue;
-      }
-      let outcome: Advance;
+      let r: Settled;
       try {
-        outcome = await advance(s);
+        r = await steer();
         failures = 0;
       } catch (err) {
         // A step activity failed all its attempts (infrastructure): pause, reload and go on, like the
@@ -250,34 +218,49 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         view.until = null;
         continue;
       }
-      if (outcome.kind === 'done') {
-        view.phase = 'ended';
-        return { runId, status: outcome.status };
+      switch (r.kind) {
+        case 'ended':
+          return end(r.status, r.outcome);
+        case 'queued': {
+          admitted = false;
+          const ended = await awaitAdmission();
+          if (ended) return end(ended.ended);
+          break;
+        }
+        case 'park':
+          showStatus('suspended');
+          await sleepUntil(r.until);
+          break;
+        case 'await_credentials':
+          showStatus('suspended');
+          await awaitCredentials();
+          break;
+        case 'again':
+          break;
       }
-      if (outcome.kind === 'park') await sleepUntil(outcome.until);
-      // reload: the next loadRunState tells what the run is now.
     }
   }
 
-  /** A wait_timer suspension: sleep until the due time, then resume (fenced: only a timer suspension). */
+  function end(status: string | null, outcome: string | null = null): RunWorkflowResult {
+    view.phase = 'ended';
+    showStatus(status, outcome);
+    return { runId, status };
+  }
+
+  /** A wait_timer suspension: sleep until the due time (the next advanceRun resumes the run). */
   async function sleepUntil(until: number): Promise<void> {
     view.phase = 'waiting_timer';
     view.until = until;
     const ms = until - Date.now();
     if (ms > 0) await sleep(ms);
     view.until = null;
-    await db.resumeRun(runId, 'wait_timer');
   }
 
-  /** A wait_signal suspension: wait for credentials (or re-check now and then), then resume. */
+  /** A wait_signal suspension: wait for credentials, or re-check now and then (the next advanceRun resumes the run). */
   async function awaitCredentials(): Promise<void> {
     view.phase = 'waiting_signal';
-    if (credentialsSignals === credentialsConsumed) {
-      const signalled = await condition(() => credentialsSignals > credentialsConsumed, SIGNAL_RECHECK_MS);
-      if (!signalled) return; // re-check the run (the next loadRunState)
-    }
+    if (credentialsSignals === credentialsConsumed) await condition(() => credentialsSignals > credentialsConsumed, SIGNAL_RECHECK_MS);
     credentialsConsumed = credentialsSignals;
-    await db.resumeRun(runId, 'wait_signal');
   }
 
   try {
@@ -285,10 +268,13 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   } catch (err) {
     if (!isCancellation(err)) throw err;
     view.phase = 'ended';
-    if (cancelRequested) return { runId, status: 'cancelled' }; // committed by the cancel-run service
+    if (cancelRequested) {
+      showStatus('cancelled'); // committed by the cancel-run service
+      return { runId, status: 'cancelled' };
+    }
     // Cancelled through Temporal itself: commit the cancellation, then end as cancelled in Temporal too.
-    await CancellationScope.nonCancellable(() => db.cancelRun(runId));
+    const r = await CancellationScope.nonCancellable(() => db.cancelRun(runId));
+    if (r.cancelled) showStatus('cancelled');
     throw err;
   }
 }
-

@@ -923,8 +923,8 @@ function syncStepEvents(nodeId: string, result: NodeResult, deltas: string[]): N
   ];
 }
 
-/** Steps whose work is a pure function of upstream values (no I/O): a driver may batch them. */
-export const isInMemoryStep = (node: GraphNode | undefined): boolean => node?.kind === 'text.template' || node?.kind === 'json.parse';
+/** Steps a driver may batch (src/engine/run-driver.ts decides). */
+export { isInMemoryStep } from './run-driver.ts';
 
 /** Computes a text.template / json.parse step from known upstream results; no I/O. */
 export function computeSyncStep(
@@ -940,19 +940,9 @@ export function computeSyncStep(
 // ---------------------------------------------------------------------------------------------------
 // Batched in-memory steps
 
-/**
- * What a driver computed in memory and has not written yet, in order: text.template / json.parse steps
- * (with their results and output chunks) and the free actions planned between them. A chain of such
- * steps costs one statement (and, before a completion, no commit of its own) instead of one each.
- * JSON-serialisable, like every activity argument.
- */
-export interface StepBatch {
-  entries: BatchEntry[];
-  /** The run's inputs and every result known when the batch ends: what the entries were computed from. */
-  known: { results: Record<string, NodeResult>; inputs: Record<string, JsonValue> };
-}
-
-export type BatchEntry = { step: string; result: NodeResult; deltas: string[] } | { actions: FreeAction[] };
+/** In-memory work not written yet (built by the driver, src/engine/run-driver.ts). */
+import type { BatchEntry, StepBatch } from './run-driver.ts';
+export type { BatchEntry, StepBatch };
 
 /**
  * The batch as ONE fenced write: every node in it must have no result yet (and no started timer), the run

@@ -67,40 +67,12 @@ async function temporalFactory(): Promise<Factory | null> {
   const address = temporalAddress('engine contract');
   if (!address) return null;
 
-  const { NativeConnection } = await import('@temporalio/worker');
-  const { TemporalEngine } = await import('../../src/engine/temporal/temporal-engine.ts');
-  const { createRunWorker } = await import('../../src/engine/temporal/run-worker.ts');
-  const { quietTemporalRuntime, workflowBundle } = await import('../temporal/support.ts');
-  quietTemporalRuntime();
-  const bundle = await workflowBundle();
+  const { startLiveHarness } = await import('../helpers/live-temporal.ts');
   return {
     name: 'temporal',
     async make(env) {
-      const taskQueue = `engine-contract-${randomUUID()}`;
-      const base = baseDeps({ ...env, TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: taskQueue });
-      const engine = new TemporalEngine(base, { admissionIntervalMs: 200, sweepIntervalMs: 1_000, startGraceMs: 2_000 });
-      const connection = await NativeConnection.connect({ address });
-      const worker = await createRunWorker(base, {
-        connection,
-        namespace: base.config.temporal.namespace,
-        taskQueue,
-        workflowBundle: { code: bundle.code },
-        hooks: { onRunEnded: () => engine.admitSoon() },
-        shutdownGraceTime: '2 seconds',
-      });
-      const running = worker.run();
-      await engine.start();
-      return {
-        name: 'temporal',
-        deps: { ...base, engine },
-        timeoutMs: 30_000,
-        async close() {
-          await engine.stop();
-          worker.shutdown();
-          await running;
-          await connection.close();
-        },
-      };
+      const h = await startLiveHarness(orm, address, env, sealer);
+      return { name: 'temporal', deps: h.deps, timeoutMs: 30_000, close: () => h.close() };
     },
   };
 }
@@ -355,6 +327,26 @@ for (const factory of factories) {
       assert.equal(evs.find((e) => e.type === 'node.skipped')?.data, { reason: 'upstream_failed' });
       assert.is(run.charge_usd, '0.000200', 'two completed steps, no creator price');
       assert.equal(await wallet('bob'), { balance: '9.999800', held: '0.000000' });
+    });
+  });
+
+  t(`[${name}] a run whose output is about 5 MB completes (values stay in the database, never in an engine message)`, async () => {
+    const f = await seed([
+      { id: 'word', kind: 'input.text', required: true } as GraphNode,
+      text('kb', '{{word}}'.repeat(100)),
+      text('mb', '{{kb}}'.repeat(100)),
+      out('big', 'mb', { name: 'Big', type: 'text' }),
+    ]);
+    await withEngine(factory, {}, async (h) => {
+      const word = 'abcdefghij'.repeat(50);
+      const id = await start(h, f, { word });
+      const run = await waitTerminal(h, id);
+      assert.is(run.status, 'completed');
+      assert.is(run.outcome, 'completed');
+      const value = run.outputs[0]!.value as string;
+      assert.is(value.length, 5_000_000);
+      assert.is(value, word.repeat(10_000));
+      assert.is(run.charge_usd, '0.250200');
     });
   });
 }

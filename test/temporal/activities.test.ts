@@ -7,10 +7,9 @@ import { loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
-import type { Finished } from '../../src/domain/graph/interpreter.ts';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { NullEngine } from '../../src/engine/port.ts';
-import { admitQueuedRuns } from '../../src/engine/run-activities.ts';
+import { admitQueuedRuns, prepareRun } from '../../src/engine/run-activities.ts';
 import { createActivities, type RunActivities } from '../../src/engine/temporal/activities.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
@@ -109,36 +108,24 @@ const llm = (id: string) => ({ id, kind: 'llm.chat', provider: 'openai', model: 
 
 // ---------------------------------------------------------------------------------------------------
 
-test('the database activities drive a delay run the way the workflow calls them, with one charge', async () => {
+test('advanceRun drives a delay run in two activities (start + batch + suspend, then resume + finish), with one charge and small answers', async () => {
   const workflowId = await seed([text('a', 'before'), { id: 'wait', kind: 'delay', seconds: 1, after: ['a'] } as GraphNode, text('b', 'after', { after: ['wait'] }), out('o', 'b')]);
   const { deps, acts, ended } = harness();
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
 
-  const prepared = await run(env, acts, 'prepareRun', id);
-  assert.is(prepared.status, 'running');
-  assert.ok(prepared.state, 'the started run state comes back with the preparation');
-  assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'a' }), { type: 'recorded', result: { status: 'completed', value: 'before' } });
-  const dueAt = Date.now() + 1_000;
-  assert.equal(await run(env, acts, 'applyActions', id, [{ type: 'start_timer', nodeId: 'wait', dueAt }]), { applied: true, status: null });
-  assert.equal(await run(env, acts, 'suspendRun', id, { reason: 'wait_timer', resumeAt: dueAt }), { changed: true, status: 'suspended' });
+  const parked = await run(env, acts, 'advanceRun', id, []);
+  assert.is(parked.kind, 'park');
+  const dueAt = (parked as { until: number }).until;
+  assert.ok(dueAt > Date.now() && dueAt <= Date.now() + 1_000);
+  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, suspendReason: 'wait_timer', resumeAt: dueAt });
+  // Called again before the due time (a retry after a lost reply): the run stays parked, nothing is written twice.
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'park', until: dueAt });
 
-  const status = await run(env, acts, 'runStatus', id);
-  assert.equal(status, { status: 'suspended', phase: null, suspendReason: 'wait_timer', resumeAt: dueAt });
-  // A retried suspend (lost reply) changes nothing.
-  assert.equal(await run(env, acts, 'suspendRun', id, { reason: 'wait_timer', resumeAt: dueAt }), { changed: false, status: 'suspended' });
-  // Credentials never resume a timer suspension.
-  assert.equal((await run(env, acts, 'resumeRun', id, 'wait_signal')).changed, false);
-  assert.equal(await run(env, acts, 'resumeRun', id, 'wait_timer'), { changed: true, status: 'running' });
-
-  const state = (await run(env, acts, 'loadRunState', id))!;
-  assert.equal(state.progress.timers, { wait: dueAt });
-  assert.equal((await run(env, acts, 'applyActions', id, [{ type: 'fire_timer', nodeId: 'wait' }])).applied, true);
-  assert.equal((await run(env, acts, 'executeStep', { runId: id, nodeId: 'b' })).type, 'recorded');
-  const finished: Finished = { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'o', name: 'o', type: 'text', value: 'after' }], reason: null };
-  assert.equal(await run(env, acts, 'completeRun', id, finished, [{ type: 'resolve', nodeId: 'o', value: 'after' }]), { completed: true });
+  await new Promise((r) => setTimeout(r, Math.max(0, dueAt - Date.now()) + 5));
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed' });
   // Retried after a lost reply: nothing happens twice.
-  assert.equal(await run(env, acts, 'completeRun', id, finished, [{ type: 'resolve', nodeId: 'o', value: 'after' }]), { completed: false });
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: null });
 
   const row = await runRow(id);
   assert.is(row.status, 'completed');
@@ -166,12 +153,32 @@ test('the database activities drive a delay run the way the workflow calls them,
   assert.ok(ended.includes(id), 'onRunEnded was called for the completed run');
 });
 
+test('advanceRun names the I/O steps to run and leaves the steps given as running alone', async () => {
+  const stub = await startProviderStub({ chunks: ['Hi'] });
+  try {
+    const workflowId = await seed([text('t', 'x'), { ...llm('l1'), after: ['t'] }, { ...llm('l2'), after: ['t'] }, out('o1', 'l1'), out('o2', 'l2')]);
+    const { deps, acts } = harness({ OPENAI_BASE_URL: stub.baseURLFor('openai'), OPENAI_API_KEY: 'sk-service' });
+    const env = mockEnv();
+    const id = await acceptedAndAdmitted(deps, workflowId);
+    // The template is computed and recorded (with the start) in this activity; the LLM steps are the workflow's.
+    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'wait', start: ['l1', 'l2'], due: null });
+    assert.equal((await events(id)).filter((e) => e.type === 'node.completed').map((e) => e.nodeId), ['t']);
+    assert.equal(await run(env, acts, 'advanceRun', id, ['l1', 'l2']), { kind: 'wait', start: [], due: null });
+    assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'l1' }), { type: 'recorded', status: 'completed' });
+    assert.equal(await run(env, acts, 'advanceRun', id, ['l2']), { kind: 'wait', start: [], due: null });
+    await run(env, acts, 'executeStep', { runId: id, nodeId: 'l2' });
+    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed' });
+  } finally {
+    await stub.close();
+  }
+});
+
 test('a step activity retried after it already recorded its result returns that result without running again', async () => {
   const workflowId = await seed([text('t', 'Hello'), out('o', 't')]);
   const { deps, acts } = harness();
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
-  await run(env, acts, 'prepareRun', id);
+  await prepareRun(deps, id);
   const first = await run(env, acts, 'executeStep', { runId: id, nodeId: 't' });
   const again = await run(env, acts, 'executeStep', { runId: id, nodeId: 't' });
   assert.equal(again, first);
@@ -192,11 +199,11 @@ test('executeStep heartbeats on every published delta batch and on a timer while
     const beats: unknown[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d));
     const id = await acceptedAndAdmitted(deps, workflowId);
-    await run(env, acts, 'prepareRun', id);
+    await prepareRun(deps, id);
     const t0 = Date.now();
     const outcome = await run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' });
     const took = Date.now() - t0;
-    assert.equal(outcome, { type: 'recorded', result: { status: 'completed', value: chunks.join('') } });
+    assert.equal(outcome, { type: 'recorded', status: 'completed' }, 'the value stays in the database');
     const progress = beats.filter((b): b is { lastSequence: number } => typeof b === 'object' && b !== null && 'lastSequence' in b);
     const deltaEvents = (await events(id)).filter((e) => e.type === 'node.output.delta');
     assert.ok(deltaEvents.length >= 2, 'the stream was published in several batches');
@@ -218,7 +225,7 @@ test('cancelling the activity aborts the streaming step: the call rejects, the s
     const { deps, acts } = harness({ OPENAI_API_KEY: 'sk-service', OPENAI_BASE_URL: stub.baseURLFor('openai') });
     const env = mockEnv({ heartbeatTimeoutMs: 3_000 });
     const id = await acceptedAndAdmitted(deps, workflowId);
-    await run(env, acts, 'prepareRun', id);
+    await prepareRun(deps, id);
     const pending = run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' }).then(
       (v) => ({ ok: true as const, v }),
       (err: unknown) => ({ ok: false as const, err }),
@@ -246,7 +253,7 @@ test('a BYOK step without a key suspends the run (wait_signal) and the activity 
   const { deps, acts } = harness();
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
-  await run(env, acts, 'prepareRun', id);
+  await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' }), { type: 'suspended', reason: 'wait_signal' });
   assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, suspendReason: 'wait_signal', resumeAt: null });
 });
@@ -256,7 +263,7 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   const { deps, acts, ended } = harness();
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
-  await run(env, acts, 'prepareRun', id);
+  await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: true });
   assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: false });
   const row = await runRow(id);
@@ -267,18 +274,6 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   // A step after the cancellation does not run.
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 't' }), { type: 'not_runnable', status: 'cancelled' });
   assert.equal(await run(env, acts, 'cancelRun', randomUUID()), { cancelled: false });
-});
-
-test('failStuckRun fails the run with the stuck-graph reason', async () => {
-  const workflowId = await seed([text('t', 'x'), out('o', 't')]);
-  const { deps, acts } = harness();
-  const env = mockEnv();
-  const id = await acceptedAndAdmitted(deps, workflowId);
-  await run(env, acts, 'prepareRun', id);
-  assert.equal(await run(env, acts, 'failStuckRun', id), { failed: true });
-  const [r] = await orm.em.fork().execute<{ status: string; reason: string }[]>('select status, reason from runs where id = ?', [id]);
-  assert.is(r!.status, 'failed');
-  assert.is(r!.reason, 'the workflow cannot make progress');
 });
 
 test.run();

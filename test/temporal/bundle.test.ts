@@ -18,13 +18,14 @@ test('bundleWorkflowCode bundles workflows/ and the bundle holds the run workflo
   const bundle = await workflowBundle();
   assert.ok(bundle.code.length > 10_000);
   assert.match(bundle.code, /runWorkflow/);
-  // The pure interpreter is in; it is what decides.
-  assert.match(bundle.code, /function plan\(/);
+  // The pure run driver (and the interpreter it plans with) is in; it is what decides.
+  assert.match(bundle.code, /function nextRunMove\(/);
+  assert.match(bundle.code, /run-driver\.ts/);
 });
 
 test('no database, provider or Node-only module reaches the workflow bundle', async () => {
   const { code } = await workflowBundle();
-  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'run-activities.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
+  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'run-activities.ts', 'drive-run.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
     assert.not.ok(code.includes(forbidden), `${forbidden} is not in the bundle`);
   }
 });

@@ -4,14 +4,12 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { SCENARIOS } from '../fixtures/histories/generate.ts';
-import { HistoryBuilder } from '../fixtures/histories/history-builder.ts';
 import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
 import { quietTemporalRuntime, workflowBundle } from './support.ts';
 
 /**
- * Golden replay tests: the histories in test/fixtures/histories/*.json (scripted by generate.ts, since no
- * Temporal server can run here) are replayed against the bundled workflows/ with Worker.runReplayHistory.
+ * Golden replay tests: the histories in test/fixtures/histories/*.json (recorded from real executions on
+ * a dev server by record.ts) are replayed against the bundled workflows/ with Worker.runReplayHistory.
  * Replay re-executes the workflow code and checks every command it issues (activity types and order,
  * timers, cancellations, completion) against the recorded events. A change to the workflow that alters
  * the command sequence fails these tests (see the negative tests at the end).
@@ -20,7 +18,6 @@ import { quietTemporalRuntime, workflowBundle } from './support.ts';
 quietTemporalRuntime();
 
 const DIR = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
-const T0 = Date.parse('2026-11-22T10:00:00.000Z');
 const load = (name: string): { events: Record<string, unknown>[] } => JSON.parse(readFileSync(`${DIR}${name}.json`, 'utf8'));
 
 async function replay(history: unknown, workflowId: string, workflowsPath?: string): Promise<void> {
@@ -37,31 +34,28 @@ async function replayError(history: unknown, workflowId: string, workflowsPath?:
   }
 }
 
-test('every committed history is exactly what generate.ts scripts (regenerate after a deliberate change)', () => {
-  const files = readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
-  assert.equal(files, SCENARIOS.map((s) => `${s.name}.json`).sort());
-  for (const s of SCENARIOS) {
-    const h = new HistoryBuilder(T0);
-    s.build(h);
-    assert.equal(load(s.name), h.toJSON(), `${s.name}.json is up to date`);
-  }
-});
-
-const required: Record<string, string> = {
-  completed: 'a completed run',
+const SCENARIOS: Record<string, string> = {
+  completed: 'a completed run (three templates: one activity)',
   delay: 'a delay (timer) run',
   credentials: 'a credentials-signal run',
   'cancel-during-delay': 'a cancel signal during a delay',
   'node-failure': 'a node failure with completed_with_issues',
+  'parallel-steps': 'two LLM steps in parallel',
   'temporal-cancel': 'a Temporal cancellation during a delay',
 };
+const NAMES = Object.keys(SCENARIOS);
 
-for (const s of SCENARIOS) {
-  test(`the history of ${required[s.name] ?? s.description} replays without a determinism violation`, async () => {
-    const history = load(s.name);
+test('the committed histories are exactly the scenarios record.ts records', () => {
+  const files = readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
+  assert.equal(files, NAMES.map((n) => `${n}.json`).sort());
+});
+
+for (const name of NAMES) {
+  test(`the recorded history of ${SCENARIOS[name]} replays without a determinism violation`, async () => {
+    const history = load(name);
     const types = history.events.map((e) => String(e.eventType));
     assert.ok(types.at(-1)!.match(/WORKFLOW_EXECUTION_(COMPLETED|CANCELED)$/), 'the history runs to the end of the workflow');
-    await replay(history, s.runId);
+    await replay(history, name);
   });
 }
 
@@ -74,34 +68,34 @@ test('every activity argument recorded in the golden histories is exactly what t
     logger: new DefaultLogger('ERROR'),
   }).then((b) => b.code);
   const code = await captureBundle;
-  for (const s of SCENARIOS) {
-    const history = load(s.name);
+  for (const name of NAMES) {
+    const history = load(name);
     const sent: [string, unknown[]][] = [];
     await Worker.runReplayHistory(
       {
         workflowBundle: { code },
-        replayName: `capture-${s.name}`,
+        replayName: `capture-${name}`,
         sinks: { capture: { activity: { fn: (_info, type: string, args: unknown[]) => void sent.push([type, args]), callDuringReplay: true } } },
       },
       history,
-      s.runId,
+      name,
     );
     const recorded = history.events
       .map((e) => e.activityTaskScheduledEventAttributes as { activityType: { name: string }; input: { payloads: { data: string }[] } } | undefined)
       .filter((a) => a !== undefined)
       .map((a) => [a.activityType.name, a.input.payloads.map((p) => JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')))] as [string, unknown[]]);
     assert.ok(recorded.length > 0);
-    assert.equal(JSON.parse(JSON.stringify(sent)), recorded, `${s.name}: the workflow sends the recorded arguments`);
+    assert.equal(JSON.parse(JSON.stringify(sent)), recorded, `${name}: the workflow sends the recorded arguments`);
   }
 });
 
 test('the histories cover timers, every signal and a parallel step', () => {
-  const all = SCENARIOS.map((s) => JSON.stringify(load(s.name)));
+  const all = NAMES.map((name) => JSON.stringify(load(name)));
   const joined = all.join('\n');
   for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"admitted"', '"signalName":"credentialsSupplied"', '"signalName":"cancel"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED']) {
     assert.ok(joined.includes(needle), needle);
   }
-  const failure = load('node-failure').events;
+  const failure = load('parallel-steps').events;
   const firstSteps = failure.filter((e) => (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId?: string } | undefined)?.workflowTaskCompletedEventId);
   const byTask = new Map<string, number>();
   for (const e of firstSteps) {
@@ -114,44 +108,41 @@ test('the histories cover timers, every signal and a parallel step', () => {
 // ---------------------------------------------------------------------------------------------------
 // Negative: altered histories and an altered workflow must fail replay.
 
-test('a history with another activity type where a step ran fails replay with a DeterminismViolationError', async () => {
+test('a history with another activity type where the driver ran fails replay with a DeterminismViolationError', async () => {
   const history = load('completed');
   const step = history.events.find(
-    (e) => (e.activityTaskScheduledEventAttributes as { activityType?: { name: string } } | undefined)?.activityType?.name === 'executeStep',
+    (e) => (e.activityTaskScheduledEventAttributes as { activityType?: { name: string } } | undefined)?.activityType?.name === 'advanceRun',
   )!;
-  (step.activityTaskScheduledEventAttributes as { activityType: { name: string } }).activityType.name = 'applyActions';
+  (step.activityTaskScheduledEventAttributes as { activityType: { name: string } }).activityType.name = 'completeRun';
   const err = await replayError(history, 'altered-activity');
   assert.instance(err, DeterminismViolationError);
-  assert.match(String((err as Error).message), /applyActions/);
+  assert.match(String((err as Error).message), /completeRun/);
 });
 
-test('a delay history without its timer fails replay with a DeterminismViolationError', async () => {
-  // The delay scenario, but resumed right after the suspension: no durable timer in between.
-  const h = new HistoryBuilder(T0);
-  const runId = SCENARIOS.find((s) => s.name === 'delay')!.runId;
-  const graph = {
-    nodes: [
-      { id: 'a', kind: 'text.template', template: 'before' },
-      { id: 'wait', kind: 'delay', seconds: 2, after: ['a'] },
-      { id: 'b', kind: 'text.template', template: 'after', after: ['wait'] },
-      { id: 'o', kind: 'output', from: 'b' },
-    ],
+/**
+ * The history without the events `drop` selects, renumbered the way a server would have numbered it
+ * (every `…EventId` reference follows).
+ */
+function without(history: { events: Record<string, unknown>[] }, drop: (e: Record<string, unknown>) => boolean): { events: Record<string, unknown>[] } {
+  const kept = history.events.filter((e) => !drop(e));
+  const ids = new Map(kept.map((e, i) => [String(e.eventId), String(i + 1)]));
+  const renumber = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(renumber);
+    if (v === null || typeof v !== 'object') return v;
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, /EventId$|^eventId$/.test(k) && typeof x === 'string' && ids.has(x) ? ids.get(x) : renumber(x)]));
   };
-  const state = { runId, accountId: 'x', versionId: 'y', status: 'running', phase: null, suspendReason: null, resumeAt: null, credentialMode: 'service_hosted', graph, inputs: {}, progress: { results: {}, timers: {} }, computeUsd: '0', computeLimitUsd: '5', stepUsd: '0.0001', stepsExecuted: 0, lastSequence: 3 };
-  h.started('runWorkflow', [{ runId, admitted: true }]);
-  let w = h.workflowTask([{ activity: 'prepareRun', args: [runId] }]);
-  h.activityCompleted(w.activities[0]!, { status: 'running', started: true, state });
-  w = h.workflowTask([{ activity: 'executeStep', args: [{ runId, nodeId: 'a' }] }]);
-  h.activityCompleted(w.activities[0]!, { type: 'recorded', result: { status: 'completed', value: 'before' } });
-  const dueAt = h.t + 2_000;
-  w = h.workflowTask([{ activity: 'applyActions', args: [runId, [{ type: 'start_timer', nodeId: 'wait', dueAt }]] }]);
-  h.activityCompleted(w.activities[0]!, { applied: true, status: null });
-  w = h.workflowTask([{ activity: 'suspendRun', args: [runId, { reason: 'wait_timer', resumeAt: dueAt }] }]);
-  h.activityCompleted(w.activities[0]!, { changed: true, status: 'suspended' });
-  // Still before the due time: the workflow must start a timer here, the history says resumeRun.
-  w = h.workflowTask([{ activity: 'resumeRun', args: [runId, 'wait_timer'] }]);
-  h.activityCompleted(w.activities[0]!, { changed: true, status: 'running' });
-  const err = await replayError(h.toJSON(), 'missing-timer');
+  return { ...history, events: kept.map((e) => renumber(e) as Record<string, unknown>) };
+}
+
+test('a delay history without its durable timer fails replay with a DeterminismViolationError', async () => {
+  const history = load('delay');
+  const timers = history.events.filter((e) => String(e.eventType).match(/TIMER_(STARTED|FIRED)$/));
+  // The admission wait's timer is started and cancelled; the delay's is started and fired.
+  const fired = timers.find((e) => e.eventType === 'EVENT_TYPE_TIMER_FIRED')!;
+  const timerId = (fired.timerFiredEventAttributes as { timerId: string }).timerId;
+  const altered = without(history, (e) => [e.timerStartedEventAttributes, e.timerFiredEventAttributes].some((a) => (a as { timerId?: string } | undefined)?.timerId === timerId));
+  assert.is(altered.events.length, history.events.length - 2);
+  const err = await replayError(altered, 'missing-timer');
   assert.instance(err, DeterminismViolationError);
 });
 

@@ -1,28 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { applyFreeActions, nextDue, plan, type Action } from '../../domain/graph/interpreter.ts';
-import { isInputKind, type NodeResult } from '../../domain/graph/types.ts';
 import type { Deps } from '../../services/deps.ts';
 import { fork } from '../../services/deps.ts';
+import { performMove } from '../drive-run.ts';
 import type { EnginePort } from '../port.ts';
+import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import {
   admitQueuedRunsDetailed,
-  applyActions,
-  completeRun,
   credentialsAvailable,
-  computeSyncStep,
   executeStep,
-  failRun,
-  isInMemoryStep,
-  isTerminal,
   loadRunState,
   prepareRun,
-  recordBatch,
   resumeRun,
-  STUCK_GRAPH_REASON,
-  suspendRun,
   type ActivityDeps,
-  type BatchEntry,
-  type FreeAction,
   type RunState,
   type StepArgs,
   type StepOutcome,
@@ -30,21 +19,20 @@ import {
 
 /**
  * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
- * same pure interpreter (`plan`) and the same activities (src/engine/run-activities.ts) as the Temporal
- * workflow. All run state lives in Postgres; this class only holds what can be rebuilt from it.
+ * same pure run driver (src/engine/run-driver.ts) and the same writes (src/engine/drive-run.ts, over
+ * src/engine/run-activities.ts) as the Temporal engine. All run state lives in Postgres; this class only
+ * holds what can be rebuilt from it: its leases, timers and the steps in flight.
  *
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
  *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it
  *   coalesce into one admission at a time. Admitted runs are leased to this instance in the same
  *   statement (runs.lease_owner / lease_until).
- * - One async driver per in-flight run: prepare (funding) → loop { plan(state, now) → apply free actions
- *   (one transaction) → execute ready steps concurrently (parallel branches) → wait for a step or the
- *   next timer } → finished → completeRun. The driver keeps the state in memory between steps (it is the
- *   only writer while it holds the lease) and reloads it from the database after anything unexpected.
- * - In-memory steps (text.template, json.parse) need no I/O, so while nothing else is in flight the
- *   driver computes them and the free actions between them in memory and writes the whole chain as one
- *   fenced statement (recordBatch) before anything else is written, or inside the completion
- *   transaction. Nothing is published before it is committed; a batch lost in a crash is computed again.
+ * - One async driver per in-flight run: `nextRunMove` says what the loaded run needs, a `RunDriver` drives
+ *   it move by move (free actions, in-memory steps batched into one fenced statement or into the
+ *   completion transaction, I/O steps run concurrently, a wait for a step or the next timer, finish); the
+ *   driver keeps the state in memory between steps (it is the only writer while it holds the lease) and
+ *   the run is reloaded from the database after anything unexpected. Nothing is published before it is
+ *   committed; a batch lost in a crash is computed again.
  * - Suspension: with only a timer left the run is suspended (wait_timer) and the driver parks: it
  *   releases its lease and arms a setTimeout for the due time; a BYOK step without credentials
  *   suspends the run (wait_signal) and the driver parks until `credentialsSupplied`.
@@ -91,10 +79,7 @@ interface Driver {
   done: Promise<void>;
 }
 
-type StepDone = { nodeId: string; outcome: StepOutcome } | { nodeId: string; error: unknown };
-
-/** Entries of in-memory work written at once, at most (bounds the statement and what a crash recomputes). */
-const MAX_BATCH = 64;
+type StepDone = StepEnd<StepOutcome>;
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -448,31 +433,35 @@ export class EmbeddedEngine implements EnginePort {
       d.poked = false;
       const s = d.admitted ?? (await loadRunState(deps, id));
       d.admitted = null;
-      if (!s || isTerminal(s.status)) return { kind: 'done' };
-      if (s.status === 'pending') {
-        if (s.phase === 'queued') return { kind: 'park', until: null }; // not admitted (yet)
-        // An admitted run is started by #advance: with its first write, or with its completion.
-        if (s.phase !== 'starting') {
+      if (!s) return { kind: 'done' };
+      const move = nextRunMove(s, Date.now());
+      switch (move.kind) {
+        case 'end':
+          return { kind: 'done' };
+        case 'await_admission':
+          return { kind: 'park', until: null }; // not admitted (yet)
+        case 'prepare':
           await prepareRun(deps, id);
           continue;
-        }
-      }
-      if (s.status === 'suspended') {
-        if (s.suspendReason === 'wait_timer' && s.resumeAt !== null) {
-          if (s.resumeAt > Date.now()) return { kind: 'park', until: s.resumeAt };
+        case 'park':
+          return { kind: 'park', until: move.until };
+        case 'resume_timer':
           await resumeRun(deps, id, { reason: 'wait_timer' });
           continue;
+        case 'await_credentials':
+          // credentialsSupplied wakes it; credentials that arrived while the step was still deciding to
+          // suspend resume it now.
+          if (s.suspendReason === 'wait_signal' && (await credentialsAvailable(deps, id))) {
+            await resumeRun(deps, id, { reason: 'wait_signal' });
+            continue;
+          }
+          return { kind: 'park', until: null };
+        case 'advance': {
+          // An admitted run is started by the driver: with its first write, or with its completion.
+          const outcome = await this.#advance(d, s);
+          if (outcome) return outcome;
         }
-        // wait_signal: credentialsSupplied wakes it; credentials that arrived while the step was still
-        // deciding to suspend resume it now.
-        if (s.suspendReason === 'wait_signal' && (await credentialsAvailable(deps, id))) {
-          await resumeRun(deps, id, { reason: 'wait_signal' });
-          continue;
-        }
-        return { kind: 'park', until: null };
       }
-      const outcome = await this.#advance(d, s);
-      if (outcome) return outcome;
     }
   }
 
@@ -491,109 +480,42 @@ export class EmbeddedEngine implements EnginePort {
     }
   }
 
+  /** The driver decides (src/engine/run-driver.ts); this engine writes, runs the steps and waits. */
   async #advanceWith(d: Driver, s: RunState, inflight: Map<string, Promise<StepDone>>): Promise<LoopOutcome | null> {
-    const deps = this.#deps;
-    const id = d.runId;
-    const results: Record<string, NodeResult> = { ...s.progress.results };
-    const timers: Record<string, number> = { ...s.progress.timers };
-    const inputIds = new Set(s.graph.nodes.filter((n) => isInputKind(n.kind)).map((n) => n.id));
-    const silent = (a: FreeAction) => a.type === 'resolve' && inputIds.has(a.nodeId);
-    const nodes = new Map(s.graph.nodes.map((n) => [n.id, n]));
-    let blocked = false;
-    let failure: unknown = null;
-    let batch: BatchEntry[] = [];
-    // Admitted but not started: preparation (funding, run.started) waits for the first write, so a run
-    // computed entirely in memory is started and finished in one transaction.
-    let unstarted = s.status === 'pending';
-    const takeBatch = () => {
-      const entries = batch;
-      batch = [];
-      return { entries, known: { results: { ...results }, inputs: s.inputs } };
-    };
-
+    const drv = new RunDriver(s);
     for (;;) {
       const halted = d.lost || this.#state === 'halted';
-      if (!blocked && !halted && !d.stopRequested && !d.abort.signal.aborted) {
-        const p = plan({ graph: s.graph, inputs: s.inputs, results, timers, running: [...inflight.keys()], now: Date.now() });
-        const free = p.actions.filter((a): a is FreeAction => a.type !== 'execute');
-        const executes = p.actions.filter((a): a is Extract<Action, { type: 'execute' }> => a.type === 'execute');
-        if (p.finished) {
-          const batched = batch.length > 0;
-          const r = await completeRun(deps, id, p.finished, free.filter((a) => !silent(a)), batched ? takeBatch() : undefined, { start: unstarted });
-          if (r.completed) return { kind: 'done' };
-          // Not started here (e.g. insufficient funds): preparation decides, then look again.
-          if (unstarted) await prepareRun(deps, id);
-          // Not completed after a batch: the batch was refused and recorded step by step; look again.
-          return batched || unstarted ? null : { kind: 'done' };
-        }
-        // Inputs resolve to the run's own inputs and emit no event: they are applied in memory only
-        // (the activities read input values from the run's inputs), which saves a write per run.
-        const recorded = free.filter((a) => !silent(a));
-        const inMemory =
-          inflight.size === 0 &&
-          batch.length < MAX_BATCH &&
-          (executes.length > 0
-            ? executes.every((a) => isInMemoryStep(nodes.get(a.nodeId)))
-            : free.length > 0 && (batch.length > 0 || unstarted || recorded.length === 0));
-        if (inMemory) {
-          if (recorded.length) batch.push({ actions: recorded });
-          applyFreeActions(results, timers, free);
-          for (const a of executes) {
-            const { result, deltas } = computeSyncStep(s.graph, nodes.get(a.nodeId)!, results, s.inputs);
-            batch.push({ step: a.nodeId, result, deltas });
-            results[a.nodeId] = result;
-          }
+      const m = drv.next(Date.now(), halted || d.stopRequested || d.abort.signal.aborted);
+      const done = await performMove(this.#deps, s, drv, m);
+      if (done === 'ended') return { kind: 'done' };
+      if (done === 'handled') continue;
+      switch (m.kind) {
+        case 'execute':
+          for (const nodeId of m.steps) inflight.set(nodeId, this.#step(d, nodeId, m.known));
+          continue;
+        case 'wait': {
+          const next = await this.#waitAny(d, inflight, m.due === null ? null : Math.max(0, m.due - Date.now()));
+          if (!next) continue;
+          inflight.delete(next.nodeId);
+          const aborted = d.abort.signal.aborted || d.lost;
+          drv.stepDone(next.nodeId, 'error' in next ? { error: aborted ? null : next.error } : next.report);
           continue;
         }
-        // Anything else writes: the run is started first, then the batch (its events precede what follows).
-        if (unstarted) {
-          const started = await prepareRun(deps, id);
-          if (started.status !== 'running') return isTerminal(started.status) ? { kind: 'done' } : null;
-          unstarted = false;
-        }
-        if (batch.length > 0 && !(await recordBatch(deps, id, takeBatch())).recorded) return null;
-        if (recorded.length) {
-          const applied = await applyActions(deps, id, recorded);
-          if (applied.applied) applyFreeActions(results, timers, free);
-          else blocked = true;
-        } else applyFreeActions(results, timers, free);
-        if (!blocked) {
-          for (const a of executes) inflight.set(a.nodeId, this.#step(d, a.nodeId, { results: { ...results }, inputs: s.inputs }));
-          if (free.length && executes.length === 0) continue; // state moved: plan again at once
-          if (inflight.size === 0) {
-            if (p.waiting?.kind === 'timer') {
-              const r = await suspendRun(deps, id, { reason: 'wait_timer', resumeAt: p.waiting.until });
-              return r.changed ? { kind: 'park', until: p.waiting.until } : null;
-            }
-            if (p.actions.length === 0) {
-              await failRun(deps, id, STUCK_GRAPH_REASON);
-              return { kind: 'done' };
-            }
-          }
-        }
-      }
-      if (inflight.size === 0) {
-        if (failure) throw failure;
-        return null;
-      }
-      const due = blocked || halted ? null : nextDue(timers);
-      const next = await this.#waitAny(d, inflight, due === null ? null : Math.max(0, due - Date.now()));
-      if (!next) continue;
-      inflight.delete(next.nodeId);
-      if ('error' in next) {
-        blocked = true;
-        if (!d.abort.signal.aborted && !d.lost) failure = next.error;
-      } else if (next.outcome.type === 'recorded') {
-        results[next.nodeId] = next.outcome.result;
-      } else {
-        blocked = true; // suspended for credentials, or the run ended / is no longer running
+        case 'done':
+          return { kind: 'done' };
+        case 'park':
+          return { kind: 'park', until: m.until };
+        case 'fail':
+          throw m.error;
+        default:
+          return null;
       }
     }
   }
 
   #step(d: Driver, nodeId: string, known: StepArgs['known']): Promise<StepDone> {
     return executeStep(this.#deps, { runId: d.runId, nodeId, known }, d.abort.signal).then(
-      (outcome) => ({ nodeId, outcome }),
+      (report) => ({ nodeId, report }),
       (error: unknown) => ({ nodeId, error }),
     );
   }

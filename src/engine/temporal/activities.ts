@@ -1,21 +1,11 @@
 import { Context } from '@temporalio/activity';
-import type { Finished } from '../../domain/graph/interpreter.ts';
 import { fork } from '../../services/deps.ts';
 import type { RunEventBus } from '../../services/events/bus.ts';
 import { cancelRun as cancelRunService } from '../../services/runs/cancel-run.ts';
+import { advanceRun, type AdvanceResult } from '../drive-run.ts';
 import { NullEngine } from '../port.ts';
 import * as run from '../run-activities.ts';
-import type {
-  ActivityDeps,
-  ApplyResult,
-  FreeAction,
-  PrepareResult,
-  RunState,
-  RunStatus,
-  StepOutcome,
-  SuspendArgs,
-  TransitionResult,
-} from '../run-activities.ts';
+import type { ActivityDeps, RunStatus, StepOutcome } from '../run-activities.ts';
 
 /**
  * The Temporal activities: the shared run activities (src/engine/run-activities.ts, also used by the
@@ -41,6 +31,9 @@ export interface RunStatusView {
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
 }
+
+/** A step activity's answer: small facts for the workflow (whether the node's result is recorded). */
+export type StepReport = { type: 'recorded'; status: 'completed' | 'failed' | 'skipped' } | Exclude<StepOutcome, { type: 'recorded' }>;
 
 export interface ExecuteStepArgs {
   runId: string;
@@ -74,38 +67,15 @@ export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) 
       };
     },
 
-    async prepareRun(runId: string): Promise<PrepareResult> {
-      const r = await run.prepareRun(deps, runId);
-      if (run.isTerminal(r.status)) ended(runId);
-      return r;
-    },
-
-    async loadRunState(runId: string): Promise<RunState | null> {
-      return run.loadRunState(deps, runId);
-    },
-
-    async applyActions(runId: string, actions: FreeAction[]): Promise<ApplyResult> {
-      return run.applyActions(deps, runId, actions);
-    },
-
-    async suspendRun(runId: string, args: SuspendArgs): Promise<TransitionResult> {
-      return run.suspendRun(deps, runId, args);
-    },
-
-    async resumeRun(runId: string, reason: 'wait_timer' | 'wait_signal'): Promise<TransitionResult> {
-      return run.resumeRun(deps, runId, { reason });
-    },
-
-    async completeRun(runId: string, finished: Finished, actions: FreeAction[]): Promise<{ completed: boolean }> {
-      const r = await run.completeRun(deps, runId, finished, actions);
-      ended(runId);
-      return r;
-    },
-
-    /** The graph cannot make progress (only an invalid graph): fail the run, compute charged. */
-    async failStuckRun(runId: string): Promise<{ failed: boolean }> {
-      const r = await run.failRun(deps, runId, run.STUCK_GRAPH_REASON);
-      ended(runId);
+    /**
+     * Everything but the I/O steps and the waiting, in one activity (src/engine/drive-run.ts): prepares
+     * or starts the run, resumes a due timer, records free actions and in-memory steps as one batch,
+     * suspends, completes. `running`: the steps the workflow has in flight. The answer is small facts
+     * only: node values and outputs stay in Postgres.
+     */
+    async advanceRun(runId: string, running: string[] = []): Promise<AdvanceResult> {
+      const r = await advanceRun(deps, runId, running);
+      if (r.kind === 'ended') ended(runId);
       return r;
     },
 
@@ -124,7 +94,8 @@ export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) 
       }
     },
 
-    async executeStep(args: ExecuteStepArgs): Promise<StepOutcome> {
+    /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres). */
+    async executeStep(args: ExecuteStepArgs): Promise<StepReport> {
       const ctx = Context.current();
       const beat = (details?: unknown) => {
         try {
@@ -148,7 +119,7 @@ export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) 
       try {
         const outcome = await run.executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal);
         if (outcome.type === 'not_runnable' && outcome.status !== null && run.isTerminal(outcome.status)) ended(args.runId);
-        return outcome;
+        return outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
       } finally {
         clearInterval(timer);
       }

@@ -1,0 +1,152 @@
+import { nextRunMove, RunDriver, type DriverMove } from './run-driver.ts';
+import {
+  completeRun,
+  computeSyncStep,
+  credentialsAvailable,
+  failRun,
+  loadRunState,
+  prepareRun,
+  recordBatch,
+  resumeRun,
+  STUCK_GRAPH_REASON,
+  suspendRun,
+  applyActions,
+  type ActivityDeps,
+  type RunState,
+  type RunStatus,
+} from './run-activities.ts';
+
+/**
+ * The run driver's writes (src/engine/run-driver.ts decides, the run activities write), shared by both
+ * engines, and `advanceRun`: one pass of the driver over a run loaded from the database, up to the
+ * point where the engine must wait. The Temporal workflow runs the I/O steps and all waiting itself and
+ * calls `advanceRun` as one activity for everything else (free actions, in-memory steps, start,
+ * completion), so node values and outputs never travel through the workflow history.
+ */
+
+/**
+ * Performs a driver move that is a write or an in-memory computation and reports it back to the driver.
+ * Returns 'handled', 'ended' (the run was failed as stuck) or null (not such a move: the engine's own).
+ */
+export async function performMove(deps: ActivityDeps, s: RunState, drv: RunDriver, m: DriverMove): Promise<'handled' | 'ended' | null> {
+  const id = s.runId;
+  switch (m.kind) {
+    case 'compute':
+      for (const nodeId of m.steps) {
+        const { result, deltas } = computeSyncStep(s.graph, drv.node(nodeId)!, drv.results, s.inputs);
+        drv.computed(nodeId, result, deltas);
+      }
+      return 'handled';
+    case 'finish': {
+      const r = await completeRun(deps, id, m.finished, m.actions, m.batch, { start: m.start });
+      // Not started here (e.g. insufficient funds): preparation decides, then the driver looks again.
+      if (!r.completed && m.start) await prepareRun(deps, id);
+      drv.finished(r.completed);
+      return 'handled';
+    }
+    case 'start':
+      drv.started((await prepareRun(deps, id)).status);
+      return 'handled';
+    case 'record_batch':
+      drv.batchRecorded((await recordBatch(deps, id, m.batch)).recorded);
+      return 'handled';
+    case 'apply':
+      drv.applied((await applyActions(deps, id, m.actions)).applied);
+      return 'handled';
+    case 'suspend_timer':
+      drv.suspended((await suspendRun(deps, id, { reason: 'wait_timer', resumeAt: m.until })).changed);
+      return 'handled';
+    case 'fail_stuck':
+      await failRun(deps, id, STUCK_GRAPH_REASON);
+      return 'ended';
+    default:
+      return null;
+  }
+}
+
+/** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
+export type AdvanceResult =
+  /** The run is terminal; `outcome` when this call completed it. */
+  | { kind: 'ended'; status: RunStatus | null; outcome: string | null }
+  /** Queued: wait for admission. */
+  | { kind: 'queued' }
+  /** Running: start the I/O steps `start` (the others given as running still are), then wait for any step or until `due`. */
+  | { kind: 'wait'; start: string[]; due: number | null }
+  /** Suspended on a timer until `until`. */
+  | { kind: 'park'; until: number }
+  /** Suspended until credentials are supplied. */
+  | { kind: 'await_credentials' }
+  /** Nothing settled yet (the run kept changing under the driver): call again. */
+  | { kind: 'again' };
+
+/** Reloads within one call at most this often before handing back (`again`). */
+const MAX_PASSES = 8;
+
+/**
+ * Moves a run on as far as it goes without waiting: prepares an admitted run, resumes a due timer or a
+ * run whose credentials arrived, records free actions and in-memory steps, completes the run. `running`:
+ * the step nodes the caller has in flight (planned as running, so never started twice).
+ */
+export async function advanceRun(deps: ActivityDeps, runId: string, running: readonly string[] = []): Promise<AdvanceResult> {
+  for (let pass = 0; pass < MAX_PASSES; pass++) {
+    const s = await loadRunState(deps, runId);
+    if (!s) return { kind: 'ended', status: null, outcome: null };
+    const move = nextRunMove(s, Date.now());
+    switch (move.kind) {
+      case 'end':
+        return { kind: 'ended', status: s.status, outcome: null };
+      case 'await_admission':
+        return { kind: 'queued' };
+      case 'prepare':
+        await prepareRun(deps, runId);
+        continue;
+      case 'park':
+        return { kind: 'park', until: move.until };
+      case 'resume_timer':
+        await resumeRun(deps, runId, { reason: 'wait_timer' });
+        continue;
+      case 'await_credentials':
+        if (s.suspendReason === 'wait_signal' && running.length === 0 && (await credentialsAvailable(deps, runId))) {
+          await resumeRun(deps, runId, { reason: 'wait_signal' });
+          continue;
+        }
+        return { kind: 'await_credentials' };
+      case 'advance': {
+        const r = await advanceLoaded(deps, s, running);
+        if (r) return r;
+      }
+    }
+  }
+  return { kind: 'again' };
+}
+
+/** One driver pass over a loaded run; null when the run must be looked at again. */
+async function advanceLoaded(deps: ActivityDeps, s: RunState, running: readonly string[]): Promise<AdvanceResult | null> {
+  const drv = new RunDriver(s, running);
+  const start: string[] = [];
+  for (;;) {
+    const m = drv.next(Date.now());
+    const done = await performMove(deps, s, drv, m);
+    if (done === 'ended') return null; // the next look reports the run's terminal status
+    if (done === 'handled') continue;
+    switch (m.kind) {
+      case 'execute':
+        start.push(...m.steps);
+        continue;
+      case 'wait':
+        return { kind: 'wait', start, due: m.due };
+      case 'park':
+        return { kind: 'park', until: m.until };
+      case 'done':
+        // Completed by this call: its status and outcome are known; otherwise the next look tells.
+        return drv.completion ? { kind: 'ended', status: drv.completion.status, outcome: drv.completion.outcome } : null;
+      case 'reload':
+        // Steps this pass planned must still run: hand them over with the wait for them.
+        return start.length ? { kind: 'wait', start, due: null } : null;
+      case 'fail':
+        throw m.error;
+      default:
+        return null;
+    }
+  }
+}

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { GraphNode } from '../../src/domain/graph/types.ts';
+import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { testOrm } from '../helpers/db.ts';
+import { startProviderStub } from '../helpers/provider-stub.ts';
+import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
+import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun, type LiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
+
+/**
+ * The run workflow on a live Temporal server (a dev server started by test/run.ts) with the real worker
+ * and engine: what its real history costs, and the search attributes operators filter runs by.
+ */
+
+const orm = await testOrm();
+const address = temporalAddress('live workflow');
+
+const text = (id: string, template: string, extra: Record<string, unknown> = {}) => ({ id, kind: 'text.template', template, ...extra }) as GraphNode;
+const out = (id: string, from: string) => ({ id, kind: 'output', from }) as GraphNode;
+/** A fresh account handle per test: visibility outlives the database reset between tests. */
+const freshHandle = () => `live-${randomUUID().slice(0, 8)}`;
+
+async function withHarness(fn: (h: LiveHarness) => Promise<void>, env: Record<string, string> = {}): Promise<void> {
+  const h = await startLiveHarness(orm, address!, env);
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}
+
+/** Run ids the visibility query finds (the dev server's visibility may lag a little: poll until `want`). */
+async function listed(h: LiveHarness, query: string, want: string): Promise<string[]> {
+  return eventually(`${want} in ${query}`, async () => {
+    const ids: string[] = [];
+    for await (const w of h.client.workflow.list({ query })) ids.push(w.workflowId);
+    return ids.includes(want) ? ids : null;
+  });
+}
+
+if (address) {
+  test(
+    'a three-step template run costs one activity in its real history: the driver starts, computes and completes it in one go',
+    countTemporal(async () => {
+      const { workflowId } = await seedWorkflow(orm, [
+        { id: 'name', kind: 'input.text', required: true } as GraphNode,
+        text('t1', 'Hello {{name}}.'),
+        text('t2', '{{t1}} {{t1}}'),
+        text('t3', '{{t2}} The end.'),
+        out('result', 't3'),
+      ]);
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId, { name: 'Ada' });
+        await workflowClosed(h, runId);
+        assert.is(await runStatusOf(orm, runId), 'completed');
+        const history = await h.client.workflow.getHandle(runId).fetchHistory();
+        const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name] : []));
+        assert.equal(activities, ['advanceRun']);
+      });
+    }),
+  );
+
+  test(
+    'a completed run is found by RunStatus="completed", its account and its outcome',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        const ids = await listed(h, `RunStatus="completed" AND RunOutcome="completed" AND AccountHandle="${buyer}"`, runId);
+        assert.equal(ids, [runId]);
+        assert.equal(await listed(h, `CatalogWorkflowId="${workflowId}"`, runId), [runId]);
+      });
+    }),
+  );
+
+  test(
+    'a run whose LLM step is streaming is found with RunStatus="running", then with RunStatus="completed"',
+    countTemporal(async () => {
+      const stub = await startProviderStub({ chunks: Array.from({ length: 12 }, (_, i) => `chunk ${i} `), delayMsBetweenChunks: 400 });
+      try {
+        const llm = { id: 'l', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'Talk slowly' } as GraphNode;
+        const { workflowId, buyer } = await seedWorkflow(orm, [llm, out('o', 'l')], { buyer: freshHandle() });
+        await withHarness(
+          async (h) => {
+            const runId = await startSeededRun(h.deps, workflowId);
+            assert.equal(await listed(h, `RunStatus="running" AND AccountHandle="${buyer}"`, runId), [runId]);
+            await workflowClosed(h, runId);
+            assert.equal(await listed(h, `RunStatus="completed" AND AccountHandle="${buyer}"`, runId), [runId]);
+          },
+          { OPENAI_API_KEY: 'sk-service', OPENAI_BASE_URL: stub.baseURLFor('openai') },
+        );
+      } finally {
+        await stub.close();
+      }
+    }),
+  );
+
+  test(
+    'a delay run is found with RunStatus="suspended" while it waits, and with RunStatus="cancelled" once cancelled through the API',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('a', 'x'), { id: 'd', kind: 'delay', seconds: 60, after: ['a'] } as GraphNode, text('b', 'y', { after: ['d'] }), out('o', 'b')], {
+        buyer: freshHandle(),
+      });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        assert.equal(await listed(h, `RunStatus="suspended" AND AccountHandle="${buyer}"`, runId), [runId]);
+        await cancelRun(h.deps, null, runId);
+        await workflowClosed(h, runId);
+        assert.equal(await listed(h, `RunStatus="cancelled" AND AccountHandle="${buyer}"`, runId), [runId]);
+        const suspended: string[] = [];
+        for await (const w of h.client.workflow.list({ query: `RunStatus="suspended" AND AccountHandle="${buyer}"` })) suspended.push(w.workflowId);
+        assert.equal(suspended, [], 'no longer listed as suspended');
+      });
+    }),
+  );
+}
+
+test.run();
