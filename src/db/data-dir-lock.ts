@@ -14,6 +14,8 @@ export interface LockOwner {
   /** The server's port, when the holder is a server. */
   port?: number;
   since: string;
+  /** The holder's start time in clock ticks since boot (Linux), so a recycled pid is not taken for it. */
+  startTime?: string;
 }
 
 export class DataDirLockedError extends Error {
@@ -37,7 +39,14 @@ export const LOCK_FILE = 'wr.lock';
 /** Takes the lock of `dir` (which must exist) or throws DataDirLockedError naming the live holder. */
 export function lockDataDir(dir: string, who: { role: string; port?: number }): DataDirLock {
   const file = join(dir, LOCK_FILE);
-  const owner: LockOwner = { pid: process.pid, role: who.role, ...(who.port !== undefined ? { port: who.port } : {}), since: new Date().toISOString() };
+  const started = startTime(process.pid);
+  const owner: LockOwner = {
+    pid: process.pid,
+    role: who.role,
+    ...(who.port !== undefined ? { port: who.port } : {}),
+    since: new Date().toISOString(),
+    ...(started ? { startTime: started } : {}),
+  };
   // Written whole under a private name, then linked into place: link fails if the lock exists, so the
   // lock file is never seen half-written and two starters cannot both create it.
   const tmp = `${file}.${process.pid}.tmp`;
@@ -50,7 +59,7 @@ export function lockDataDir(dir: string, who: { role: string; port?: number }): 
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         const holder = readOwner(file);
-        if (holder && holder.pid !== process.pid && alive(holder.pid)) throw new DataDirLockedError(dir, holder);
+        if (holder && holder.pid !== process.pid && alive(holder)) throw new DataDirLockedError(dir, holder);
         if (attempt > 2) throw err;
         // Stale (its process is gone) or unreadable: take it over.
         try {
@@ -89,7 +98,7 @@ export function lockDataDir(dir: string, who: { role: string; port?: number }): 
 /** The holder recorded in `dir`'s lock, if that process is alive. */
 export function liveLockOwner(dir: string): LockOwner | null {
   const holder = readOwner(join(dir, LOCK_FILE));
-  return holder && alive(holder.pid) ? holder : null;
+  return holder && alive(holder) ? holder : null;
 }
 
 function readOwner(file: string): LockOwner | null {
@@ -101,12 +110,24 @@ function readOwner(file: string): LockOwner | null {
   }
 }
 
-function alive(pid: number): boolean {
+function alive(owner: LockOwner): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    process.kill(owner.pid, 0);
   } catch (err) {
     // EPERM: it exists but belongs to another user.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  // After a restart (a container's, say) the holder's pid may belong to some other process now.
+  const now = owner.startTime ? startTime(owner.pid) : undefined;
+  return !now || now === owner.startTime;
+}
+
+/** Field 22 of /proc/<pid>/stat (the fields after the parenthesised command name start at field 3). */
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
   }
 }

@@ -71,6 +71,19 @@ test('a lock left by a process that is gone is taken over', async () => {
   }
 });
 
+test('a lock naming a live pid that another process now has (a recycled pid) is taken over', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'wr-lock-recycled-'));
+  try {
+    // This test process is alive, but it is not the process that wrote the lock: its start time differs.
+    writeFileSync(join(dir, LOCK_FILE), JSON.stringify({ pid: process.pid, role: 'npm start', port: 8080, since: '2026-01-01T00:00:00.000Z', startTime: '1' }));
+    const load = await runToEnd(['src/catalog/cli.ts', 'load', DEMO], { DATA_DIR: dir, DATABASE_URL: '' });
+    assert.is(load.code, 0, load.stderr);
+    assert.match(load.stdout, 'loaded');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a port in use ends the start with one line before any migration runs', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-lock-port-'));
   const taken = createServer();
