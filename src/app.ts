@@ -4,6 +4,7 @@ import { describeDb, migrate, openOrm, type Orm } from './db/orm.ts';
 import type { EnginePort } from './engine/port.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HttpServer } from './http/server.ts';
+import { assertPortFree, listenError } from './http/port-check.ts';
 import { mountHealth } from './http/health.ts';
 import { mountRest } from './http/rest/rest-adapter.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
@@ -38,15 +39,25 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const log = opts.log ?? createLogger(config.logLevel);
   const ownsOrm = !opts.orm;
-  const orm = opts.orm ?? (await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements }));
+  // Before any migration or catalog load: a taken port is one line, not a stack trace after the work.
+  if (ownsOrm) await assertPortFree(config.port, config.host);
+  const orm =
+    opts.orm ??
+    (await openOrm({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      preparedStatements: config.preparedStatements,
+      lockAs: { role: 'npm start', port: config.port },
+    }));
   const applied = await migrate(orm);
-  if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+  if (applied.length) log.info({ migrations: applied.length, last: applied.at(-1) }, 'migrations applied');
 
   const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));
   if (config.catalogFile) {
     const text = await readFile(config.catalogFile, 'utf8');
     const report = await loadCatalog(orm, parseCatalog(text, config.catalogFile), { sealer });
-    log.info({ catalog: config.catalogFile, report }, 'catalog loaded');
+    // One summary line; `npm run catalog -- load FILE` prints the per-kind report.
+    log.info({ catalog: config.catalogFile, created: report.created, updated: report.updated, unchanged: report.unchanged }, 'catalog loaded');
   }
 
   let boundPort = config.port;
@@ -77,7 +88,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
     deps,
     http,
     async listen() {
-      const { port, host } = await http.listen(config.port, config.host);
+      const { port, host } = await http.listen(config.port, config.host).catch((err: NodeJS.ErrnoException) => {
+        throw listenError(err, config.port, config.host);
+      });
       boundPort = port;
       await engine.start();
       webhooks.start();

@@ -1,5 +1,6 @@
 import { createApp } from './app.ts';
 import { ConfigError, DEMO_CATALOG_FILE, loadConfigOrExit } from './config/config.ts';
+import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { createLogger } from './logger.ts';
 
 async function main(): Promise<void> {
@@ -34,8 +35,9 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  // A configuration that cannot work (Temporal unreachable, namespace missing, …) is one clear line.
-  if (err instanceof ConfigError) {
+  // A configuration that cannot work (Temporal unreachable, namespace missing, port taken, DATA_DIR held
+  // by another process, …) is one clear line.
+  if (err instanceof ConfigError || err instanceof DataDirLockedError) {
     console.error(err.message);
     process.exit(2);
   }

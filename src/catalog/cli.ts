@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { loadConfig } from '../config/config.ts';
+import { DataDirLockedError } from '../db/data-dir-lock.ts';
 import { describeDb, migrate, openOrm } from '../db/orm.ts';
 import { loadOrCreateKey, Sealer } from '../security/crypto.ts';
 import { CatalogError, loadCatalog, parseCatalog, type LoadReport } from './load-catalog.ts';
@@ -7,7 +8,8 @@ import { CatalogError, loadCatalog, parseCatalog, type LoadReport } from './load
 /**
  * `npm run catalog -- load FILE`   upserts FILE into the database the service uses (DATABASE_URL / DATA_DIR)
  * `npm run catalog -- check FILE`  validates FILE without touching any database
- * Exit code 1 with one line per problem when the file is invalid.
+ * Exit code 1 with one line per problem when the file is invalid, and one line (nothing written) when an
+ * embedded server holds DATA_DIR.
  */
 
 const USAGE = 'usage: npm run catalog -- load FILE | check FILE';
@@ -25,7 +27,17 @@ async function main(): Promise<void> {
     return;
   }
   const config = loadConfig();
-  const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements });
+  const orm = await openOrm({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    preparedStatements: config.preparedStatements,
+    lockAs: { role: 'npm run catalog' },
+  }).catch((err: unknown) => {
+    // A load written behind a running embedded server's back is lost (it keeps serving, and later
+    // overwrites, what it has in memory): refuse, and say how to load the file instead.
+    if (err instanceof DataDirLockedError) throw new Refused(refusal(err, file));
+    throw err;
+  });
   try {
     await migrate(orm);
     const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));
@@ -34,6 +46,16 @@ async function main(): Promise<void> {
   } finally {
     await orm.close(true);
   }
+}
+
+class Refused extends Error {}
+
+function refusal(err: DataDirLockedError, file: string): string {
+  const { pid, role, port } = err.owner;
+  return (
+    `not loaded: DATA_DIR ${err.dir} is in use by process ${pid} (${role}${port !== undefined ? ` on port ${port}` : ''}), and the embedded database ` +
+    `takes one process at a time; stop it and run this again, or restart it with CATALOG_FILE=${file} (it loads the file at start)`
+  );
 }
 
 function summary(r: LoadReport, db: string): string {
@@ -49,7 +71,7 @@ function summary(r: LoadReport, db: string): string {
 }
 
 main().catch((err) => {
-  if (err instanceof CatalogError) {
+  if (err instanceof CatalogError || err instanceof Refused) {
     console.error(err.message);
   } else console.error(err);
   process.exit(1);

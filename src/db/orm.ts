@@ -5,6 +5,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
 import type { Pool, PoolClient } from 'pg';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities, routines } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
@@ -24,6 +25,8 @@ export interface DbOptions {
   preparedStatements?: boolean;
   /** Directory of the embedded database; `memory://` keeps it in memory (tests). */
   dataDir?: string;
+  /** Who opens a PGlite data directory, recorded in its lock (src/db/data-dir-lock.ts). */
+  lockAs?: { role: string; port?: number };
   debug?: boolean;
 }
 
@@ -60,14 +63,34 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';
+  let lock: DataDirLock | undefined;
   if (!dataDir.startsWith('memory:')) {
-    dataDir = resolve(dataDir, 'pg');
+    const root = resolve(dataDir);
+    dataDir = resolve(root, 'pg');
     mkdirSync(dataDir, { recursive: true });
+    lock = lockDataDir(root, opts.lockAs ?? { role: process.argv.slice(1).join(' ') || 'node' });
   }
-  // Both drivers share the SQL entity manager API; services only use that surface.
-  const orm = (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
-  yieldBeforeQueries(orm);
-  return orm;
+  try {
+    // Both drivers share the SQL entity manager API; services only use that surface.
+    const orm = (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
+    yieldBeforeQueries(orm);
+    if (lock) releaseOnClose(orm, lock);
+    return orm;
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+}
+
+function releaseOnClose(orm: Orm, lock: DataDirLock): void {
+  const close = orm.close.bind(orm);
+  orm.close = async (force?: boolean) => {
+    try {
+      await close(force);
+    } finally {
+      lock.release();
+    }
+  };
 }
 
 /**

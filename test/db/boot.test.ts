@@ -1,34 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { startService } from '../helpers/service-process.ts';
 
 /** `npm start` as a real process: boots, migrates, loads the demo catalog, answers, and stops on SIGTERM. */
-
-function startService(env: Record<string, string>): { child: ChildProcess; url: Promise<string>; output: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in time:\n${out}`)), 60_000);
-    const onData = (b: Buffer) => {
-      out += b.toString();
-      const m = /listening on (http:\/\/[^\s]+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-    child.on('exit', (code) => reject(new Error(`exited ${code} before listening:\n${out}`)));
-  });
-  return { child, url, output: () => out };
-}
 
 test('npm start boots with the demo catalog, answers /readyz and the demo key, and stops cleanly on SIGTERM', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-boot-'));

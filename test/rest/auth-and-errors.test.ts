@@ -119,6 +119,19 @@ t('the OpenAPI document is served to anyone at /v1/openapi.json', async ({ t }) 
   assert.is(res.body.openapi.startsWith('3.1'), true);
   assert.is(res.body.info.version, '1.0.0');
   assert.ok(res.body.paths['/runs']);
+  // Without PUBLIC_BASE_URL the served server is this service on its bound port, not the file's relative one.
+  assert.equal(res.body.servers, [{ url: t.publicBase, description: 'This service' }]);
+  assert.match(t.publicBase, /^http:\/\/localhost:\d+\/v1$/);
+});
+
+t('the served OpenAPI document names PUBLIC_BASE_URL as its server', async () => {
+  const other = await startTestApp({ env: { PUBLIC_BASE_URL: 'https://runs.example.org/api/v1/' } });
+  try {
+    const res = await other.call('GET', '/openapi.json', { key: null });
+    assert.equal(res.body.servers, [{ url: 'https://runs.example.org/api/v1', description: 'This service' }]);
+  } finally {
+    await other.close();
+  }
 });
 
 t('health endpoints answer without a key at the server root', async ({ t }) => {

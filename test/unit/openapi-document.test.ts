@@ -208,10 +208,11 @@ const sampleInputsError = {
   },
 };
 
-test('document header: 3.1, version 1.0.0, /v1 server, global bearer auth', () => {
+test('document header: 3.1, version 1.0.0, a relative /v1 server, global bearer auth', () => {
   assert.match(String(doc.openapi), /^3\.1\./);
   assert.is(doc.info.version, '1.0.0');
-  assert.equal(doc.servers, [{ url: 'http://localhost:8080/v1', description: doc.servers[0].description }]);
+  // Relative in the file (resolved against wherever it is served); the served copy names the absolute URL.
+  assert.equal(doc.servers, [{ url: '/v1', description: doc.servers[0].description }]);
   assert.equal(doc.components.securitySchemes.bearerAuth, { ...doc.components.securitySchemes.bearerAuth, type: 'http', scheme: 'bearer' });
   assert.equal(doc.security, [{ bearerAuth: [] }]);
 });
@@ -240,6 +241,23 @@ test('every expected operationId exists exactly once, with its scopes and securi
     streamRun: 'GET /runs/{id}/stream',
     getOpenApiDocument: 'GET /openapi.json',
   });
+});
+
+test('every webhook is an operation with its own operationId and its own payload schema', () => {
+  const hooks = Object.entries(doc.webhooks as Json).map(([name, item]) => ({ name, op: (item as Json).post }));
+  assert.equal(
+    hooks.map((h) => [h.name, h.op.operationId, h.op.requestBody.content['application/json'].schema.$ref]),
+    [
+      ['run.completed', 'runCompletedWebhook', '#/components/schemas/RunCompletedWebhookPayload'],
+      ['run.failed', 'runFailedWebhook', '#/components/schemas/RunFailedWebhookPayload'],
+      ['run.cancelled', 'runCancelledWebhook', '#/components/schemas/RunCancelledWebhookPayload'],
+    ],
+  );
+  const ids = [...operations().map((o) => o.op.operationId), ...hooks.map((h) => h.op.operationId)];
+  assert.is(new Set(ids).size, ids.length, 'operationIds are unique across paths and webhooks');
+  // File inputs are typed: the input value schema names WorkflowMedia.
+  assert.ok(JSON.stringify(doc.components.schemas.InputValue).includes('#/components/schemas/WorkflowMedia'));
+  assert.ok(JSON.stringify(doc.components.schemas.StartRunFields.properties.inputs).includes('#/components/schemas/InputValue'));
 });
 
 test('every response of every operation declares X-Request-Id; errors use the Error envelope', () => {
@@ -278,19 +296,23 @@ test('every response of every operation declares X-Request-Id; errors use the Er
   assert.match(stream.description, /: heartbeat/);
 });
 
-test('query and path parameters are permissive strings with the real rule in x-constraint', () => {
+test('parameters declare their real rule as their schema: integers with ranges, enumerations, UUIDs', () => {
   for (const { path, method, op } of operations()) {
     for (const ref of op.parameters ?? []) {
       const p = resolve(ref);
-      if (p.in !== 'query' && p.in !== 'path') continue;
-      assert.equal(p.schema, { type: 'string' }, `${method} ${path} ${p.name} schema`);
       assert.ok(p.description, `${method} ${path} ${p.name} description`);
-      assert.ok(p['x-constraint'], `${method} ${path} ${p.name} x-constraint`);
-      ajv.compile(p['x-constraint']); // must be a valid schema, formats known
+      assert.is(p['x-constraint'], undefined, `${method} ${path} ${p.name}: the rule is the schema`);
+      ajv.compile(p.schema); // must be a valid schema, formats known
+      if (p.in === 'path') assert.equal(p.schema, { type: 'string', format: 'uuid' }, `${method} ${path} ${p.name}`);
     }
   }
-  const limit = resolve({ $ref: '#/components/parameters/Limit' })['x-constraint'];
-  assert.equal(limit, { type: 'integer', minimum: 1, maximum: 50, default: 20 });
+  const schemaOf = (name: string) => resolve({ $ref: `#/components/parameters/${name}` }).schema;
+  assert.equal(schemaOf('Limit'), { type: 'integer', minimum: 1, maximum: 50, default: 20 });
+  assert.equal(schemaOf('Offset'), { type: 'integer', minimum: 0, default: 0 });
+  const param = (opPath: string, m: string, name: string) => doc.paths[opPath][m].parameters.map(resolve).find((p: Json) => p.name === name);
+  assert.equal(param('/runs/{run_id}/events', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, default: 0 });
+  assert.equal(param('/runs/{id}/stream', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0 });
+  assert.equal(param('/runs/{id}/stream', 'get', 'Last-Event-ID').schema, { type: 'integer', minimum: 0 });
   const names = (opPath: string, m: string) => doc.paths[opPath][m].parameters.map((r: Json) => resolve(r).name);
   assert.equal(names('/workflows', 'get'), ['offset', 'limit', 'q', 'runModel', 'access']);
   assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow']);
@@ -428,6 +450,12 @@ test('realistic samples validate', () => {
   ok('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'https://cdn.example.com/a.png', mimeType: 'image/png', filename: 'a.png' });
   ok('WorkflowMedia', { __workflowMedia: true, kind: 'document', base64: 'aGVsbG8=', mimeType: 'application/pdf', filename: 'a.pdf' });
   ok('RunWebhookPayload', { type: 'run.completed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun });
+  ok('RunCompletedWebhookPayload', { type: 'run.completed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun });
+  ok('RunFailedWebhookPayload', { type: 'run.failed', timestamp: '2026-11-22T10:00:05Z', data: { ...sampleRun, status: 'failed', reason: 'boom', outcome: null } });
+  ok('StartRunRequest', {
+    workflow: WF_ID,
+    inputs: { text: 'hi', n: 3, flag: true, nothing: null, list: [1], obj: { a: 1 }, doc: { __workflowMedia: true, kind: 'document', base64: 'aGVsbG8=', mimeType: 'application/pdf', filename: 'a.pdf' } },
+  });
 });
 
 test('near misses are rejected', () => {
@@ -454,6 +482,8 @@ test('near misses are rejected', () => {
   bad('Error', { error: { code: 'internal_error' } }, 'message is required');
   bad('Pagination', { offset: 0, limit: 51, hasMore: false }, 'limit over 50');
   bad('StartRunRequest', { inputs: {} }, 'no workflow');
+  bad('StartRunRequest', { workflow: 'not-a-uuid' }, 'workflow not a UUID');
+  bad('RunCompletedWebhookPayload', { type: 'run.failed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun }, 'another webhook type');
   bad('StartRunRequest', { workflow: WF_ID, idempotencyKey: 'x'.repeat(256) }, 'idempotency key over 255');
   bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'https://a.test/x.png', base64: 'aGk=', mimeType: 'image/png', filename: 'x.png' }, 'url and base64 both');
   bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'http://a.test/x.png', mimeType: 'image/png', filename: 'x.png' }, 'plain http');

@@ -42,7 +42,11 @@ export interface RestCall {
 
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();
-  const documentJson = JSON.stringify(definition);
+  // The file's server is relative; the served copy names this service's absolute URL, known once the
+  // port is bound (PUBLIC_BASE_URL, else http://localhost:<port>/v1).
+  let documentJson: string | undefined;
+  const servedDocument = () =>
+    (documentJson ??= JSON.stringify({ ...definition, servers: [{ url: deps.baseUrl(), description: 'This service' }] }));
   // Routing only: the services validate requests themselves to answer with the spec's exact codes,
   // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
   const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
@@ -57,7 +61,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     const method = (req.method ?? 'GET').toLowerCase();
     if (path === '/openapi.json' && (method === 'get' || method === 'head')) {
       res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
-      res.end(method === 'head' ? undefined : documentJson);
+      res.end(method === 'head' ? undefined : servedDocument());
       return;
     }
     try {
