@@ -1,9 +1,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startGateway } from '../../examples/federation-gateway.ts';
+import { startGateway } from '../../docs/examples/federation-gateway.ts';
 import { GREETER, TOKEN, startHarness, type Harness } from './helpers/harness.ts';
 
-/** examples/federation-gateway.ts: an @apollo/gateway composes this subgraph and answers through it. */
+/** docs/examples/federation-gateway.ts: an @apollo/gateway composes this subgraph and answers through it. */
 
 let h: Harness;
 let gateway: { url: string; stop: () => Promise<void> } | undefined;

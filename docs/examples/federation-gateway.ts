@@ -5,7 +5,7 @@ import { startStandaloneServer } from '@apollo/server/standalone';
 /**
  * A federation gateway over this service's GraphQL subgraph (the way a supergraph router would front it):
  *
- *   SUBGRAPH_URL=http://localhost:8080/graphql INTERNAL_API_TOKEN=… npx tsx examples/federation-gateway.ts
+ *   SUBGRAPH_URL=http://localhost:8080/graphql INTERNAL_API_TOKEN=… npx tsx docs/examples/federation-gateway.ts
  *
  * It composes the supergraph from the subgraph's `_service { sdl }` and forwards every subgraph request
  * with the internal bearer token. Production setups compose once (rover) and run the router instead;
