@@ -89,7 +89,7 @@ async function sequential(n: number, one: () => Promise<string>): Promise<number
 }
 
 /** Activities, workflow tasks and events in one execution's history. */
-async function historyOf(client: Client, workflowId: string): Promise<{ activities: number; types: string; workflowTasks: number; events: number }> {
+export async function historyOf(client: Client, workflowId: string): Promise<{ activities: number; types: string; workflowTasks: number; events: number }> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const byType = new Map<string, number>();
@@ -131,33 +131,47 @@ export async function temporalBench(opts: TemporalBenchOptions): Promise<Tempora
 async function measureFloor(opts: TemporalBenchOptions, client: Client, address: string, pids: Record<string, number>) {
   const taskQueue = `bench-floor-${randomBytes(4).toString('hex')}`;
   opts.log(`temporal: floor worker (one no-op activity per workflow) on task queue ${taskQueue}`);
-  const worker = fork(fileURLToPath(new URL('./temporal-floor/worker.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    env: { ...process.env, BENCH_TEMPORAL_FLOOR: JSON.stringify({ address, namespace: opts.namespace, taskQueue }) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  const worker = await startFloorWorker({ address, namespace: opts.namespace, taskQueue });
   try {
-    await new Promise<void>((resolve, reject) => {
-      worker.once('exit', (code) => reject(new Error(`the floor worker exited with code ${code} before it was ready`)));
-      worker.once('message', () => resolve());
-    });
     const one = async () => {
       const id = `bench-floor-${randomUUID()}`;
       await client.workflow.execute(floorWorkflow, { taskQueue, workflowId: id });
       return id;
     };
     const single = await sequential(SEQUENTIAL, one);
-    const measured = await executeLoop({ users: opts.users, warmup: opts.warmup, seconds: opts.duration }, one, { ...pids, 'floor worker': worker.pid! });
+    const measured = await executeLoop({ users: opts.users, warmup: opts.warmup, seconds: opts.duration }, one, { ...pids, 'floor worker': worker.pid });
     const history = await historyOf(client, measured.ids[0] ?? (await one()));
     opts.log(`temporal floor: ${(measured.ids.length / measured.seconds).toFixed(0)} workflows/s, p50 ${summarise(measured.ms).p50.toFixed(1)} ms`);
     return { ...measured, history, single };
   } finally {
-    if (worker.exitCode === null) worker.send({ cmd: 'close' });
+    await worker.close();
+  }
+}
+
+/** The floor's bare worker (bench/temporal-floor/worker.ts) in a child process, polling `taskQueue` once this resolves. */
+export async function startFloorWorker(opts: { address: string; namespace: string; taskQueue: string }): Promise<{ pid: number; close(): Promise<void> }> {
+  const worker = fork(fileURLToPath(new URL('./temporal-floor/worker.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, BENCH_TEMPORAL_FLOOR: JSON.stringify(opts) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  const close = async () => {
+    if (worker.exitCode === null && worker.signalCode === null) worker.send({ cmd: 'close' });
     const timer = setTimeout(() => worker.kill('SIGKILL'), 15_000);
     await exited;
     clearTimeout(timer);
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      worker.once('exit', (code) => reject(new Error(`the floor worker exited with code ${code} before it was ready`)));
+      worker.once('message', () => resolve());
+    });
+  } catch (err) {
+    await close();
+    throw err;
   }
+  return { pid: worker.pid!, close };
 }
 
 /**
