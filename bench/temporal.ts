@@ -2,6 +2,7 @@ import { fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time.js';
 import { findTemporalCli, startDevServer, type DevServer } from '../src/engine/temporal/dev-server.ts';
 import { ServerChild } from './child.ts';
 import { httpJson, terminalWaiter } from './load.ts';
@@ -57,6 +58,9 @@ interface LoopResult {
   failed: number;
   /** CPU over the step, % of one core, by process. */
   cpu: Record<string, number>;
+  warmupSeconds: number;
+  /** Every client finished one execution before the window opened. */
+  warmedUp: boolean;
 }
 
 /** CPU of the given processes over a step, % of one core. */
@@ -88,22 +92,48 @@ async function sequential(n: number, one: () => Promise<string>): Promise<number
   return ms;
 }
 
-/** Activities, workflow tasks and events in one execution's history. */
-export async function historyOf(client: Client, workflowId: string): Promise<{ activities: number; types: string; workflowTasks: number; events: number }> {
+export interface HistorySummary {
+  activities: number;
+  /** Activity types in order of first use, with counts. */
+  types: string;
+  workflowTasks: number;
+  events: number;
+  /** Where the execution's time went (ms): waiting for `admitted`, tasks queued (scheduled → started) and running (started → completed). */
+  split: { total: number; admission: number | null; workflowTaskQueued: number; workflowTaskRunning: number; activityQueued: number; activityRunning: number };
+}
+
+/** Activities, workflow tasks and events in one execution's history, and where its time went. */
+export async function historyOf(client: Client, workflowId: string): Promise<HistorySummary> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const byType = new Map<string, number>();
+  const at = new Map<number, number>();
+  const split: HistorySummary['split'] = { total: 0, admission: null, workflowTaskQueued: 0, workflowTaskRunning: 0, activityQueued: 0, activityRunning: 0 };
+  const since = (id: unknown, t: number) => t - (at.get(Number(id)) ?? t);
   for (const e of events) {
+    const t = tsToMs(e.eventTime);
+    at.set(Number(e.eventId), t);
     const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
     if (name) byType.set(name, (byType.get(name) ?? 0) + 1);
+    if (e.workflowTaskStartedEventAttributes) split.workflowTaskQueued += since(e.workflowTaskStartedEventAttributes.scheduledEventId, t);
+    if (e.workflowTaskCompletedEventAttributes) split.workflowTaskRunning += since(e.workflowTaskCompletedEventAttributes.startedEventId, t);
+    if (e.activityTaskStartedEventAttributes) split.activityQueued += since(e.activityTaskStartedEventAttributes.scheduledEventId, t);
+    if (e.activityTaskCompletedEventAttributes) split.activityRunning += since(e.activityTaskCompletedEventAttributes.startedEventId, t);
+    if (e.workflowExecutionSignaledEventAttributes?.signalName === 'admitted') split.admission = t - tsToMs(events[0]?.eventTime);
   }
+  if (events.length) split.total = tsToMs(events[events.length - 1]!.eventTime) - tsToMs(events[0]!.eventTime);
   return {
     activities: [...byType.values()].reduce((a, b) => a + b, 0),
     types: [...byType.entries()].map(([t, n]) => (n > 1 ? `${t} ×${n}` : t)).join(', '),
     workflowTasks: events.filter((e) => e.workflowTaskScheduledEventAttributes).length,
     events: events.length,
+    split,
   };
 }
+
+const splitText = (h: HistorySummary) =>
+  `${h.split.total.toFixed(0)} ms in all: ${h.split.admission === null ? '' : `admitted signal after ${h.split.admission.toFixed(0)} ms; `}${h.workflowTasks} workflow tasks queued ${h.split.workflowTaskQueued.toFixed(0)} ms, ` +
+  `running ${h.split.workflowTaskRunning.toFixed(0)} ms; ${h.activities} activit${h.activities === 1 ? 'y' : 'ies'} queued ${h.split.activityQueued.toFixed(0)} ms, running ${h.split.activityRunning.toFixed(0)} ms`;
 
 export async function temporalBench(opts: TemporalBenchOptions): Promise<TemporalBenchResult> {
   let server: DevServer | null = null;
@@ -141,8 +171,9 @@ async function measureFloor(opts: TemporalBenchOptions, client: Client, address:
     const single = await sequential(SEQUENTIAL, one);
     const measured = await executeLoop({ users: opts.users, warmup: opts.warmup, seconds: opts.duration }, one, { ...pids, 'floor worker': worker.pid });
     const history = await historyOf(client, measured.ids[0] ?? (await one()));
+    const loaded = measured.ids.length ? await historyOf(client, measured.ids[Math.floor(measured.ids.length / 2)]!) : null;
     opts.log(`temporal floor: ${(measured.ids.length / measured.seconds).toFixed(0)} workflows/s, p50 ${summarise(measured.ms).p50.toFixed(1)} ms`);
-    return { ...measured, history, single };
+    return { ...measured, history, single, loaded };
   } finally {
     await worker.close();
   }
@@ -174,10 +205,17 @@ export async function startFloorWorker(opts: { address: string; namespace: strin
   return { pid: worker.pid!, close };
 }
 
+/** The longest a warm-up waits for every client's first execution, and the longest measured window. */
+const MAX_WARMUP_S = 60;
+const MAX_WINDOW_S = 30;
+
 /**
- * Closed loop: `users` clients, each executing one workflow (or run) after the other, for `warmup` then
- * `seconds`. Counted: what completed inside the measured window, whenever it started, so a latency
- * longer than the window still yields a rate (an execution on Temporal may take seconds under load).
+ * Closed loop: `users` clients, each executing one workflow (or run) after the other. An execution on
+ * Temporal takes seconds under this load, so the loop is made steady before it is measured: the clients
+ * start spread over the warm-up (not all in one wave that would stay in step), the warm-up lasts at
+ * least `warmup` s and until every client has finished one execution, and the window is `seconds` or
+ * two warm-up latencies (p50) if that is longer, at most MAX_WINDOW_S. Counted: what completed inside
+ * the window, whenever it started.
  */
 async function executeLoop(
   opts: { users: number; warmup: number; seconds: number },
@@ -185,23 +223,19 @@ async function executeLoop(
   pids: Record<string, number>,
   onWindow: { start?: () => Promise<unknown>; end?: () => Promise<unknown> } = {},
 ): Promise<LoopResult> {
-  const from = performance.now() + opts.warmup * 1000;
-  const end = from + opts.seconds * 1000;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  let from = Infinity;
+  let end = Infinity;
+  let stopped = false;
   const ids: string[] = [];
   const ms: number[] = [];
+  const warmMs: number[] = [];
+  let warmedUp = 0;
   let failed = 0;
-  let cpu: (() => Record<string, number>) | null = null;
-  let cpuSplit: Record<string, number> = {};
-  const window = (async () => {
-    await new Promise((r) => setTimeout(r, opts.warmup * 1000));
-    await onWindow.start?.();
-    cpu = cpuSince(pids);
-    await new Promise((r) => setTimeout(r, Math.max(0, end - performance.now())));
-    cpuSplit = cpu();
-    await onWindow.end?.();
-  })();
-  const user = async () => {
-    while (performance.now() < end) {
+  const user = async (i: number) => {
+    await sleep((i * opts.warmup * 1000) / opts.users);
+    let first = true;
+    while (!stopped) {
       const sent = performance.now();
       try {
         const id = await one();
@@ -209,15 +243,30 @@ async function executeLoop(
         if (done >= from && done <= end) {
           ids.push(id);
           ms.push(done - sent);
-        }
+        } else if (done < from) warmMs.push(done - sent);
+        if (first) warmedUp++;
+        first = false;
       } catch {
         failed++;
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     }
   };
-  await Promise.all([window, ...Array.from({ length: opts.users }, user)]);
-  return { ids, ms, seconds: opts.seconds, failed, cpu: cpuSplit };
+  const users = Array.from({ length: opts.users }, (_, i) => user(i));
+  const t0 = performance.now();
+  await sleep(opts.warmup * 1000);
+  while (warmedUp < opts.users && performance.now() - t0 < MAX_WARMUP_S * 1000) await sleep(100);
+  const seconds = Math.min(Math.max(opts.seconds, MAX_WINDOW_S), Math.max(opts.seconds, (2 * summarise(warmMs).p50) / 1000 || 0));
+  await onWindow.start?.();
+  const cpu = cpuSince(pids);
+  from = performance.now();
+  end = from + seconds * 1000;
+  await sleep(seconds * 1000);
+  const cpuSplit = cpu();
+  await onWindow.end?.();
+  stopped = true;
+  await Promise.all(users);
+  return { ids, ms, seconds, failed, cpu: cpuSplit, warmupSeconds: (from - t0) / 1000, warmedUp: warmedUp >= opts.users };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -270,8 +319,9 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
       ]);
       dbMs.push(...part.map((x) => Number(x.ms)));
     }
+    const loaded = r.ids.length ? await historyOf(client, r.ids[Math.floor(r.ids.length / 2)]!) : null;
     opts.log(`temporal service: ${(r.ids.length / r.seconds).toFixed(0)} runs/s, p50 ${summarise(r.ms).p50.toFixed(1)} ms (POST → terminal)`);
-    return { ...r, stats, dbMs, history, rejected, statuses, single };
+    return { ...r, stats, dbMs, history, rejected, statuses, single, loaded };
   } finally {
     await child.close();
   }
@@ -327,12 +377,15 @@ function report(
   ];
   const statuses = Object.entries(service.statuses).filter(([k]) => k !== 'completed');
   const notes = [
-    `Temporal (closed loops after a ${opts.warmup} s warm-up, ${opts.duration} s measured; what completed in that window counts): ${ownServer ? `the bench's own dev server (Temporal CLI, in memory, headless) on ${address}` : `the server at TEMPORAL_ADDRESS=${address}`}, namespace ${opts.namespace}. ` +
+    `Temporal closed loops (clients started over ${opts.warmup} s; what completed in the window counts): floor warm-up ${floor.warmupSeconds.toFixed(1)} s, window ${floor.seconds.toFixed(1)} s; ` +
+      `service warm-up ${service.warmupSeconds.toFixed(1)} s, window ${service.seconds.toFixed(1)} s${floor.warmedUp && service.warmedUp ? '' : ` (NOT every client finished an execution within the ${MAX_WARMUP_S} s warm-up)`}. ${ownServer ? `Server: the bench's own dev server (Temporal CLI, in memory, headless) on ${address}` : `Server: TEMPORAL_ADDRESS=${address}`}, namespace ${opts.namespace}. ` +
       `Activities per 3-step run (one run's history): ${service.history.activities} (${service.history.types}); workflow tasks ${service.history.workflowTasks}, ` +
       `history events ${service.history.events}. Sequential runs: p99 column = slowest of ${SEQUENTIAL}. The floor: ${floor.history.activities} activity, ${floor.history.workflowTasks} workflow tasks, ${floor.history.events} events.`,
     `Temporal latency: service accept → completed from the database clock (runs.created_at → completed_at) p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms; ` +
       `${(service.stats.sql.statements / Math.max(1, service.ids.length)).toFixed(1)} SQL statements per completed run ` +
       `(acceptance included), service event-loop delay p99 ${service.stats.eventLoopDelay.p99.toFixed(1)} ms.`,
+    `Temporal, where one execution's time went (its history; a run from the middle of the window): service ${service.loaded ? splitText(service.loaded) : 'n/a'}; ` +
+      `floor ${floor.loaded ? splitText(floor.loaded) : 'n/a'}. Single sequential 3-step run: ${splitText(service.history)}.`,
     `Temporal CPU, % of one core: service step ${cpuText(service.cpu)}; floor step ${cpuText(floor.cpu)}.`,
   ];
   if (statuses.length || service.rejected || service.failed) {
