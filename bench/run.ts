@@ -21,6 +21,8 @@ import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type Me
  *   3. GET /runs/{id} at 32 clients (a completed run; a queued run behind a deep queue) vs the floor's select.
  *   4. N concurrent SSE streams: server memory per stream, live-event delivery latency to 1000 followers
  *      of one run, vs bare node:http SSE responses.
+ *   5. Temporal (bench/temporal.ts): 3-step runs end to end on ENGINE=temporal vs a bare one-activity
+ *      workflow on the same Temporal server, closed loops of the same concurrency.
  * Then where the time goes: CPU of the server, Postgres and the load generator per step, event-loop
  * delay, SQL statements per operation, and a CPU profile of the server under load.
  *
@@ -723,7 +725,7 @@ async function onTemporal(): Promise<void> {
       target: TEMPORAL,
       namespace: env.TEMPORAL_NAMESPACE || 'default',
       duration: DURATION,
-      // An execution on Temporal may take seconds under load: the loop fills before the window opens.
+      // Clients start spread over this (at least 3 s), so executions that take seconds do not stay in one wave.
       warmup: Math.max(WARMUP, 3),
       users: USERS,
       capacity: CAPACITY,
