@@ -41,6 +41,12 @@ function readStat(pid: number | 'self'): { ticks: number; comm: string } | null 
   }
 }
 
+/** CPU time (user + system, ms) a process has used so far; NaN when it cannot be read. */
+export function processCpuMs(pid: number): number {
+  const s = readStat(pid);
+  return s ? s.ticks * TICK_MS : NaN;
+}
+
 /**
  * CPU ticks of the local Postgres server's processes that work for `database`: its backends and the
  * shared background processes (WAL writer, checkpointer…); backends of other databases are left out.

@@ -7,7 +7,8 @@ import { MAX_STREAMS_PER_KEY } from '../src/http/rest/stream-run.ts';
 import { ServerChild } from './child.ts';
 import { closedLoop, hammer, httpJson, openSse, pool, terminalWaiter, type LoadResult, type SseClient } from './load.ts';
 import { cpuMeter, describeMachine, type CpuSplit } from './machine.ts';
-import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type MemoryStats, type ProfileSummary, type SqlStats, type StepStats } from './shared.ts';
+import { temporalBench, temporalTarget } from './temporal.ts';
+import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type MemoryStats, type ProfileSummary, type Row, type SqlStats, type StepStats } from './shared.ts';
 
 /**
  * `npm run bench`: every figure next to a baseline measured in the same run, on the machine it ran on.
@@ -20,13 +21,16 @@ import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type Me
  *   3. GET /runs/{id} at 32 clients (a completed run; a queued run behind a deep queue) vs the floor's select.
  *   4. N concurrent SSE streams: server memory per stream, live-event delivery latency to 1000 followers
  *      of one run, vs bare node:http SSE responses.
+ *   5. Temporal (bench/temporal.ts): 3-step runs end to end on ENGINE=temporal vs a bare one-activity
+ *      workflow on the same Temporal server, closed loops of the same concurrency.
  * Then where the time goes: CPU of the server, Postgres and the load generator per step, event-loop
  * delay, SQL statements per operation, and a CPU profile of the server under load.
  *
  * Environment: DATABASE_URL (else embedded PGlite), BENCH_DURATION (s per load step, 5), BENCH_WARMUP
  * (s, 1), BENCH_STREAMS (10000), BENCH_HOT_STREAMS (1000), RUN_CAPACITY (64), BENCH_USERS (closed-loop
- * clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY (accept,e2e,poll,streams), BENCH_PROFILE (1),
- * BENCH_JSON (file for all figures as JSON).
+ * clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY (accept,e2e,poll,streams, and temporal when a
+ * Temporal CLI is found or TEMPORAL_ADDRESS is set), BENCH_PROFILE (1), BENCH_JSON (file for all figures
+ * as JSON), TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (the temporal part's server; else its own dev server).
  * With DATABASE_URL the bench drops and recreates the database's `public` schema: use a bench database.
  */
 
@@ -46,7 +50,8 @@ const CAPACITY = Math.round(num('RUN_CAPACITY', 64));
 const USERS = Math.round(num('BENCH_USERS', CAPACITY));
 const ACCOUNTS = Math.round(num('BENCH_ACCOUNTS', 16));
 const PROFILE = env.BENCH_PROFILE !== '0';
-const ONLY = new Set((env.BENCH_ONLY ?? 'accept,e2e,poll,streams').split(',').map((s) => s.trim()));
+const TEMPORAL = temporalTarget(env);
+const ONLY = new Set((env.BENCH_ONLY ?? `accept,e2e,poll,streams${'skip' in TEMPORAL ? '' : ',temporal'}`).split(',').map((s) => s.trim()));
 const DATABASE_URL = env.DATABASE_URL || undefined;
 const DB_LOCAL = DATABASE_URL ? /@(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(DATABASE_URL) || !/@/.test(DATABASE_URL) : true;
 const LIVE_EVENTS = 5;
@@ -58,21 +63,6 @@ const log = (...a: unknown[]) => console.error('·', ...a);
 
 // ---------------------------------------------------------------------------------------------------
 // Results
-
-interface Row {
-  group: string;
-  name: string;
-  clients: string;
-  value: string;
-  p50?: number;
-  p99?: number;
-  baseline: string;
-  baseP50?: number;
-  baseP99?: number;
-  ratio: string;
-  target: string;
-  verdict: '' | 'met' | 'MISS';
-}
 
 interface StepReport {
   name: string;
@@ -722,6 +712,36 @@ async function streams(): Promise<void> {
 const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
 
 // ---------------------------------------------------------------------------------------------------
+// 5. Temporal (bench/temporal.ts)
+
+async function onTemporal(): Promise<void> {
+  if ('skip' in TEMPORAL) {
+    log(`temporal: skipped — ${TEMPORAL.skip}`);
+    notes.push(`Temporal NOT MEASURED: ${TEMPORAL.skip}.`);
+    return;
+  }
+  try {
+    const r = await temporalBench({
+      target: TEMPORAL,
+      namespace: env.TEMPORAL_NAMESPACE || 'default',
+      duration: DURATION,
+      // Clients start spread over this (at least 3 s), so executions that take seconds do not stay in one wave.
+      warmup: Math.max(WARMUP, 3),
+      users: USERS,
+      capacity: CAPACITY,
+      database: freshDatabase,
+      log,
+    });
+    rows.push(...r.rows);
+    notes.push(...r.notes);
+    Object.assign(facts, r.facts);
+  } catch (err) {
+    notes.push(`Temporal NOT MEASURED: ${err instanceof Error ? err.message : String(err)}`);
+    rows.push({ group: 'Temporal', name: '3-step runs on ENGINE=temporal', clients: String(USERS), value: 'not measured', baseline: '—', ratio: '—', target: '≥ 50 % of floor', verdict: 'MISS' });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Report
 
 function table(): string {
@@ -849,6 +869,8 @@ async function main(): Promise<void> {
     if (ONLY.has('accept') || ONLY.has('poll')) await acceptance();
     if (ONLY.has('e2e') || ONLY.has('poll')) await endToEnd();
     if (ONLY.has('streams')) await streams();
+    // Without a Temporal CLI or server the default set says so (onTemporal prints the reason).
+    if (ONLY.has('temporal') || (env.BENCH_ONLY === undefined && 'skip' in TEMPORAL)) await onTemporal();
   } finally {
     for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
   }

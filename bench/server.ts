@@ -33,8 +33,9 @@ import {
 
 /**
  * The server under test, in its own process (forked by bench/run.ts) so the load generator never shares
- * its event loop and its memory can be measured alone: the app from `createApp` (NullEngine, or the
- * default embedded engine), plus the floor server (bench/floor.ts) on another port over the same
+ * its event loop and its memory can be measured alone: the app from `createApp` (NullEngine, the
+ * default embedded engine, or ENGINE=temporal with its in-process worker, whose activities publish on
+ * this process's bus), plus the floor server (bench/floor.ts) on another port over the same
  * database. It answers the driver's commands over IPC: step boundaries (CPU, event-loop delay, SQL
  * statement counts), memory after GC, CPU profiles, live events for the stream benchmark, and
  * notifications of tracked runs that reached a terminal state.
@@ -66,6 +67,9 @@ async function main(): Promise<void> {
     DATA_DIR: opts.dataDir,
     ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
     RUN_CAPACITY: String(opts.runCapacity),
+    ...(opts.engine === 'temporal' && opts.temporal
+      ? { ENGINE: 'temporal', TEMPORAL_ADDRESS: opts.temporal.address, TEMPORAL_TASK_QUEUE: opts.temporal.taskQueue, TEMPORAL_WORKER: 'on' }
+      : {}),
     ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
     INTERNAL_API_TOKEN: 'bench-internal-token-0123456789',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
@@ -112,7 +116,7 @@ async function main(): Promise<void> {
   // (which a saturated engine keeps busy); PGlite has one connection, shared with the service.
   let terminalOf: (ids: string[]) => Promise<{ id: string; status: string }[]>;
   let checker: pg.Client | null = null;
-  if (config.databaseUrl && opts.engine === 'embedded') {
+  if (config.databaseUrl && opts.engine !== 'null') {
     checker = new pg.Client({ connectionString: config.databaseUrl });
     await checker.connect();
     const c = checker;
@@ -161,7 +165,7 @@ async function main(): Promise<void> {
       void check(ids);
     }, 100);
   };
-  if (opts.engine === 'embedded') {
+  if (opts.engine !== 'null') {
     const bus = deps.bus;
     const publish = bus.publish.bind(bus);
     let lastPublished: string | null = null;

@@ -12,10 +12,28 @@ export const VERSION_1 = '00000000-0000-4000-8000-0000bf001001';
 /** Fixed so every child process of one run (and the floor) seals and fingerprints alike. */
 export const BENCH_ENCRYPTION_KEY = '6262656e6368206b65792c206e6f7420612073656372657420617420616c6c21';
 
+/** One line of the results table. */
+export interface Row {
+  group: string;
+  name: string;
+  clients: string;
+  value: string;
+  p50?: number;
+  p99?: number;
+  baseline: string;
+  baseP50?: number;
+  baseP99?: number;
+  ratio: string;
+  target: string;
+  verdict: '' | 'met' | 'MISS';
+}
+
 /** How the parent configures a server child (JSON in the BENCH_CHILD environment variable). */
 export interface ChildOptions {
-  /** `null`: runs stay queued (NullEngine); `embedded`: the default engine drives them. */
-  engine: 'null' | 'embedded';
+  /** `null`: runs stay queued (NullEngine); `embedded`: the default engine drives them; `temporal`: ENGINE=temporal with its in-process worker. */
+  engine: 'null' | 'embedded' | 'temporal';
+  /** With engine `temporal`: the Temporal server and the task queue of the run workflow. */
+  temporal?: { address: string; taskQueue: string };
   databaseUrl?: string;
   /** PGlite data directory (a fresh temporary directory per child) when databaseUrl is unset. */
   dataDir: string;
