@@ -62,6 +62,25 @@ for (const engine of engineCases('rest e2e: queue')) {
     });
   });
 
+  scenario(engine, 'cancelling a run that waits in the queue: cancelled, not charged, signed run.cancelled, and the next one moves up', async () => {
+    await withE2e(engine, { env: { RUN_CAPACITY: '1' } }, async (e) => {
+      const a = await startRun(e, W_LONG_DELAY);
+      await waitRun(e, a, inFlight, 'in flight');
+      const b = await startRun(e, W_DELAY);
+      const c = await startRun(e, W_DELAY);
+      assert.equal((await e.t.call('POST', `/runs/${b}/cancel`)).body, { id: b, status: 'cancelled', cancelRequested: true });
+      const cancelled = await getRun(e, b);
+      assert.equal([cancelled.status, cancelled.billingStatus, cancelled.displayedChargeUsd, cancelled.startedAt], ['cancelled', 'not_charged', null, null]);
+      assert.equal((await signedHook(e, b, 'run.cancelled')).data, cancelled);
+      const [ra, rc] = [await settle(e, a), await settle(e, c)];
+      assert.equal([ra.status, rc.status], ['completed', 'completed']);
+      assert.ok(ms(rc.startedAt) >= ms(ra.completedAt), 'the next run took the slot after the first');
+      assert.equal(shape(await runEvents(e, b)), ['run.queued', 'run.cancelled'], 'the cancelled run never started');
+      assert.equal((await getRun(e, b)).status, 'cancelled', 'and stayed cancelled');
+      assert.equal(await wallet(e, 'bob'), { balance: '4.499600', held: '0.000000' }, 'two runs charged');
+    });
+  });
+
   scenario(engine, 'a run waiting past QUEUE_MAX_WAIT_SECONDS fails, not charged, with a signed run.failed webhook', async () => {
     await withE2e(engine, { env: { RUN_CAPACITY: '1', QUEUE_MAX_WAIT_SECONDS: '1' } }, async (e) => {
       const a = await startRun(e, W_LONG_DELAY);

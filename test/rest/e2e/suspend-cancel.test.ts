@@ -179,6 +179,26 @@ for (const engine of engineCases('rest e2e: suspensions and cancel')) {
     }
   });
 
+  scenario(engine, 'cancel while waiting for credentials: cancelled, not charged; credentials supplied later are not stored and resume nothing', async () => {
+    const stub = await startProviderStub({ chunks: ['Hi'] });
+    try {
+      await withE2e(engine, { env: { OPENAI_BASE_URL: stub.baseURLFor('openai') } }, async (e) => {
+        const before = await wallet(e, 'bob');
+        const id = await startRun(e, W_BYOK);
+        await waitStatus(e, id, 'suspended');
+        await cancelAndCheck(e, id, before);
+        assert.equal(await supplyCredentials(e, id, 'openai', 'sk-late'), { id, status: 'CANCELLED', suspended: false }, 'returned unchanged');
+        const [secrets] = await e.t.deps.orm.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from run_secrets where run_id = ?`, [id]);
+        assert.is(secrets!.n, 0, 'nothing stored for a cancelled run');
+        await assertStaysPut(e, id, 1_000);
+        await assertEndsCancelled(e, id);
+        assert.is(stub.requests.length, 0, 'the provider was never called');
+      });
+    } finally {
+      await stub.close();
+    }
+  });
+
   scenario(engine, 'cancel during a timer: cancelled, not charged, signed run.cancelled; the timer firing later changes nothing', async () => {
     await withE2e(engine, {}, async (e) => {
       const before = await wallet(e, 'bob');
