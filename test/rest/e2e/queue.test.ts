@@ -41,6 +41,26 @@ for (const engine of engineCases('rest e2e: queue')) {
     });
   });
 
+  scenario(engine, 'nine runs of two accounts under RUN_CAPACITY=3: never more than three in flight, each settled and reported once', async () => {
+    await withE2e(engine, { env: { RUN_CAPACITY: '3' } }, async (e) => {
+      const keys = Array.from({ length: 9 }, (_, i) => (i % 2 ? 'wr_test_alice' : 'wr_test_bob'));
+      const ids = await Promise.all(keys.map((key) => startRun(e, W_DELAY, {}, key)));
+      const runs = [];
+      for (const [i, id] of ids.entries()) runs.push(await settle(e, id, keys[i]));
+      assert.equal(runs.map((r) => r.status), Array(9).fill('completed'));
+      // Flight intervals [startedAt, completedAt): at any start, at most two others are in flight.
+      for (const r of runs) {
+        const at = ms(r.startedAt);
+        const others = runs.filter((o) => o !== r && ms(o.startedAt) <= at && ms(o.completedAt) > at);
+        assert.ok(others.length <= 2, `${others.length + 1} runs in flight at ${r.startedAt}`);
+      }
+      assert.equal(await wallet(e, 'bob'), { balance: '3.749000', held: '0.000000' }, 'five runs at 0.2502');
+      assert.equal(await wallet(e, 'alice'), { balance: '9.999200', held: '0.000000' }, 'the owner pays four times two steps');
+      for (const id of ids) assert.equal((await signedHook(e, id, 'run.completed')).type, 'run.completed');
+      assert.is(e.hooks.length, 9, 'one webhook per run');
+    });
+  });
+
   scenario(engine, 'an account at its maxConcurrentRuns waits while other accounts run', async () => {
     await withE2e(engine, {}, async (e) => {
       const d1 = await startRun(e, W_DELAY, {}, 'wr_test_dave');
