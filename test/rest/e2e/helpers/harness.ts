@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Webhook } from 'standardwebhooks';
@@ -114,6 +114,7 @@ export async function startE2e(engine: EngineCase, opts: { env?: Record<string, 
     t = await startTestApp({ catalog: file, env, engine: 'app' });
   } catch (err) {
     await new Promise((r) => receiver.close(r));
+    rmSync(file, { force: true });
     throw err;
   }
   return {
@@ -125,6 +126,7 @@ export async function startE2e(engine: EngineCase, opts: { env?: Record<string, 
       await t.close();
       receiver.closeAllConnections();
       await new Promise((r) => receiver.close(r));
+      rmSync(file, { force: true });
     },
   };
 }
