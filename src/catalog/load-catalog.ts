@@ -6,7 +6,7 @@ import type { Graph } from '../domain/graph/types.ts';
 import { canonicalJson } from '../domain/graph/validate.ts';
 import { toDb, usd } from '../domain/money.ts';
 import { hashApiKey, sha256, type Sealer } from '../security/crypto.ts';
-import { getPricing, savePricing, type Pricing } from './pricing.ts';
+import { readPricing, savePricing, type Pricing } from './pricing.ts';
 import { catalogSchema, checkCatalog, formatIssues, isUuid, type Catalog, type CatalogWorkflow } from './schema.ts';
 
 /**
@@ -511,7 +511,9 @@ class Loader {
   }
 
   private async pricing(): Promise<void> {
-    const current = await getPricing(this.em);
+    // What is stored, not this process's one-second cache: another process (or a reset) may have
+    // changed it since, and a load that compared with the cache would then skip writing its pricing.
+    const current = await readPricing(this.em);
     const wanted = this.catalog.pricing;
     if (wanted && !same(normalisePricing(current), wanted)) {
       await savePricing(this.em, wanted);

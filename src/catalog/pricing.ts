@@ -3,4 +3,4 @@
  * `src/services/pricing.ts`, which the billing code reads; the catalog loader writes it there in its
  * load transaction. Re-exported here so catalog code has one import site.
  */
-export { DEFAULT_PRICING, PRICING_KEY, getPricing, savePricing, type Pricing } from '../services/pricing.ts';
+export { DEFAULT_PRICING, PRICING_KEY, getPricing, readPricing, savePricing, type Pricing } from '../services/pricing.ts';

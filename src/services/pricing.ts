@@ -24,7 +24,8 @@ export async function getPricing(em: Em): Promise<Pricing> {
   return pricing;
 }
 
-async function readPricing(em: Em): Promise<Pricing> {
+/** The stored pricing, uncached (the catalog loader compares with this, not with the cache). */
+export async function readPricing(em: Em): Promise<Pricing> {
   const [row] = await em.execute<{ value: unknown }[]>('select value from settings where key = ?', [PRICING_KEY]);
   if (!row) return DEFAULT_PRICING;
   const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;

@@ -291,6 +291,16 @@ test('loading the same catalog twice changes nothing the second time', async () 
   assert.is(await balance(DEMO), '25.000000');
 });
 
+test('a load writes its pricing when the stored pricing changed behind this process\'s pricing cache', async () => {
+  await loadCatalog(orm, parseCatalog(text(small()), 'x'), { sealer });
+  assert.equal((await getPricing(orm.em.fork() as never)).models['gpt-4o-mini'], { input: '0.150000', output: '0.600000' }); // now cached
+  await sql(`delete from settings where key = 'pricing'`); // another process, or a reset of the database
+  const report = await loadCatalog(orm, parseCatalog(text(small()), 'x'), { sealer });
+  assert.is(report.pricingUpdated, true);
+  const [row] = await sql<{ value: unknown }>(`select value from settings where key = 'pricing'`);
+  assert.ok(row, 'the pricing is stored again');
+});
+
 test('a reload never resets wallet balances, bundle runs left or purchase pins', async () => {
   const c = small();
   await loadCatalog(orm, parseCatalog(text(c), 'x'), { sealer });

@@ -47,7 +47,11 @@ export async function startTestApp(
   opts: {
     catalog?: string | null;
     env?: Record<string, string>;
-    engine?: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort>;
+    /**
+     * The engine: a factory, or `'app'` for the one the app builds from its configuration (ENGINE=temporal
+     * then runs a TemporalEngine with its in-process worker). Default: a NullEngine (runs stay queued).
+     */
+    engine?: ((deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort>) | 'app';
     /** The service's logger (default: built from LOG_LEVEL, silent); tests capture logs with it. */
     log?: Logger;
   } = {},
@@ -65,7 +69,7 @@ export async function startTestApp(
     ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
     ...opts.env,
   });
-  const app = await createApp({ config, orm, log: opts.log, engine: opts.engine ?? (() => new NullEngine()) });
+  const app = await createApp({ config, orm, log: opts.log, engine: opts.engine === 'app' ? undefined : (opts.engine ?? (() => new NullEngine())) });
   const url = await app.listen();
   const base = `${url}/v1`;
   const call = async (method: string, path: string, o: CallOptions = {}): Promise<CallResult> => {
