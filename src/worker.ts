@@ -33,7 +33,8 @@ async function main(): Promise<void> {
   const deps = { config, orm, log, sealer, bus, baseUrl: () => config.publicBaseUrl ?? `http://localhost:${config.port}/v1` };
 
   // The engine with its worker: admission also runs here, as every run that ends frees capacity.
-  const engine = new TemporalEngine(deps, { worker: true });
+  // A worker that stopped by itself leaves nothing to do here: exit, so a supervisor starts a new one.
+  const engine = new TemporalEngine(deps, { worker: true, onWorkerFailed: () => process.exit(1) });
   await startWithRetry(engine, log);
   log.info(
     { temporal: { address: config.temporal.address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue }, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }) },

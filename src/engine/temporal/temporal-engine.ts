@@ -49,6 +49,8 @@ export interface TemporalEngineOptions {
    * TEMPORAL_WORKER=off). Default false: the engine is then only the client side.
    */
   worker?: boolean;
+  /** Called when the in-process worker stops by itself (a fatal error); `npm run worker` exits then. */
+  onWorkerFailed?: (err: unknown) => void;
 }
 
 /** `runs.lease_owner` of a Temporal run whose workflow execution was started. */
@@ -66,6 +68,7 @@ export class TemporalEngine implements EnginePort {
   readonly #background: boolean;
   readonly #ownsClient: boolean;
   readonly #withWorker: boolean;
+  readonly #onWorkerFailed: ((err: unknown) => void) | undefined;
   #worker: { worker: Worker; connection: NativeConnection; running: Promise<void> } | null = null;
   #workerFailed = false;
 
@@ -89,6 +92,7 @@ export class TemporalEngine implements EnginePort {
     this.#readyTimeoutMs = opts.readyTimeoutMs ?? 2_000;
     this.#background = opts.background ?? true;
     this.#withWorker = opts.worker ?? false;
+    this.#onWorkerFailed = opts.onWorkerFailed;
   }
 
   async start(): Promise<void> {
@@ -137,6 +141,7 @@ export class TemporalEngine implements EnginePort {
       const running = worker.run().catch((err: unknown) => {
         this.#workerFailed = true;
         this.#deps.log.fatal({ err }, 'the in-process Temporal worker stopped; runs no longer progress in this process');
+        this.#onWorkerFailed?.(err);
       });
       this.#worker = { worker, connection, running };
     } catch (err) {
