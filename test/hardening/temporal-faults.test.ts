@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findTemporalCli, startDevServer, type DevServer } from '../../src/engine/temporal/dev-server.ts';
+import { TemporalRunClient } from '../../src/engine/temporal/client.ts';
 import { TemporalEngine } from '../../src/engine/temporal/temporal-engine.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { startProviderStub, type ProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { micros, sleep, waitFor } from './helpers/faults.ts';
 import {
@@ -40,7 +42,12 @@ const NAME = 'temporal faults';
 
 const STEP = '0.000100';
 const ACCOUNT = { creator: 'fb000000-0000-4000-8000-0000000000c0', payer: 'fb000000-0000-4000-8000-0000000000c1' } as const;
-const WF = { step: 'fb000000-0000-4000-8000-00000000f001', delay: 'fb000000-0000-4000-8000-00000000f002', mixed: 'fb000000-0000-4000-8000-00000000f003' } as const;
+const WF = {
+  step: 'fb000000-0000-4000-8000-00000000f001',
+  delay: 'fb000000-0000-4000-8000-00000000f002',
+  mixed: 'fb000000-0000-4000-8000-00000000f003',
+  llm: 'fb000000-0000-4000-8000-00000000f004',
+} as const;
 const PAYER_KEY = 'wr_tfaults_payer_key_4e2b';
 const WALLET = micros('20.000000');
 const SLOW_BODY = 'slow body';
@@ -56,6 +63,16 @@ const DELAY_RUN = {
   steps: 2,
   nodes: { started: ['a', 'wait', 'b'], completed: ['a', 'wait', 'b', 'out'] },
   output: 'early, then late',
+};
+/** 30 chunks, 150 ms apart: a stream of several seconds, cut by the kill. */
+const LLM_CHUNKS = Array.from({ length: 30 }, (_, i) => `word${i} `);
+const LLM_RUN = {
+  // price + 1 step + the stub's usage (11 input and 7 output tokens at 1000 / 2000 USD per million)
+  charge: micros('0.010000') + micros('0.000100') + micros('0.011000') + micros('0.014000'),
+  hold: micros('0.010100'), // the hold covers the price and the steps; tokens are charged at the end
+  steps: 1,
+  nodes: { started: ['llm'], completed: ['llm', 'out'] },
+  output: LLM_CHUNKS.join(''),
 };
 const MIXED_RUN = {
   charge: micros('0.010300'),
@@ -75,7 +92,7 @@ function catalog(slowUrl: string, delaySeconds: number) {
   });
   const a = { id: 'a', kind: 'text.template', template: 'early' };
   return {
-    pricing: { stepUsd: STEP },
+    pricing: { stepUsd: STEP, models: { 'gpt-4o-mini': { input: '1000', output: '2000' } } },
     accounts: [
       { handle: 'creator', id: ACCOUNT.creator },
       { handle: 'payer', id: ACCOUNT.payer, walletUsd: '20.000000', apiKeys: [{ secret: PAYER_KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 10_000 }] },
@@ -100,6 +117,10 @@ function catalog(slowUrl: string, delaySeconds: number) {
         { id: 'b', kind: 'text.template', template: '{{a}}, {{fetch}}, then late', after: ['wait'] },
         { id: 'out', kind: 'output', from: 'b', name: 'result', type: 'text' },
       ]),
+      wf(WF.llm, 'Streaming LLM', [
+        { id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'Stream something' },
+        { id: 'out', kind: 'output', from: 'llm', name: 'result', type: 'text' },
+      ]),
     ],
   };
 }
@@ -114,6 +135,7 @@ let server: DevServer | null = null;
 let port = 0;
 let app: TestApp | null = null;
 let slow: SlowEndpoint | null = null;
+let provider: ProviderStub | null = null;
 let workers: WorkerProcess[] = [];
 let taskQueue = '';
 
@@ -133,6 +155,8 @@ function env(): Record<string, string> {
     ALLOW_PRIVATE_NETWORK: '1',
     RUN_CAPACITY: '64',
     DATA_DIR: DIR,
+    OPENAI_API_KEY: 'sk-temporal-faults',
+    OPENAI_BASE_URL: provider!.baseURLFor('openai'),
   };
 }
 
@@ -180,6 +204,7 @@ if (!process.env.DATABASE_URL) {
 
   t.before(async () => {
     mkdirSync(DIR, { recursive: true });
+    provider = await startProviderStub({ chunks: LLM_CHUNKS, delayMsBetweenChunks: 150 });
     await startServer();
   });
 
@@ -195,6 +220,8 @@ if (!process.env.DATABASE_URL) {
   t.after(async () => {
     await server?.stop();
     server = null;
+    await provider?.close();
+    provider = null;
     rmSync(DIR, { recursive: true, force: true });
   });
 
@@ -219,6 +246,35 @@ if (!process.env.DATABASE_URL) {
       const got = await api.call('GET', `/runs/${runId}`, { key: PAYER_KEY });
       assert.equal([got.status, got.body.status], [200, 'completed']);
       console.log(`  ${NAME}: worker killed mid-step: ${ms(started)}`);
+    }),
+  );
+
+  t(
+    'a worker killed (SIGKILL) while an LLM step streams: a new worker process streams the step again, its log continues where the deltas stopped (no text twice), and the run is charged one step and one call\'s tokens',
+    countTemporal(async () => {
+      const started = Date.now();
+      const api = await setUp(0, 1);
+      const first = worker('1');
+      const [runId] = await postRuns(WF.llm, 1);
+      const deltas = async () =>
+        (await api.deps.orm.em.fork().execute<Record<string, any>[]>(`select data from run_events where run_id = ? and type = 'node.output.delta' order by sequence`, [runId])).map(
+          (e) => String((typeof e.data === 'string' ? JSON.parse(e.data) : e.data).text),
+        );
+      await waitFor('a few deltas of the stream to be published', async () => (await deltas()).join('').split(' ').length > 4, 90_000, 20).catch((err) => {
+        throw new Error(`${(err as Error).message}${why()}`);
+      });
+      await first.kill();
+      const cut = (await deltas()).join('');
+      assert.ok(cut.length < LLM_RUN.output.length, 'the stream ended before the kill: the fault tested nothing');
+      const calls = provider!.requests.length;
+
+      worker('2');
+      await waitTerminal(api.deps.orm, [runId!], 120_000, why);
+      await assertCompletedOnce(api.deps.orm, runId!, LLM_RUN);
+      assert.is((await deltas()).join(''), LLM_RUN.output, 'the streamed deltas are not the output once');
+      assert.is(provider!.requests.length, calls + 1, 'the step was not re-executed exactly once');
+      await assertWallet(api.deps.orm, ACCOUNT.payer, WALLET - LLM_RUN.charge);
+      console.log(`  ${NAME}: worker killed mid-stream: ${ms(started)} (${cut.length} of ${LLM_RUN.output.length} characters streamed before the kill)`);
     }),
   );
 
@@ -271,6 +327,7 @@ if (!process.env.DATABASE_URL) {
       assert.is(ready.status, 503, `/readyz while Temporal is down: ${ready.status} ${ready.text}`);
       await sleep(3_000);
       await startServer();
+      await waitFor('GET /readyz to answer 200 again', async () => (await api.call('GET', `${api.url}/readyz`, { unchecked: true })).status === 200, 30_000, 250);
 
       const ids = [inFlight!, whileDown!];
       await waitTerminal(api.deps.orm, ids, 180_000, why);
@@ -279,6 +336,33 @@ if (!process.env.DATABASE_URL) {
       await assertWallet(api.deps.orm, ACCOUNT.payer, WALLET - MIXED_RUN.charge - DELAY_RUN.charge);
       assert.ok(workers[0]!.alive(), `the worker process died with the server${why()}`);
       console.log(`  ${NAME}: server restarted mid-run: ${ms(started)} (slow endpoint hit ${slow!.hits()} time(s))`);
+    }),
+  );
+
+  t(
+    'the Temporal client closed after a server restart, while a health check made during the outage is still being retried, closes cleanly: no retry lands on the closed connection',
+    countTemporal(async () => {
+      const stray: Error[] = [];
+      const catchStray = (err: Error) => void stray.push(err);
+      process.on('uncaughtException', catchStray);
+      const client = new TemporalRunClient({ address: server!.address, namespace: 'default', taskQueue: `temporal-faults-${randomUUID()}` });
+      try {
+        assert.is(await client.ready(5_000), true, 'ready before the restart');
+        await server!.kill();
+        assert.is(await client.ready(1_000), false, 'ready while the server is down');
+        await startServer();
+        await waitFor('the client to see the server again', () => client.ready(2_000), 30_000, 250);
+        const closing = Date.now();
+        await client.close();
+        const closeMs = Date.now() - closing;
+        // The SDK retries a failed call from a timer (backoff up to a few seconds): give it the time.
+        await sleep(8_000);
+        assert.equal(stray.map((e) => e.message), [], 'an exception escaped after close()');
+        console.log(`  ${NAME}: client closed ${closeMs} ms after the restart's checks`);
+      } finally {
+        process.off('uncaughtException', catchStray);
+        await client.close();
+      }
     }),
   );
 

@@ -122,13 +122,13 @@ export async function waitNodeStarted(orm: Orm, runId: string, nodeId: string, m
 /**
  * The run completed once and was charged once: completed and settled, its charge exactly `charge`
  * (micro-dollars) with `steps` steps counted, a sound log (sequences 1..n, one terminal event, each
- * node started / completed once), the ledger one hold, its release and one charge, `output` as its
- * single output value.
+ * node started / completed once), the ledger one hold (`hold`, the price and the steps; the charge when
+ * omitted), its release and one charge, `output` as its single output value.
  */
 export async function assertCompletedOnce(
   orm: Orm,
   runId: string,
-  expected: { charge: number; steps: number; nodes: { started: string[]; completed: string[] }; output: string },
+  expected: { charge: number; hold?: number; steps: number; nodes: { started: string[]; completed: string[] }; output: string },
 ): Promise<void> {
   const em = orm.em.fork();
   const [r] = await em.execute<Rows>('select status, outcome, billing_status, charge_usd, cap_usd, steps_executed, outputs from runs where id = ?', [runId]);
@@ -146,7 +146,7 @@ export async function assertCompletedOnce(
   const ledger = await em.execute<Rows>('select kind, amount_usd from ledger_entries where run_id = ? order by id', [runId]);
   assert.equal(
     ledger.map((l) => [l.kind, micros(l.amount_usd)]),
-    [['hold', -expected.charge], ['release', expected.charge], ['charge', -expected.charge]],
+    [['hold', -(expected.hold ?? expected.charge)], ['release', expected.hold ?? expected.charge], ['charge', -expected.charge]],
     `run ${runId}: ledger rows`,
   );
 }
