@@ -202,6 +202,12 @@ if (!process.env.DATABASE_URL) {
 } else if (address && cliPath) {
   cli = cliPath;
 
+  // Should this process die (a timeout), its children must not outlive it.
+  process.once('exit', () => {
+    for (const w of workers) w.child.kill('SIGKILL');
+    server?.child.kill('SIGKILL');
+  });
+
   t.before(async () => {
     mkdirSync(DIR, { recursive: true });
     provider = await startProviderStub({ chunks: LLM_CHUNKS, delayMsBetweenChunks: 150 });
@@ -215,6 +221,9 @@ if (!process.env.DATABASE_URL) {
     app = null;
     await slow?.close();
     slow = null;
+    // A test that failed while the server was down leaves it down: the next tests get it back.
+    if (server && !server.child.killed && server.child.exitCode === null && server.child.signalCode === null) return;
+    await startServer();
   });
 
   t.after(async () => {
