@@ -47,6 +47,8 @@ export class TemporalRunClient implements RunWorkflowClient {
   readonly #config: TemporalAddress;
   #client: Promise<Client> | null = null;
   #connection: Connection | null = null;
+  /** Calls in flight: close() waits for them (see there). */
+  readonly #calls = new Set<Promise<unknown>>();
 
   constructor(config: TemporalAddress) {
     this.#config = config;
@@ -62,6 +64,18 @@ export class TemporalRunClient implements RunWorkflowClient {
       throw err;
     });
     return this.#client;
+  }
+
+  /** Runs one call against Temporal, counted in #calls until it settles. */
+  #track<T>(call: () => Promise<T>): Promise<T> {
+    const p = call();
+    const settled = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#calls.add(settled);
+    void settled.then(() => this.#calls.delete(settled));
+    return p;
   }
 
   #options(memo: RunMemo) {
@@ -80,7 +94,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     };
   }
 
-  async start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
+  start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
+    return this.#track(() => this.#start(memo, opts));
+  }
+
+  async #start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
     const client = await this.#get();
     try {
       const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}) };
@@ -92,7 +110,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
-  async admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
+  admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
+    return this.#track(() => this.#admit(memo));
+  }
+
+  async #admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
     const client = await this.#get();
     try {
       await client.workflow.signalWithStart<typeof runWorkflow>(RUN_WORKFLOW_TYPE, {
@@ -108,7 +130,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
-  async signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
+  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
+    return this.#track(() => this.#signal(runId, signal));
+  }
+
+  async #signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
     const client = await this.#get();
     try {
       await client.workflow.getHandle(runId).signal(SIGNALS[signal]);
@@ -152,11 +178,14 @@ export class TemporalRunClient implements RunWorkflowClient {
     const timeout = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);
     });
-    const check = (async () => {
+    // The deadline ends the call (and its retries) soon after the answer stopped mattering.
+    const deadline = Date.now() + timeoutMs;
+    const check = this.#track(async () => {
       await this.#get();
-      const res = await this.#connection!.healthService.check({});
+      const connection = this.#connection!;
+      const res = await connection.withDeadline(deadline, () => connection.healthService.check({}));
       return res.status === 1; // SERVING
-    })().catch(() => false);
+    }).catch(() => false);
     try {
       return await Promise.race([check, timeout]);
     } finally {
@@ -164,7 +193,13 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
+  /**
+   * Closes the connection once the calls in flight have settled: the SDK retries a call that failed
+   * (Temporal unavailable) from a timer, and a retry on a closed connection throws from that timer,
+   * which would crash the process (seen after a Temporal server restart).
+   */
   async close(): Promise<void> {
+    await Promise.all([...this.#calls]);
     const pending = this.#client;
     this.#client = null;
     if (pending) await pending.catch(() => undefined);

@@ -29,12 +29,17 @@ export interface Service {
   kill(): Promise<void>;
 }
 
-/** `src/main.ts` in its own process (PORT=0), as an operator starts it. */
-export function bootService(env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export interface Spawned {
+  child: ChildProcess;
+  /** What it printed (stdout and stderr), trimmed to the last 20–40 kB. */
+  output(): string;
+  exit: Promise<void>;
+  alive(): boolean;
+}
+
+/** `node --import tsx <script>` with `env` on top of this process's environment, its output kept. */
+export function spawnTsx(script: string, env: Record<string, string>): Spawned {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let exited = false;
   const append = (b: Buffer) => {
@@ -44,10 +49,16 @@ export function bootService(env: Record<string, string>): Service {
   child.stdout!.on('data', append);
   child.stderr!.on('data', append);
   const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
+  return { child, output: () => out, exit, alive: () => !exited && child.exitCode === null && child.signalCode === null };
+}
+
+/** `src/main.ts` in its own process (PORT=0), as an operator starts it. */
+export function bootService(env: Record<string, string>): Service {
+  const { child, output, exit, alive } = spawnTsx('src/main.ts', { PORT: '0', LOG_LEVEL: 'warn', ...env });
   const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service printed no listening line within 60 s:\n${out.slice(-4000)}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`the service printed no listening line within 60 s:\n${output().slice(-4000)}`)), 60_000);
     const look = () => {
-      const m = /listening on (http:\/\/\S+)/.exec(out);
+      const m = /listening on (http:\/\/\S+)/.exec(output());
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);
@@ -56,17 +67,17 @@ export function bootService(env: Record<string, string>): Service {
     child.stdout!.on('data', look);
     void exit.then(() => {
       clearTimeout(timer);
-      reject(new Error(`the service exited (${child.exitCode ?? child.signalCode}):\n${out.slice(-4000)}`));
+      reject(new Error(`the service exited (${child.exitCode ?? child.signalCode}):\n${output().slice(-4000)}`));
     });
   });
   url.catch(() => undefined);
   return {
     child,
     url,
-    output: () => out.slice(-20_000),
-    alive: () => !exited && child.exitCode === null && child.signalCode === null,
+    output: () => output().slice(-20_000),
+    alive,
     async kill() {
-      if (!exited) child.kill('SIGKILL');
+      if (alive()) child.kill('SIGKILL');
       await Promise.race([exit, sleep(5_000)]);
     },
   };
