@@ -70,11 +70,8 @@ const HIT_SQL = prepared(`insert into api_key_rate_windows as w (api_key_id, hit
 values (?, array[now()], true)
 on conflict (api_key_id) do update set
   allowed = (select count(*) from unnest(w.hits) h where h > now() - interval '60 seconds') < ?,
-  hits = case
-    when (select count(*) from unnest(w.hits) h where h > now() - interval '60 seconds') < ?
-      then array(select h from unnest(w.hits) h where h > now() - interval '60 seconds' order by h) || now()
-    else array(select h from unnest(w.hits) h where h > now() - interval '60 seconds' order by h)
-  end
+  hits = array(select h from unnest(w.hits) h where h > now() - interval '60 seconds' order by h)
+    || case when (select count(*) from unnest(w.hits) h where h > now() - interval '60 seconds') < ? then array[now()] else '{}'::timestamptz[] end
 returning allowed, cardinality(hits) as counted,
   (extract(epoch from hits[1]) * 1000)::float8 as oldest_ms, (extract(epoch from now()) * 1000)::float8 as now_ms`);
 
