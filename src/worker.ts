@@ -1,5 +1,6 @@
 import { ConfigError, loadConfigOrExit } from './config/config.ts';
 import { describeDb, migrate, openOrm } from './db/orm.ts';
+import { TemporalUnreachableError } from './engine/temporal/client.ts';
 import { TemporalEngine } from './engine/temporal/temporal-engine.ts';
 import { createLogger } from './logger.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
@@ -69,8 +70,7 @@ async function startWithRetry(engine: TemporalEngine, log: ReturnType<typeof cre
     try {
       return await engine.start();
     } catch (err) {
-      const unreachable = err instanceof ConfigError && err.message.startsWith('Temporal is not reachable');
-      if (!unreachable || attempt >= 30) throw err;
+      if (!(err instanceof TemporalUnreachableError) || attempt >= 30) throw err;
       log.warn({ attempt }, err.message);
       await new Promise((r) => setTimeout(r, 2_000));
     }

@@ -34,6 +34,9 @@ export interface RunWorkflowClient {
   close(): Promise<void>;
 }
 
+/** The server did not answer at start (a ConfigError: one line); a worker waiting for Temporal retries on it. */
+export class TemporalUnreachableError extends ConfigError {}
+
 export type TemporalAddress = Pick<Config['temporal'], 'address' | 'namespace' | 'taskQueue'>;
 
 const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSuppliedSignal } as const;
@@ -154,7 +157,7 @@ export class TemporalRunClient implements RunWorkflowClient {
       connection = this.#connection!;
       await connection.healthService.check({});
     } catch (err) {
-      throw new ConfigError(`Temporal is not reachable at ${address} (TEMPORAL_ADDRESS): ${firstLine(err)}; ${hint}`);
+      throw new TemporalUnreachableError(`Temporal is not reachable at ${address} (TEMPORAL_ADDRESS): ${firstLine(err)}; ${hint}`);
     }
     try {
       await connection.workflowService.describeNamespace({ namespace });
