@@ -1,4 +1,4 @@
-import { nextRunMove, RunDriver, type DriverMove } from './run-driver.ts';
+import { nextRunMove, RunDriver, type DriverMove, type RunMove } from './run-driver.ts';
 import {
   completeRun,
   computeSyncStep,
@@ -64,6 +64,34 @@ export async function performMove(deps: ActivityDeps, s: RunState, drv: RunDrive
   }
 }
 
+/**
+ * Performs the writes a run's status asks for before it can be driven (both engines): preparation of an
+ * admitted run, the resume of a due timer, and the resume of a wait_signal suspension whose credentials
+ * arrived meanwhile (`resumeCredentials`: the engine has no step of the run still in flight). True when
+ * it wrote, so the run must be loaded again; false leaves the move to the engine.
+ */
+export async function performStatusMove(
+  deps: ActivityDeps,
+  s: RunState,
+  move: RunMove,
+  opts: { resumeCredentials: boolean },
+): Promise<boolean> {
+  switch (move.kind) {
+    case 'prepare':
+      await prepareRun(deps, s.runId);
+      return true;
+    case 'resume_timer':
+      await resumeRun(deps, s.runId, { reason: 'wait_timer' });
+      return true;
+    case 'await_credentials':
+      if (!opts.resumeCredentials || s.suspendReason !== 'wait_signal' || !(await credentialsAvailable(deps, s.runId))) return false;
+      await resumeRun(deps, s.runId, { reason: 'wait_signal' });
+      return true;
+    default:
+      return false;
+  }
+}
+
 /** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
 export type AdvanceResult =
   /** The run is terminal; `outcome` when this call completed it. */
@@ -92,24 +120,15 @@ export async function advanceRun(deps: ActivityDeps, runId: string, running: rea
     const s = await loadRunState(deps, runId);
     if (!s) return { kind: 'ended', status: null, outcome: null };
     const move = nextRunMove(s, Date.now());
+    if (await performStatusMove(deps, s, move, { resumeCredentials: running.length === 0 })) continue;
     switch (move.kind) {
       case 'end':
         return { kind: 'ended', status: s.status, outcome: null };
       case 'await_admission':
         return { kind: 'queued' };
-      case 'prepare':
-        await prepareRun(deps, runId);
-        continue;
       case 'park':
         return { kind: 'park', until: move.until };
-      case 'resume_timer':
-        await resumeRun(deps, runId, { reason: 'wait_timer' });
-        continue;
       case 'await_credentials':
-        if (s.suspendReason === 'wait_signal' && running.length === 0 && (await credentialsAvailable(deps, runId))) {
-          await resumeRun(deps, runId, { reason: 'wait_signal' });
-          continue;
-        }
         return { kind: 'await_credentials' };
       case 'advance': {
         const r = await advanceLoaded(deps, s, running);

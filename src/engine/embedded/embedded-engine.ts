@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../../services/deps.ts';
 import { fork } from '../../services/deps.ts';
-import { performMove } from '../drive-run.ts';
+import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../port.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import {
   admitQueuedRunsDetailed,
-  credentialsAvailable,
   executeStep,
   loadRunState,
-  prepareRun,
   resumeRun,
   type ActivityDeps,
   type RunState,
@@ -435,27 +433,17 @@ export class EmbeddedEngine implements EnginePort {
       d.admitted = null;
       if (!s) return { kind: 'done' };
       const move = nextRunMove(s, Date.now());
+      // Credentials that arrived while the step was still deciding to suspend resume the run now.
+      if (await performStatusMove(deps, s, move, { resumeCredentials: true })) continue;
       switch (move.kind) {
         case 'end':
           return { kind: 'done' };
         case 'await_admission':
           return { kind: 'park', until: null }; // not admitted (yet)
-        case 'prepare':
-          await prepareRun(deps, id);
-          continue;
         case 'park':
           return { kind: 'park', until: move.until };
-        case 'resume_timer':
-          await resumeRun(deps, id, { reason: 'wait_timer' });
-          continue;
         case 'await_credentials':
-          // credentialsSupplied wakes it; credentials that arrived while the step was still deciding to
-          // suspend resume it now.
-          if (s.suspendReason === 'wait_signal' && (await credentialsAvailable(deps, id))) {
-            await resumeRun(deps, id, { reason: 'wait_signal' });
-            continue;
-          }
-          return { kind: 'park', until: null };
+          return { kind: 'park', until: null }; // credentialsSupplied wakes it
         case 'advance': {
           // An admitted run is started by the driver: with its first write, or with its completion.
           const outcome = await this.#advance(d, s);
