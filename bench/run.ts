@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { MAX_STREAMS_PER_KEY } from '../src/http/rest/stream-run.ts';
+import { DEFAULT_MAX_STREAMS_PER_KEY as MAX_STREAMS_PER_KEY } from '../src/config/config.ts';
 import { ServerChild } from './child.ts';
 import { closedLoop, hammer, httpJson, openSse, pool, terminalWaiter, type LoadResult, type SseClient } from './load.ts';
 import { cpuMeter, describeMachine, type CpuSplit } from './machine.ts';
@@ -13,8 +13,13 @@ import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type Me
 /**
  * `npm run bench`: every figure next to a baseline measured in the same run, on the machine it ran on.
  *
+ *   0. The hot path: POST /runs with a unique Idempotency-Key at 1 and 32 clients on the embedded engine
+ *      (the runs execute; the rate counts until the last accepted run completed) vs a one-statement floor
+ *      (bench/floor.ts POST /cte/runs, pool of 4), and the same without a key.
  *   1. POST /runs at 1, 32 and 128 clients (NullEngine: runs stay queued) vs the floor, a bare node:http
  *      route doing the same inserts in one transaction (bench/floor.ts); once more with Idempotency-Key.
+ *   1b. What the instrumentation costs: POST /runs ×32 with the metrics on (and /metrics scraped every
+ *      5 s) vs off, alternating in one server process, BENCH_METRICS_ROUNDS (3) pairs.
  *   2. End-to-end on the embedded engine: 3-step template runs from 202 to terminal, closed loop of
  *      RUN_CAPACITY clients, with one account and spread over BENCH_ACCOUNTS; per-step overhead from
  *      sequential single runs.
@@ -28,7 +33,7 @@ import { BENCH_KEY, sqlKind, summarise, wallNow, WORKFLOW_1, WORKFLOW_3, type Me
  *
  * Environment: DATABASE_URL (else embedded PGlite), BENCH_DURATION (s per load step, 5), BENCH_WARMUP
  * (s, 1), BENCH_STREAMS (10000), BENCH_HOT_STREAMS (1000), RUN_CAPACITY (64), BENCH_USERS (closed-loop
- * clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY (accept,e2e,poll,streams, and temporal when a
+ * clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY (hotpath,accept,metrics,e2e,poll,streams, and temporal when a
  * Temporal CLI is found or TEMPORAL_ADDRESS is set), BENCH_PROFILE (1), BENCH_JSON (file for all figures
  * as JSON), TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (the temporal part's server; else its own dev server).
  * With DATABASE_URL the bench drops and recreates the database's `public` schema: use a bench database.
@@ -51,7 +56,7 @@ const USERS = Math.round(num('BENCH_USERS', CAPACITY));
 const ACCOUNTS = Math.round(num('BENCH_ACCOUNTS', 16));
 const PROFILE = env.BENCH_PROFILE !== '0';
 const TEMPORAL = temporalTarget(env);
-const ONLY = new Set((env.BENCH_ONLY ?? `accept,e2e,poll,streams${'skip' in TEMPORAL ? '' : ',temporal'}`).split(',').map((s) => s.trim()));
+const ONLY = new Set((env.BENCH_ONLY ?? `hotpath,accept,metrics,e2e,poll,streams${'skip' in TEMPORAL ? '' : ',temporal'}`).split(',').map((s) => s.trim()));
 const DATABASE_URL = env.DATABASE_URL || undefined;
 const DB_LOCAL = DATABASE_URL ? /@(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(DATABASE_URL) || !/@/.test(DATABASE_URL) : true;
 const LIVE_EVENTS = 5;
@@ -238,6 +243,184 @@ async function profiled(child: ServerChild, name: string, fn: () => Promise<unkn
 
 const ratio = (a: number, b: number) => (b > 0 ? `${((a / b) * 100).toFixed(0)} %` : '—');
 const rate = (r: number, unit = 'req/s') => `${r >= 100 ? r.toFixed(0) : r.toFixed(1)} ${unit}`;
+
+// ---------------------------------------------------------------------------------------------------
+// 0. The hot path: POST /runs with an Idempotency-Key, runs executing, vs the one-statement floor
+
+/** Until no run of the service is pending, running or suspended (the floor's runs have phase `floor`). */
+async function drained(child: ServerChild, limitMs = 60_000): Promise<number> {
+  const t0 = performance.now();
+  for (;;) {
+    const [r] = await child.sql<{ n: number }>(
+      `select count(*)::int as n from runs where status in ('pending', 'running', 'suspended') and phase is distinct from 'floor'`,
+    );
+    if (!r!.n) return performance.now() - t0;
+    if (performance.now() - t0 > limitMs) throw new Error(`${r!.n} runs still not terminal after ${limitMs} ms`);
+    await sleep(20);
+  }
+}
+
+interface HotStep extends LoadResult {
+  step: StepReport;
+  /** Accepted runs per second over the load and the time to complete every accepted run. */
+  executed: number;
+  drainMs: number;
+}
+
+/** A load step on the embedded engine: warm-up, drain, then the measured load and the drain of what it accepted. */
+async function hotStep(child: ServerChild, name: string, opts: Parameters<typeof hammer>[0], drain: boolean): Promise<HotStep> {
+  if (WARMUP > 0) await hammer({ ...opts, seconds: WARMUP });
+  await drained(child);
+  let drainMs = 0;
+  const r = await measured(child, name, async () => {
+    const res = await hammer(opts);
+    if (drain) drainMs = await drained(child);
+    return { ...res, ops: res.ok };
+  });
+  if (r.failed) notes.push(`${name}: ${r.failed} failed responses (${JSON.stringify(r.statuses)})`);
+  const executed = r.ok / (opts.seconds + drainMs / 1000);
+  log(`${name}: ${r.rps.toFixed(0)} req/s${drain ? ` (${executed.toFixed(0)} accepted and completed /s)` : ''}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`);
+  return { ...r, executed, drainMs };
+}
+
+/** Server and Postgres CPU (ms) and the service's SQL statements per operation of a step. */
+function perRequest(s: StepReport): { server: number; postgres: number; statements: number } {
+  const ops = Math.max(1, s.ops);
+  return {
+    server: s.server.cpuMs / ops,
+    postgres: Number.isNaN(s.cpu.postgres) ? NaN : ((s.cpu.postgres / 100) * s.server.wallMs) / ops,
+    statements: s.server.sql.statements / ops,
+  };
+}
+
+async function hotPath(): Promise<void> {
+  log('hot path: starting the app (embedded engine) and the one-statement floor');
+  const child = await startChild('embedded');
+  const app = `${child.ready.appUrl}/v1/runs`;
+  const cte = `${child.ready.floorUrl}/cte/runs`;
+  const keyed = JSON.stringify({ workflow: WORKFLOW_3, inputs: { name: 'Ada' }, idempotencyKey: 'hot-[<id>]' });
+  const base = { method: 'POST' as const, seconds: DURATION, headers: HEADERS };
+  const f1 = await hotStep(child, 'cte floor POST + key ×1', { ...base, url: cte, connections: 1, body: keyed, idReplacement: true }, false);
+  const s1 = await hotStep(child, 'POST /runs + key ×1, runs executing', { ...base, url: app, connections: 1, body: keyed, idReplacement: true }, true);
+  const f32 = await hotStep(child, 'cte floor POST + key ×32', { ...base, url: cte, connections: 32, body: keyed, idReplacement: true }, false);
+  const s32 = await hotStep(child, 'POST /runs + key ×32, runs executing', { ...base, url: app, connections: 32, body: keyed, idReplacement: true }, true);
+  const n32 = await hotStep(child, 'POST /runs no key ×32, runs executing', { ...base, url: app, connections: 32, body: runBody(WORKFLOW_3) }, true);
+  const cpu = (s: HotStep) => {
+    const p = perRequest(s.step);
+    return `${p.server.toFixed(2)} / ${Number.isNaN(p.postgres) ? 'n/a' : p.postgres.toFixed(2)} ms CPU (service / Postgres), ${p.statements.toFixed(1)} statements`;
+  };
+  const throughput = s32.executed / f32.rps;
+  const p50x = s1.p50 / f1.p50;
+  const p99x = s32.p99 / f32.p99;
+  for (const [name, s, f, c] of [
+    ['POST /runs with a unique Idempotency-Key, accepted and executed', s32, f32, 32],
+    ['POST /runs without Idempotency-Key, accepted and executed', n32, f32, 32],
+    ['POST /runs with a unique Idempotency-Key, accepted and executed', s1, f1, 1],
+  ] as const) {
+    const isHead = s === s32;
+    rows.push({
+      group: 'Hot path',
+      name,
+      clients: String(c),
+      value: `${rate(s.executed)} (accepted ${rate(s.rps)})`,
+      p50: s.p50,
+      p99: s.p99,
+      baseline: `one-statement floor ${rate(f.rps)}`,
+      baseP50: f.p50,
+      baseP99: f.p99,
+      ratio: (s.executed / f.rps).toFixed(3),
+      target: isHead ? '≥ 0.40 of floor, p99 ≤ 2 × floor' : s === s1 ? 'p50 ≤ 2.5 × floor' : '(informative)',
+      verdict: isHead ? (throughput >= 0.4 && p99x <= 2 ? 'met' : 'MISS') : s === s1 ? (p50x <= 2.5 ? 'met' : 'MISS') : '',
+    });
+  }
+  facts.hotThroughputRatio = throughput;
+  facts.hotP50Ratio = p50x;
+  facts.hotP99Ratio = p99x;
+  const headline =
+    `Hot path ratios (same run): throughput (accepted and executed with a key ×32 / one-statement floor ×32) ${throughput.toFixed(3)} (target ≥ 0.40); ` +
+    `1-connection p50 ${s1.p50.toFixed(2)} / ${f1.p50.toFixed(2)} ms = ${p50x.toFixed(2)}× (target ≤ 2.5×); 32-connection p99 ${s32.p99.toFixed(1)} / ${f32.p99.toFixed(1)} ms = ${p99x.toFixed(2)}× (target ≤ 2×). ` +
+    `Per request — with key ×32: ${cpu(s32)}; without key ×32: ${cpu(n32)}; with key ×1: ${cpu(s1)}; floor ×32: ${cpu(f32).replace(/, [\d.]+ statements$/, ', 1 statement')}. ` +
+    `The service's figures include executing the 3-step run (drain after the load: ${(s32.drainMs / 1000).toFixed(1)} s with key, ${(n32.drainMs / 1000).toFixed(1)} s without).`;
+  notes.push(headline);
+  log(headline);
+  await drained(child);
+  await closeChild(child);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 1b. What the instrumentation costs POST /runs
+
+/**
+ * One server process, instrumentation switched on and off between rounds (the order alternates so a
+ * drifting machine favours neither). While on, /metrics is scraped every 5 s — more often than a
+ * Prometheus usually does — so its collection is part of the cost.
+ */
+async function instrumentationCost(): Promise<void> {
+  log('instrumentation cost: POST /runs ×32 with metrics on and off');
+  const rounds = Math.round(num('BENCH_METRICS_ROUNDS', 3));
+  const child = await startChild('null');
+  const app = `${child.ready.appUrl}/v1/runs`;
+  type Measured = LoadResult & { step: StepReport };
+  const on: Measured[] = [];
+  const off: Measured[] = [];
+  for (let i = 0; i < rounds; i++) {
+    for (const enabled of i % 2 === 0 ? [true, false] : [false, true]) {
+      await child.call({ cmd: 'metrics', on: enabled });
+      const scraper = enabled ? setInterval(() => void fetch(`${child.ready.appUrl}/metrics`).then((r) => r.text()).catch(() => undefined), 5000) : null;
+      const r = await loadStep(child, `POST /runs ×32, metrics ${enabled ? 'on' : 'off'} (round ${i + 1})`, {
+        url: app,
+        method: 'POST',
+        connections: 32,
+        seconds: DURATION,
+        headers: HEADERS,
+        body: runBody(WORKFLOW_3),
+      });
+      if (scraper) clearInterval(scraper);
+      (enabled ? on : off).push(r);
+    }
+  }
+  await child.call({ cmd: 'metrics', on: true });
+  const micro = await child.call<{ on: number; off: number }>({ cmd: 'metricsMicro', n: 200_000 });
+  await closeChild(child);
+  const mean = (rs: Measured[], k: 'rps' | 'p50' | 'p99') => rs.reduce((n, r) => n + r[k], 0) / rs.length;
+  // Server CPU per request: what the instrumentation adds, barely moved by other work on the machine
+  // (throughput is, when the machine is shared).
+  const cpuPerReq = (rs: Measured[]) => rs.reduce((n, r) => n + r.step.server.cpuMs, 0) / Math.max(1, rs.reduce((n, r) => n + r.ok, 0));
+  const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
+  const pairs = on.map((r, i) => r.rps / off[i]!.rps);
+  const cpuCost = cpuPerReq(on) / cpuPerReq(off) - 1;
+  // The recording itself (the real functions, in the server process) against a request's CPU.
+  const recordUs = Math.max(0, micro.on - micro.off);
+  const recordCost = recordUs / (cpuPerReq(off) * 1000);
+  facts.metricsOnRps = mean(on, 'rps');
+  facts.metricsOffRps = mean(off, 'rps');
+  facts.metricsOnCpuUsPerReq = cpuPerReq(on) * 1000;
+  facts.metricsOffCpuUsPerReq = cpuPerReq(off) * 1000;
+  facts.metricsCpuCostPct = cpuCost * 100;
+  facts.metricsRecordUsPerReq = recordUs;
+  facts.metricsRecordCostPct = recordCost * 100;
+  notes.push(
+    `Instrumentation: server CPU per POST /runs ${(cpuPerReq(on) * 1000).toFixed(0)} µs on vs ${(cpuPerReq(off) * 1000).toFixed(0)} µs off ` +
+      `(${cpuCost >= 0 ? '+' : ''}${(cpuCost * 100).toFixed(1)} %); throughput on/off per pair ${pairs.map(pct).join(', ')}; ` +
+      `what one POST /runs records costs ${recordUs.toFixed(2)} µs of CPU (${(recordCost * 100).toFixed(2)} % of a request's), measured alone over 200 000 requests.`,
+  );
+  rows.push({
+    group: 'Run acceptance',
+    name: `POST /runs, instrumentation on vs off (${rounds} alternating pairs; CPU/request ${cpuCost >= 0 ? '+' : ''}${(cpuCost * 100).toFixed(1)} %, recording alone ${(recordCost * 100).toFixed(2)} %)`,
+    clients: '32',
+    value: rate(mean(on, 'rps')),
+    p50: mean(on, 'p50'),
+    p99: mean(on, 'p99'),
+    baseline: `off ${rate(mean(off, 'rps'))}`,
+    baseP50: mean(off, 'p50'),
+    baseP99: mean(off, 'p99'),
+    ratio: ratio(mean(on, 'rps'), mean(off, 'rps')),
+    target: 'cost ≤ 5 %',
+    // Throughput and CPU per request of a shared machine swing by more than 5 % between rounds; the
+    // recording's own cost is the figure that does not.
+    verdict: recordCost <= 0.05 ? 'met' : 'MISS',
+  });
+}
 
 // ---------------------------------------------------------------------------------------------------
 // 1. Run acceptance (and 3b. polling a queued run)
@@ -537,6 +720,7 @@ async function endToEnd(): Promise<void> {
       verdict: '',
     });
     await countKinds(child, 'GET /runs/{id} (completed)', 20, () => httpJson('GET', `${app}/${id}`, { key: BENCH_KEY }));
+    await profiled(child, 'GET /runs/{completed} ×32', () => hammer({ url: `${app}/${id}`, connections: 32, seconds: Math.min(3, DURATION), headers: HEADERS }));
   }
   await closeChild(child);
 }
@@ -866,7 +1050,10 @@ async function main(): Promise<void> {
   log(`${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, node ${machine.node}; ${dbKind}`);
 
   try {
-    if (ONLY.has('accept') || ONLY.has('poll')) await acceptance();
+    if (ONLY.has('hotpath')) await hotPath();
+    // A queued run's poll needs the queue the acceptance steps build: with `poll` alone only a completed run is polled.
+    if (ONLY.has('accept')) await acceptance();
+    if (ONLY.has('metrics')) await instrumentationCost();
     if (ONLY.has('e2e') || ONLY.has('poll')) await endToEnd();
     if (ONLY.has('streams')) await streams();
     // Without a Temporal CLI or server the default set says so (onTemporal prints the reason).

@@ -1,18 +1,20 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { openOrm } from '../src/db/orm.ts';
-import { NullEngine } from '../src/engine/port.ts';
+import { NullEngine } from '../src/runs/engine-port.ts';
 import { createLogger } from '../src/logger.ts';
+import { observeResponse, runAccepted, setMetricsEnabled } from '../src/observability/metrics.ts';
 import { hashApiKey } from '../src/security/crypto.ts';
-import { appendRunEvents } from '../src/services/events/append-run-events.ts';
+import { appendRunEvents } from '../src/runs/fenced-write.ts';
 import { fork } from '../src/services/deps.ts';
 import { startFloor } from './floor.ts';
 import { summariseProfile, type CpuProfile } from './profile.ts';
@@ -44,7 +46,6 @@ import {
 const opts = JSON.parse(process.env.BENCH_CHILD ?? '{}') as ChildOptions;
 const send = (m: ChildMessage) => process.send!(m);
 const CATALOG = fileURLToPath(new URL('./catalog.yaml', import.meta.url));
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 /** Statements of the harness itself carry this comment and are not counted. */
 const HARNESS = '/* bench */';
 
@@ -110,7 +111,7 @@ async function main(): Promise<void> {
 
   // Tracked runs (end-to-end): every accepted run is tracked. The engine announces a terminal transition
   // as a bus notification immediately followed by the webhook dispatcher's notify() (publishTerminal in
-  // src/engine/run-activities.ts): that run is checked at once. Every other notified run is checked by a
+  // src/runs/fenced-write.ts): that run is checked at once. Every other notified run is checked by a
   // slow sweep (100 ms), in case a terminal transition is announced differently. One batched query each.
   // On a Postgres server the check has its own connection, so it never queues for the service's pool
   // (which a saturated engine keeps busy); PGlite has one connection, shared with the service.
@@ -224,6 +225,32 @@ async function main(): Promise<void> {
   };
 
   const handlers: { [K in Command['cmd']]: (c: Extract<Command, { cmd: K }>) => Promise<unknown> | unknown } = {
+    metrics: (c) => {
+      setMetricsEnabled(c.on);
+      return null;
+    },
+    metricsMicro: (c) => {
+      // What the instrumentation does for one POST /runs, through the real functions: the request's
+      // timer, its histogram observation and the accepted-runs counter.
+      const req = { method: 'POST' } as IncomingMessage;
+      const res = { writableEnded: true, destroyed: false, statusCode: 202 } as ServerResponse;
+      const route = () => '/v1/runs';
+      const loop = (on: boolean) => {
+        setMetricsEnabled(on);
+        const t = process.cpuUsage();
+        for (let i = 0; i < c.n; i++) {
+          observeResponse(req, res, performance.now(), route);
+          runAccepted();
+        }
+        const u = process.cpuUsage(t);
+        return (u.user + u.system) / c.n;
+      };
+      loop(true); // warm up
+      const on = loop(true);
+      const off = loop(false);
+      setMetricsEnabled(true);
+      return { on, off };
+    },
     stepStart: (c) => {
       sql.mode = c.countSql === true ? 'kinds' : 'count';
       sql.statements = 0;

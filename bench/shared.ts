@@ -101,6 +101,10 @@ export type Command =
   | { id: number; cmd: 'profileStart' }
   | { id: number; cmd: 'profileStop' }
   | { id: number; cmd: 'sql'; text: string; params?: unknown[] }
+  /** Instrumentation on or off (src/observability/metrics.ts), to measure what it costs. */
+  | { id: number; cmd: 'metrics'; on: boolean }
+  /** CPU µs of what one POST /runs records, on and off, over `n` simulated requests. */
+  | { id: number; cmd: 'metricsMicro'; n: number }
   | { id: number; cmd: 'close' };
 
 /** Child → parent: a reply to a command, or a tracked run that reached a terminal state. */
@@ -130,7 +134,7 @@ export function sqlKind(sql: string): string {
   // A leading comment (withCommit's marker) says nothing of the statement's kind.
   const s = sql.replace(/\s+/g, ' ').trim().toLowerCase().replace(/^\/\*.*?\*\/ ?/, '');
   if (/^(begin|commit|rollback|savepoint|release)/.test(s)) return s.split(' ')[0]!;
-  // A withCommit statement as the server sees it (`execute wr_N_c(literals…); commit`, src/db/prepared.ts).
+  // A withCommit statement as the server sees it (`execute settle_wallet_…_c(literals…); commit`, src/db/prepared.ts).
   const executed = /^execute (\w+)\(/.exec(s);
   if (executed) return `execute ${executed[1]}${executed[1]!.endsWith('_c') ? '; commit' : ''}`;
   if (s.startsWith('with ')) {

@@ -1,17 +1,22 @@
 import { readFile } from 'node:fs/promises';
 import { baseUrl, type Config } from './config/config.ts';
 import { describeDb, migrate, openOrm, type Orm } from './db/orm.ts';
-import type { EnginePort } from './engine/port.ts';
+import type { EnginePort } from './runs/engine-port.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HttpServer } from './http/server.ts';
 import { assertPortFree, listenError } from './http/port-check.ts';
+import { mountDocs } from './http/docs/mount-docs.ts';
 import { mountHealth } from './http/health.ts';
 import { mountRest } from './http/rest/rest-adapter.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
+import { createStreamSlots } from './services/streams/stream-slots.ts';
 import { WebhookDispatcher } from './services/webhooks/webhook-dispatcher.ts';
 import type { Deps } from './services/deps.ts';
-import { loadCatalog, parseCatalog } from './catalog/load-catalog.ts';
+import { parseCatalog } from './catalog/parse-catalog.ts';
+import { loadCatalog } from './catalog/load-catalog.ts';
+import { setMetricsEnabled } from './observability/metrics.ts';
+import { createMetricsEndpoint } from './observability/metrics-server.ts';
 
 /**
  * The composition root: opens the database, applies migrations, loads the catalog, builds the service
@@ -30,6 +35,8 @@ export interface AppOptions {
 export interface App {
   deps: Deps;
   http: HttpServer;
+  /** With METRICS_PORT, the metrics server's URL root once listening; else null (/metrics is on the API port). */
+  readonly metricsUrl: string | null;
   /** Listens on config PORT/HOST; returns the bound URL root (http://host:port). */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -67,6 +74,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
     : new InProcessRunEventBus();
   const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
+  const streams = createStreamSlots({ orm, limit: config.maxStreamsPerKey, shared: config.databaseUrl !== undefined, log });
   const base: Omit<Deps, 'engine'> = {
     config,
     orm,
@@ -75,32 +83,47 @@ export async function createApp(opts: AppOptions): Promise<App> {
     bus,
     baseUrl: () => (config.publicBaseUrl ? baseUrl(config) : `http://localhost:${boundPort}/v1`),
     webhooks,
+    streams,
   };
   const engine = opts.engine ? await opts.engine(base) : await defaultEngine(base);
   const deps: Deps = { ...base, engine };
 
   const http = new HttpServer(log);
   mountHealth(http, deps);
+  if (!config.metrics.enabled) setMetricsEnabled(false);
+  const metrics = config.metrics.enabled
+    ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
+    : null;
+  let metricsUrl: string | null = null;
+  mountDocs(http, () => new URL(deps.baseUrl()).origin);
   await mountAdapters(http, deps);
 
   let closed = false;
   return {
     deps,
     http,
+    get metricsUrl() {
+      return metricsUrl;
+    },
     async listen() {
       const { port, host } = await http.listen(config.port, config.host).catch((err: NodeJS.ErrnoException) => {
         throw listenError(err, config.port, config.host);
       });
       boundPort = port;
+      metricsUrl = (await metrics?.listen().catch((err: NodeJS.ErrnoException) => {
+        throw listenError(err, config.metrics.port ?? 0, config.host, 'METRICS_PORT');
+      })) ?? null;
       await engine.start();
       webhooks.start();
-      log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name }, 'listening');
+      log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, 'listening');
       return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
     },
     async close() {
       if (closed) return;
       closed = true;
       await http.close();
+      await metrics?.close();
+      await streams.close();
       await engine.stop();
       await webhooks.stop();
       await bus.close();

@@ -2,10 +2,12 @@ import { createApp } from './app.ts';
 import { ConfigError, DEMO_CATALOG_FILE, loadConfigOrExit } from './config/config.ts';
 import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { createLogger } from './logger.ts';
+import { startTracing, stopTracing } from './observability/tracing.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
+  await startTracing(log); // only when an OTEL_EXPORTER_OTLP_*ENDPOINT is set (docs/tracing.md)
   const app = await createApp({ config, log });
   const url = await app.listen();
 
@@ -22,7 +24,7 @@ async function main(): Promise<void> {
     log.info({ signal }, 'shutting down');
     const force = setTimeout(() => process.exit(1), 15_000);
     force.unref();
-    app.close().then(
+    app.close().then(stopTracing).then(
       () => process.exit(0),
       (err) => {
         log.error({ err }, 'shutdown failed');

@@ -3,8 +3,11 @@ import { describeDb, migrate, openOrm } from './db/orm.ts';
 import { TemporalUnreachableError } from './engine/temporal/client.ts';
 import { TemporalEngine } from './engine/temporal/temporal-engine.ts';
 import { createLogger } from './logger.ts';
+import { startTracing, stopTracing } from './observability/tracing.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { PostgresRunEventBus } from './services/events/pg-bus.ts';
+import { setMetricsEnabled } from './observability/metrics.ts';
+import { createMetricsEndpoint } from './observability/metrics-server.ts';
 
 /**
  * `npm run worker`: a Temporal worker process and nothing else (ENGINE=temporal, for scale-out; `npm
@@ -18,6 +21,7 @@ import { PostgresRunEventBus } from './services/events/pg-bus.ts';
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
+  await startTracing(log); // only when an OTEL_EXPORTER_OTLP_*ENDPOINT is set (docs/tracing.md)
   if (config.engine !== 'temporal') log.warn({ engine: config.engine }, 'the worker runs Temporal workflows; the API must run with ENGINE=temporal to use it');
   if (!config.databaseUrl) {
     console.error('the Temporal worker needs DATABASE_URL: the API and the worker share state through a Postgres server (embedded PGlite is single-process; `ENGINE=temporal npm start` runs a worker in its own process)');
@@ -33,12 +37,19 @@ async function main(): Promise<void> {
   await bus.connect().catch((err) => log.warn({ err }, 'run event bus not connected yet; it keeps trying'));
   const deps = { config, orm, log, sealer, bus, baseUrl: () => config.publicBaseUrl ?? `http://localhost:${config.port}/v1` };
 
+  if (!config.metrics.enabled) setMetricsEnabled(false);
   // The engine with its worker: admission also runs here, as every run that ends frees capacity.
   // A worker that stopped by itself leaves nothing to do here: exit, so a supervisor starts a new one.
   const engine = new TemporalEngine(deps, { worker: true, onWorkerFailed: () => process.exit(1) });
   await startWithRetry(engine, log);
+  // This process has no API port: its own series (steps, runs finished, webhooks, pool) only with METRICS_PORT.
+  const metrics =
+    config.metrics.enabled && config.metrics.port !== undefined
+      ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, log })
+      : null;
+  const metricsUrl = await metrics?.listen();
   log.info(
-    { temporal: { address: config.temporal.address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue }, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }) },
+    { temporal: { address: config.temporal.address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue }, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) },
     'temporal worker running',
   );
 
@@ -51,8 +62,10 @@ async function main(): Promise<void> {
     force.unref();
     try {
       await engine.stop(); // drains the worker: running activities get their grace time
+      await metrics?.close();
       await bus.close();
       await orm.close(true);
+      await stopTracing();
       log.info('worker stopped');
       process.exit(0);
     } catch (err) {

@@ -3,7 +3,8 @@ import { loadConfig } from '../config/config.ts';
 import { DataDirLockedError } from '../db/data-dir-lock.ts';
 import { describeDb, migrate, openOrm } from '../db/orm.ts';
 import { loadOrCreateKey, Sealer } from '../security/crypto.ts';
-import { CatalogError, loadCatalog, parseCatalog, type LoadReport } from './load-catalog.ts';
+import { CatalogError, parseCatalog } from './parse-catalog.ts';
+import { loadCatalog, type LoadReport } from './load-catalog.ts';
 
 /**
  * `npm run catalog -- load FILE`   upserts FILE into the database the service uses (DATABASE_URL / DATA_DIR)

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { parse, YAMLParseError } from 'yaml';
 import { em as forkEm, type Em, type Orm } from '../db/orm.ts';
 import { dateOrNull, json } from '../db/sql.ts';
 import type { Graph } from '../domain/graph/types.ts';
-import { canonicalJson } from '../domain/graph/validate.ts';
-import { toDb, usd } from '../domain/money.ts';
-import { hashApiKey, sha256, type Sealer } from '../security/crypto.ts';
+import { canonicalJson } from '../domain/canonical-json.ts';
+import { isUuid } from '../domain/ids.ts';
+import { usd } from '../domain/money.ts';
+import { hashApiKey, type Sealer } from '../security/crypto.ts';
+import { keyPrefix, moneyOrNull, normalisePricing, workflowFields } from './catalog-fields.ts';
+import { canonicalGraphHash, CatalogError } from './parse-catalog.ts';
 import { readPricing, savePricing, type Pricing } from './pricing.ts';
-import { catalogSchema, checkCatalog, formatIssues, isUuid, type Catalog, type CatalogWorkflow } from './schema.ts';
+import type { Catalog } from './schema.ts';
 
 /**
  * Loading the catalog (docs/design/catalog.md): one transaction, an idempotent upsert. It creates what is
@@ -16,17 +18,6 @@ import { catalogSchema, checkCatalog, formatIssues, isUuid, type Catalog, type C
  * account is created), bundle runs left (an existing bundle is left exactly as it is), existing purchase
  * pins, runs. Nothing is ever deleted: rows absent from the file stay. See schema.ts for the upsert keys.
  */
-
-export class CatalogError extends Error {
-  readonly code = 'catalog_invalid';
-  constructor(
-    readonly issues: string[],
-    source = 'catalog',
-  ) {
-    super(`${source} is invalid:\n  - ${issues.join('\n  - ')}`);
-    this.name = 'CatalogError';
-  }
-}
 
 export interface UpsertCounts {
   created: number;
@@ -59,32 +50,8 @@ export interface LoadOptions {
   sealer: Sealer;
 }
 
-/** Parses and checks a catalog (YAML or JSON). Throws CatalogError listing every problem by path. */
-export function parseCatalog(text: string, sourceName = 'catalog'): Catalog {
-  let raw: unknown;
-  try {
-    raw = parse(text, { prettyErrors: true, uniqueKeys: true });
-  } catch (e) {
-    const where = e instanceof YAMLParseError && e.linePos ? ` (line ${e.linePos[0].line}, column ${e.linePos[0].col})` : '';
-    throw new CatalogError([`(root): not valid YAML${where}: ${(e as Error).message.split('\n')[0]}`], sourceName);
-  }
-  if (raw === null || raw === undefined) raw = {};
-  const parsed = catalogSchema.safeParse(raw, { reportInput: true });
-  if (!parsed.success) throw new CatalogError(formatIssues(parsed.error), sourceName);
-  const catalog: Catalog = { ...parsed.data, source: sourceName };
-  const issues = checkCatalog(catalog);
-  if (issues.length) throw new CatalogError(issues, sourceName);
-  return catalog;
-}
-
-/** sha256 of the graph's canonical JSON (keys sorted): equal graphs hash equal whatever the key order. */
-export function canonicalGraphHash(graph: Graph | unknown): string {
-  return sha256(canonicalJson(graph));
-}
-
 const counts = (): UpsertCounts => ({ created: 0, updated: 0, unchanged: 0 });
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
-const moneyOrNull = (v: unknown) => (v === null || v === undefined ? null : toDb(String(v)));
 const timeOrNull = (d: Date | null) => (d ? d.getTime() : null);
 
 /** Upserts the catalog in one transaction; on any problem nothing is written and CatalogError is thrown. */
@@ -521,50 +488,4 @@ class Loader {
       this.report.pricing = wanted;
     } else this.report.pricing = normalisePricing(current);
   }
-}
-
-function normalisePricing(p: Pricing): Pricing {
-  return {
-    stepUsd: toDb(p.stepUsd),
-    models: Object.fromEntries(Object.entries(p.models).map(([m, v]) => [m, { input: toDb(v.input), output: toDb(v.output) }])),
-  };
-}
-
-/** Up to 8 leading characters, never more than half the secret: enough to recognise, useless to guess. */
-function keyPrefix(secret: string): string {
-  return secret.slice(0, Math.min(8, Math.floor(secret.length / 2)));
-}
-
-function workflowFields(w: CatalogWorkflow, activeVersionId: string) {
-  const values = [
-    w.name,
-    w.description,
-    w.serviceCode,
-    w.runModel,
-    w.priceUsd,
-    w.listing,
-    w.unlock,
-    w.apiAccess,
-    w.credentialMode,
-    w.computeLimitUsd,
-    activeVersionId,
-  ];
-  return {
-    values,
-    differsFrom(row: Record<string, unknown>): boolean {
-      return (
-        row.name !== w.name ||
-        (row.description ?? null) !== w.description ||
-        (row.service_code ?? null) !== w.serviceCode ||
-        row.run_model !== w.runModel ||
-        toDb(String(row.price_usd)) !== w.priceUsd ||
-        row.listing !== w.listing ||
-        Boolean(row.unlock) !== w.unlock ||
-        Boolean(row.api_access) !== w.apiAccess ||
-        row.credential_mode !== w.credentialMode ||
-        moneyOrNull(row.compute_limit_usd) !== w.computeLimitUsd ||
-        String(row.active_version_id ?? '') !== activeVersionId
-      );
-    },
-  };
 }

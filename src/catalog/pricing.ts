@@ -1,6 +1,42 @@
+import type { Em } from '../db/orm.ts';
+
+/** Service pricing from the catalog (docs/design/catalog.md), kept in `settings` so every process sees the same. */
+export interface Pricing {
+  stepUsd: string;
+  /** USD per million tokens, by model name. */
+  models: Record<string, { input: string; output: string }>;
+}
+
+export const DEFAULT_PRICING: Pricing = { stepUsd: '0.000100', models: {} };
+export const PRICING_KEY = 'pricing';
+
 /**
- * Catalog pricing (docs/design/catalog.md). The type, the defaults and the settings-table storage live in
- * `src/services/pricing.ts`, which the billing code reads; the catalog loader writes it there in its
- * load transaction. Re-exported here so catalog code has one import site.
+ * Pricing changes only when a catalog is loaded, and every run acceptance reads it, so each process
+ * keeps it for a second (a loader in this process invalidates it at once).
  */
-export { DEFAULT_PRICING, PRICING_KEY, getPricing, readPricing, savePricing, type Pricing } from '../services/pricing.ts';
+const CACHE_MS = 1000;
+let cached: { at: number; pricing: Pricing } | null = null;
+
+export async function getPricing(em: Em): Promise<Pricing> {
+  if (cached && Date.now() - cached.at < CACHE_MS) return cached.pricing;
+  const pricing = await readPricing(em);
+  cached = { at: Date.now(), pricing };
+  return pricing;
+}
+
+/** The stored pricing, uncached (the catalog loader compares with this, not with the cache). */
+export async function readPricing(em: Em): Promise<Pricing> {
+  const [row] = await em.execute<{ value: unknown }[]>('select value from settings where key = ?', [PRICING_KEY]);
+  if (!row) return DEFAULT_PRICING;
+  const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;
+  return { stepUsd: value.stepUsd ?? DEFAULT_PRICING.stepUsd, models: value.models ?? {} };
+}
+
+export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
+  cached = null;
+  await em.execute(
+    `insert into settings (key, value, updated_at) values (?, ?::jsonb, now())
+     on conflict (key) do update set value = excluded.value, updated_at = now()`,
+    [PRICING_KEY, JSON.stringify(pricing)],
+  );
+}

@@ -4,6 +4,7 @@ import type { Graph } from '../domain/graph/types.ts';
 import { PROVIDERS } from '../domain/graph/types.ts';
 import { validateGraph } from '../domain/graph/validate.ts';
 import { toDb, usd } from '../domain/money.ts';
+import { UUID } from '../domain/ids.ts';
 
 /**
  * The catalog file (docs/design/catalog.md): its schema and the checks that need only the file itself. Checks that
@@ -30,9 +31,6 @@ const SCOPES = ['run:execute', 'run:read'] as const;
 const WEBHOOK_EVENTS = ['run.completed', 'run.failed', 'run.cancelled'] as const;
 const HANDLE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-
-export const isUuid = (s: string): boolean => UUID.test(s);
 
 /** A USD amount → canonical 6-place string. */
 const amount = z.unknown().transform((v, ctx): string => {

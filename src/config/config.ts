@@ -16,6 +16,9 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
 const decimal = z.string().trim().regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal amount with at most 6 places');
 
+/** MAX_STREAMS_PER_KEY when unset. */
+export const DEFAULT_MAX_STREAMS_PER_KEY = 1000;
+
 const schema = z.object({
   PORT: int(0, 65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -38,11 +41,19 @@ const schema = z.object({
   QUEUE_MAX_WAIT_SECONDS: int(1).default(900),
   COMPUTE_LIMIT_USD: decimal.default('5'),
   SSE_HEARTBEAT_MS: int(10).default(15000),
+  /** Open streams per API key (REST SSE) and per token (GraphQL subscriptions) across the deployment; 0 = no limit. */
+  MAX_STREAMS_PER_KEY: int(0).default(DEFAULT_MAX_STREAMS_PER_KEY),
   MAX_OUTPUT_BYTES: int(1).default(10 * 1024 * 1024),
   WEBHOOK_ALLOW_INSECURE: flag,
   ALLOW_PRIVATE_NETWORK: flag,
   /** 32 bytes, base64 or hex: the AES-256-GCM key for secrets at rest. Generated under DATA_DIR when unset. */
   ENCRYPTION_KEY: z.string().optional(),
+  /** `off`: no /metrics and nothing recorded (the bench measures the instrumentation's cost with it). */
+  METRICS: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on').transform((v) => v === 'on' || v === '1' || v === 'true'),
+  /** /metrics on a port of its own (and not on the API port); `npm run worker` serves it only with this. */
+  METRICS_PORT: int(0, 65535).optional(),
+  /** host:port of the Temporal SDK's own Prometheus exporter (worker processes, ENGINE=temporal). */
+  TEMPORAL_METRICS_ADDRESS: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^\s:/]+):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -66,11 +77,14 @@ export interface Config {
   queueMaxWaitSeconds: number;
   computeLimitUsd: string;
   sseHeartbeatMs: number;
+  /** Open streams per API key / GraphQL token across processes; 0 = no limit. */
+  maxStreamsPerKey: number;
   maxOutputBytes: number;
   webhookAllowInsecure: boolean;
   allowPrivateNetwork: boolean;
   encryptionKey: string | undefined;
   logLevel: Env['LOG_LEVEL'];
+  metrics: { enabled: boolean; port: number | undefined; temporalAddress: string | undefined };
   production: boolean;
   providers: ProviderEnv;
 }
@@ -122,11 +136,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queueMaxWaitSeconds: e.QUEUE_MAX_WAIT_SECONDS,
     computeLimitUsd: e.COMPUTE_LIMIT_USD,
     sseHeartbeatMs: e.SSE_HEARTBEAT_MS,
+    maxStreamsPerKey: e.MAX_STREAMS_PER_KEY,
     maxOutputBytes: e.MAX_OUTPUT_BYTES,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE,
     allowPrivateNetwork: e.ALLOW_PRIVATE_NETWORK,
     encryptionKey: e.ENCRYPTION_KEY,
     logLevel: e.LOG_LEVEL,
+    metrics: { enabled: e.METRICS, port: e.METRICS_PORT, temporalAddress: e.TEMPORAL_METRICS_ADDRESS },
     production: e.NODE_ENV === 'production',
     providers: {
       openai: { apiKey: opt('OPENAI_API_KEY'), baseURL: opt('OPENAI_BASE_URL') },

@@ -9,6 +9,8 @@ import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities, routines } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
+import { yieldsBeforeStatements } from './statement.ts';
+import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
 
 /**
  * Postgres everywhere: a real server when DATABASE_URL is set, embedded PGlite otherwise. Both speak
@@ -55,6 +57,7 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
       driverOptions: {
         onPoolCreated: (pool: Pool) => {
           reclaimDeadClients(pool);
+          watchPool(pool);
           if (prepare) nameHotStatements(pool);
         },
       },
@@ -74,6 +77,8 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     // Both drivers share the SQL entity manager API; services only use that surface.
     const orm = (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
     yieldBeforeQueries(orm);
+    yieldsBeforeStatements(orm.em.getConnection());
+    countPgliteConnection(orm);
     if (lock) releaseOnClose(orm, lock);
     return orm;
   } catch (err) {
@@ -102,8 +107,26 @@ function yieldBeforeQueries(orm: Orm): void {
   const connection = orm.em.getConnection() as unknown as { execute: (...args: unknown[]) => Promise<unknown> };
   const execute = connection.execute.bind(connection);
   connection.execute = async (...args: unknown[]) => {
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    return execute(...args);
+    // Counted as the connection's pending requests (db_client_connection_* in docs/operations.md).
+    pgliteStatement(1);
+    try {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return await execute(...args);
+    } finally {
+      pgliteStatement(-1);
+    }
+  };
+}
+
+/** PGlite is one in-process connection while open (db_client_connection_max). */
+function countPgliteConnection(orm: Orm): void {
+  pgliteOpened(1);
+  const close = orm.close.bind(orm);
+  let open = true;
+  orm.close = async (force?: boolean) => {
+    if (open) pgliteOpened(-1);
+    open = false;
+    return close(force);
   };
 }
 

@@ -1,6 +1,6 @@
+import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
-import type { Orm } from './orm.ts';
 
 /**
  * Named prepared statements for the hot statements, on a Postgres server.
@@ -16,16 +16,35 @@ import type { Orm } from './orm.ts';
  * `array[?]`), so it becomes as many placeholders, and a plain object is its JSON text. Anything else
  * (dates, nested arrays, empty arrays, `??` identifiers) takes `em.execute`'s own path. PGlite runs in
  * process with nothing to gain, and keeps that path too.
+ *
+ * Names: each call site names its statement (`prepared('<name>', …)`), and that name is what
+ * Postgres shows (pg_prepared_statements, the log: `execute <name>`), so it leads to the one file
+ * that writes it (grep the name). A site whose text varies (fragments assembled per call, or an array
+ * expanded into a list) is a `variant`: each text is named `<name>_<hash of the text>`, the same in
+ * every process.
  */
 
-const hot = new Set<string>();
-/** Converted texts and their statement names; bounded, since array lengths vary the text. */
+/** Hot statement texts (with `?`) → their site's name and whether the text varies. */
+const hot = new Map<string, { name: string; variant: boolean }>();
+/** Converted texts (and src/sql statements) and their statement names; bounded, since array lengths vary the text. */
 const names = new Map<string, string>();
+/** Statement name → the converted text it was given to (a name is never reused for another text). */
+const texts = new Map<string, string>();
 const MAX_NAMES = 2000;
 
-/** Marks a statement text (with `?` placeholders) as hot: sent as a named prepared statement. */
-export function prepared(sql: string): string {
-  if (hot.size < MAX_NAMES) hot.add(sql);
+/** A constant `$n` statement of src/sql/ (src/db/statement.ts): prepared under its own name. */
+export function nameStatement(text: string, name: string): void {
+  if (texts.has(name) && texts.get(name) !== text) throw new Error(`two statements are named ${name}`);
+  names.set(text, name);
+  texts.set(name, text);
+}
+
+/**
+ * Marks a statement text (with `?` placeholders) as hot: sent as a named prepared statement called
+ * `name`. `variant`: the site builds its text per call (see above).
+ */
+export function prepared(name: string, sql: string, opts: { variant?: boolean } = {}): string {
+  if (hot.size < MAX_NAMES && !hot.has(sql)) hot.set(sql, { name, variant: opts.variant === true });
   return sql;
 }
 
@@ -50,7 +69,9 @@ const withCommits = new Map<string, string>();
 export function withCommit(sql: string): string {
   let marked = withCommits.get(sql);
   if (marked === undefined) {
-    marked = prepared(COMMITS + sql);
+    const site = hot.get(sql);
+    if (!site) throw new Error('withCommit takes a prepared() statement');
+    marked = prepared(site.name, COMMITS + sql, { variant: site.variant });
     if (withCommits.size < MAX_NAMES) withCommits.set(sql, marked);
   }
   return marked;
@@ -59,8 +80,9 @@ export function withCommit(sql: string): string {
 type Scalar = string | number | boolean | bigint | null;
 
 /** `?` → `$n` with arrays expanded, or null when the statement must take the ORM's own path. */
-export function numbered(sql: string, params: readonly unknown[]): { text: string; values: Scalar[] } | null {
+export function numbered(sql: string, params: readonly unknown[]): { text: string; values: Scalar[]; expanded: boolean } | null {
   const values: Scalar[] = [];
+  let expanded = false;
   let text = '';
   let pos = 0;
   let j = 0;
@@ -70,6 +92,7 @@ export function numbered(sql: string, params: readonly unknown[]): { text: strin
     if (sql[idx + 1] === '?' || sql[idx - 1] === '\\' || j >= params.length) return null;
     const p = params[j++];
     const list = Array.isArray(p) ? p : [p];
+    if (Array.isArray(p)) expanded = true;
     if (list.length === 0) return null;
     const marks: string[] = [];
     for (const v of list) {
@@ -82,7 +105,7 @@ export function numbered(sql: string, params: readonly unknown[]): { text: strin
     pos = idx + 1;
   }
   if (j !== params.length) return null;
-  return { text: text + sql.substring(pos), values };
+  return { text: text + sql.substring(pos), values, expanded };
 }
 
 function scalar(v: unknown): Scalar | undefined {
@@ -100,13 +123,18 @@ function scalar(v: unknown): Scalar | undefined {
   }
 }
 
-function statementName(text: string): string | null {
-  let name = names.get(text);
-  if (name === undefined && names.size < MAX_NAMES) {
-    name = `wr_${names.size + 1}`;
-    names.set(text, name);
+/** Names a converted text once: its site's name, or `<name>_<hash>` for a text that varies. */
+function nameText(text: string, site: { name: string; variant: boolean }, expanded: boolean): void {
+  if (names.has(text) || names.size >= MAX_NAMES) return;
+  let name = site.name;
+  // A withCommit text is prepared as `<name>_c` (executeAndCommit), apart from the plain statement.
+  const key = (n: string) => (text.startsWith(COMMITS) ? `${n}_c` : n);
+  const taken = texts.get(key(name));
+  if (site.variant || expanded || (taken !== undefined && taken !== text)) {
+    name = `${site.name}_${createHash('sha1').update(text).digest('hex').slice(0, 8)}`;
   }
-  return name ?? null;
+  names.set(text, name);
+  texts.set(key(name), text);
 }
 
 interface Executor {
@@ -122,13 +150,14 @@ interface SqlConnection {
 }
 
 /** Routes `prepared()` statements of this ORM (a Postgres server's) through numbered parameters. */
-export function usePreparedStatements(orm: Orm): void {
+export function usePreparedStatements(orm: { em: { getConnection(): unknown } }): void {
   const connection = orm.em.getConnection() as unknown as SqlConnection;
   const execute = connection.execute.bind(connection);
   connection.execute = (query, params = [], method = 'all', ctx, loggerContext) => {
-    const q = typeof query === 'string' && hot.has(query) && Array.isArray(params) ? numbered(query, params) : null;
-    if (!q) return execute(query, params, method, ctx, loggerContext);
-    statementName(q.text);
+    const site = typeof query === 'string' && Array.isArray(params) ? hot.get(query) : undefined;
+    const q = site ? numbered(query as string, params as unknown[]) : null;
+    if (!site || !q) return execute(query, params, method, ctx, loggerContext);
+    nameText(q.text, site, q.expanded);
     // A transaction's context is its Kysely transaction, which runs on the transaction's connection.
     const executor = (ctx as Executor | undefined) ?? connection.getClient();
     return connection.executeQuery(
@@ -173,7 +202,7 @@ export function nameHotStatements(pool: Pool): void {
             return result;
           });
         }
-        return query({ name: statementName(config)!, text: config, values }, cb);
+        return query({ name: names.get(config)!, text: config, values }, cb);
       }
       return query(config, values, cb);
     };
@@ -182,7 +211,7 @@ export function nameHotStatements(pool: Pool): void {
 }
 
 async function executeAndCommit(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: Scalar[]): Promise<QueryResult> {
-  const name = `${statementName(text)}_c`;
+  const name = `${names.get(text)!}_c`;
   // PREPARE is not undone by a rollback, so a connection prepares each statement once.
   if (!preparedHere.has(name)) {
     await query(`prepare ${name} as ${text}`);

@@ -16,6 +16,7 @@ export const ERROR_STATUS = {
   cancel_unavailable: 409,
   spend_cap_reached: 402,
   rate_limited: 429,
+  too_many_streams: 429,
   invalid_json: 400,
   missing_workflow: 400,
   invalid_inputs: 400,
@@ -40,22 +41,39 @@ export interface IntegrationErrorDetail {
   connectUrl: string;
 }
 
+/** A caller's POST /runs window after a request (src/http/headers.ts makes the RateLimit-* headers of it). */
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** Seconds until the oldest counted request leaves the window (when a slot frees up). */
+  resetSeconds: number;
+}
+
+/** Facts an error carries for its response, beyond the envelope (the HTTP layer turns them into headers). */
+export interface ErrorFacts {
+  /** When to try again (Retry-After). */
+  retryAfterSeconds?: number;
+  /** The rate-limit window that refused the request (RateLimit-*). */
+  rateLimit?: RateLimitState;
+  /** The methods the path allows (Allow). */
+  allow?: string[];
+}
+
 export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly details?: InputErrorDetail[] | IntegrationErrorDetail[];
-  /** Extra response headers (Allow, Retry-After…). */
-  readonly headers?: Record<string, string>;
+  readonly facts: ErrorFacts;
 
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { details?: InputErrorDetail[] | IntegrationErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {},
+    opts: { details?: InputErrorDetail[] | IntegrationErrorDetail[]; cause?: unknown } & ErrorFacts = {},
   ) {
     super(message, { cause: opts.cause });
     this.name = 'ApiError';
     this.code = code;
     this.details = opts.details;
-    this.headers = opts.headers;
+    this.facts = { retryAfterSeconds: opts.retryAfterSeconds, rateLimit: opts.rateLimit, allow: opts.allow };
   }
 
   get status(): number {

@@ -1,5 +1,6 @@
 import type { InputErrorDetail } from './errors.ts';
 import { inputType, isInputKind, type Graph, type InputNode, type JsonValue } from './graph/types.ts';
+import { canonicalJson } from './canonical-json.ts';
 
 /**
  * POST /runs input rules 1–5: keys by nodeId (preferred) or exact name, unknown keys rejected, names
@@ -176,16 +177,4 @@ function isHttpUrl(s: string): boolean {
 
 export function jsonEqual(a: JsonValue, b: JsonValue): boolean {
   return canonicalJson(a) === canonicalJson(b);
-}
-
-/** JSON with object keys sorted: the same value always prints the same (fingerprints, hashes). */
-export function canonicalJson(v: unknown): string {
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
-    .join(',')}}`;
 }

@@ -26,3 +26,7 @@ export function sum(values: (Usd | string | number)[]): Usd {
 }
 
 export const minUsd = (a: Usd, b: Usd): Usd => (a.lessThan(b) ? a : b);
+
+/** True when the run's compute plus one more step would pass its compute limit (docs/design/money.md). */
+export const overComputeLimit = (r: { computeUsd: string; stepUsd: string; computeLimitUsd: string }): boolean =>
+  usd(r.computeUsd).plus(usd(r.stepUsd)).greaterThan(usd(r.computeLimitUsd));

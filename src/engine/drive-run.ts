@@ -1,23 +1,19 @@
+import { runStarted } from '../observability/metrics.ts';
+import { traceComputedStep } from '../observability/trace-spans.ts';
 import { nextRunMove, RunDriver, type DriverMove, type RunMove } from './run-driver.ts';
-import {
-  completeRun,
-  computeSyncStep,
-  credentialsAvailable,
-  failRun,
-  loadRunState,
-  prepareRun,
-  recordBatch,
-  resumeRun,
-  STUCK_GRAPH_REASON,
-  suspendRun,
-  applyActions,
-  type ActivityDeps,
-  type RunState,
-  type RunStatus,
-} from './run-activities.ts';
+import { computeTimedSyncStep } from '../runs/record-step.ts';
+import { completeRun } from '../runs/complete-run.ts';
+import { credentialsAvailable } from '../runs/credentials.ts';
+import type { RunsDeps } from '../runs/deps.ts';
+import { applyActions } from '../runs/free-actions.ts';
+import { prepareRun } from '../runs/prepare-run.ts';
+import { recordBatch } from '../runs/record-batch.ts';
+import { STUCK_GRAPH_REASON, type RunStatus } from '../domain/run-status.ts';
+import { loadRunState, type RunState } from '../runs/run-state.ts';
+import { failRun, resumeRun, suspendRun } from '../runs/transitions.ts';
 
 /**
- * The run driver's writes (src/engine/run-driver.ts decides, the run activities write), shared by both
+ * The run driver's writes (src/engine/run-driver.ts decides, the runs module, src/runs/, writes), shared by both
  * engines, and `advanceRun`: one pass of the driver over a run loaded from the database, up to the
  * point where the engine must wait. The Temporal workflow runs the I/O steps and all waiting itself and
  * calls `advanceRun` as one activity for everything else (free actions, in-memory steps, start,
@@ -28,24 +24,26 @@ import {
  * Performs a driver move that is a write or an in-memory computation and reports it back to the driver.
  * Returns 'handled', 'ended' (the run was failed as stuck) or null (not such a move: the engine's own).
  */
-export async function performMove(deps: ActivityDeps, s: RunState, drv: RunDriver, m: DriverMove): Promise<'handled' | 'ended' | null> {
+export async function performMove(deps: RunsDeps, s: RunState, drv: RunDriver, m: DriverMove): Promise<'handled' | 'ended' | null> {
   const id = s.runId;
   switch (m.kind) {
     case 'compute':
       for (const nodeId of m.steps) {
-        const { result, deltas } = computeSyncStep(s.graph, drv.node(nodeId)!, drv.results, s.inputs);
+        const node = drv.node(nodeId)!;
+        const { result, deltas } = traceComputedStep(id, node, () => computeTimedSyncStep(s.graph, node, drv.results, s.inputs));
         drv.computed(nodeId, result, deltas);
       }
       return 'handled';
     case 'finish': {
       const r = await completeRun(deps, id, m.finished, m.actions, m.batch, { start: m.start });
+      if (r.completed && m.start) runStarted();
       // Not started here (e.g. insufficient funds): preparation decides, then the driver looks again.
-      if (!r.completed && m.start) await prepareRun(deps, id);
+      if (!r.completed && m.start) await prepare(deps, id);
       drv.finished(r.completed);
       return 'handled';
     }
     case 'start':
-      drv.started((await prepareRun(deps, id)).status);
+      drv.started((await prepare(deps, id)).status);
       return 'handled';
     case 'record_batch':
       drv.batchRecorded((await recordBatch(deps, id, m.batch)).recorded);
@@ -64,6 +62,13 @@ export async function performMove(deps: ActivityDeps, s: RunState, drv: RunDrive
   }
 }
 
+/** prepareRun, counting the runs it started. */
+async function prepare(deps: RunsDeps, runId: string): ReturnType<typeof prepareRun> {
+  const p = await prepareRun(deps, runId);
+  if (p.started) runStarted();
+  return p;
+}
+
 /**
  * Performs the writes a run's status asks for before it can be driven (both engines): preparation of an
  * admitted run, the resume of a due timer, and the resume of a wait_signal suspension whose credentials
@@ -71,14 +76,14 @@ export async function performMove(deps: ActivityDeps, s: RunState, drv: RunDrive
  * it wrote, so the run must be loaded again; false leaves the move to the engine.
  */
 export async function performStatusMove(
-  deps: ActivityDeps,
+  deps: RunsDeps,
   s: RunState,
   move: RunMove,
   opts: { resumeCredentials: boolean },
 ): Promise<boolean> {
   switch (move.kind) {
     case 'prepare':
-      await prepareRun(deps, s.runId);
+      await prepare(deps, s.runId);
       return true;
     case 'resume_timer':
       await resumeRun(deps, s.runId, { reason: 'wait_timer' });
@@ -115,7 +120,7 @@ const MAX_PASSES = 8;
  * run whose credentials arrived, records free actions and in-memory steps, completes the run. `running`:
  * the step nodes the caller has in flight (planned as running, so never started twice).
  */
-export async function advanceRun(deps: ActivityDeps, runId: string, running: readonly string[] = []): Promise<AdvanceResult> {
+export async function advanceRun(deps: RunsDeps, runId: string, running: readonly string[] = []): Promise<AdvanceResult> {
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     const s = await loadRunState(deps, runId);
     if (!s) return { kind: 'ended', status: null, outcome: null };
@@ -140,7 +145,7 @@ export async function advanceRun(deps: ActivityDeps, runId: string, running: rea
 }
 
 /** One driver pass over a loaded run; null when the run must be looked at again. */
-async function advanceLoaded(deps: ActivityDeps, s: RunState, running: readonly string[]): Promise<AdvanceResult | null> {
+async function advanceLoaded(deps: RunsDeps, s: RunState, running: readonly string[]): Promise<AdvanceResult | null> {
   const drv = new RunDriver(s, running);
   const start: string[] = [];
   for (;;) {

@@ -1,11 +1,13 @@
 import { applyFreeActions, nextDue, plan, type Action, type Finished, type FreeAction, type Plan } from '../domain/graph/interpreter.ts';
 import { isInputKind, type Graph, type GraphNode, type JsonValue, type NodeResult } from '../domain/graph/types.ts';
+import { isTerminal } from '../domain/run-status.ts';
+import { isInMemoryStep, type BatchEntry, type StepBatch } from '../domain/run-steps.ts';
 
 /**
  * The run driver: what a run does next, decided once for both engines. Pure (no I/O, no Node built-ins,
  * no clock but the `now` it is given), so it is safe in Temporal's workflow sandbox. The engines keep
- * only their waiting and their I/O: they ask the driver for a move, perform it with the run activities
- * (src/engine/run-activities.ts) and report back.
+ * only their waiting and their I/O: they ask the driver for a move, perform it through the runs module
+ * (src/runs/) and src/engine/execute-step.ts, and report back.
  *
  * Two levels:
  * - `nextRunMove(facts, now)`: from a run's status columns (small facts), what the run waits for or
@@ -43,10 +45,9 @@ export type RunMove =
   /** Running, or admitted and not started (the driver starts it with its first write): drive it. */
   | { kind: 'advance' };
 
-const TERMINAL: readonly (string | null)[] = ['completed', 'failed', 'cancelled', null];
 
 export function nextRunMove(run: RunFacts, now: number): RunMove {
-  if (TERMINAL.includes(run.status)) return { kind: 'end' };
+  if (run.status === null || isTerminal(run.status)) return { kind: 'end' };
   if (run.status === 'pending') {
     if (run.phase === 'queued') return { kind: 'await_admission' };
     return run.phase === 'starting' ? { kind: 'advance' } : { kind: 'prepare' };
@@ -62,23 +63,6 @@ export function nextRunMove(run: RunFacts, now: number): RunMove {
 
 // ---------------------------------------------------------------------------------------------------
 // Driving a running run
-
-/**
- * What a driver computed in memory and has not written yet, in order: text.template / json.parse steps
- * (with their results and output chunks) and the free actions planned between them. A chain of such
- * steps costs one statement (and, before a completion, no commit of its own) instead of one each.
- * JSON-serialisable, like every activity argument.
- */
-export interface StepBatch {
-  entries: BatchEntry[];
-  /** The run's inputs and every result known when the batch ends: what the entries were computed from. */
-  known: { results: Record<string, NodeResult>; inputs: Record<string, JsonValue> };
-}
-
-export type BatchEntry = { step: string; result: NodeResult; deltas: string[] } | { actions: FreeAction[] };
-
-/** Steps whose work is a pure function of upstream values (no I/O): a driver may batch them. */
-export const isInMemoryStep = (node: GraphNode | undefined): boolean => node?.kind === 'text.template' || node?.kind === 'json.parse';
 
 /** Entries of in-memory work written at once, at most (bounds the statement and what a crash recomputes). */
 export const MAX_BATCH = 64;
@@ -279,7 +263,7 @@ export class RunDriver {
   /** prepareRun's status (from `start`). */
   started(status: string): void {
     if (status === 'running') this.#unstarted = false;
-    else this.#outcome = TERMINAL.includes(status) ? { kind: 'done' } : { kind: 'reload' };
+    else this.#outcome = status === null || isTerminal(status) ? { kind: 'done' } : { kind: 'reload' };
   }
 
   /** recordBatch's answer: false means the batch was refused and recorded entry by entry: look again. */

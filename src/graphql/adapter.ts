@@ -14,6 +14,7 @@ import {
   type ValidationRule,
 } from 'graphql';
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
+import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import { readBody } from '../http/respond.ts';
 import type { HttpServer, RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
@@ -22,6 +23,7 @@ import { createContext, type GraphqlContext } from './context.ts';
 import { formatGraphQLError } from './errors.ts';
 import { costError, depthLimitRule } from './limits.ts';
 import { graphqlSchema } from './schema.ts';
+import { tracingPlugin } from './tracing-plugin.ts';
 
 /**
  * The internal GraphQL adapter on the service's node:http server (docs/design/graphql.md):
@@ -29,8 +31,9 @@ import { graphqlSchema } from './schema.ts';
  * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
  * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is
  * 401 with no data. Both apply the same limits: depth (validation), page size (resolvers) and a cost
- * budget computed with the variables, and answer errors in the same shape. In production mode,
- * introspection and Apollo's landing page are off.
+ * budget computed with the variables, and answer errors in the same shape. Outside production mode a
+ * browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md) without a token; in
+ * production mode introspection and the explorer are off.
  */
 
 export const GRAPHQL_PATH = '/graphql';
@@ -94,16 +97,20 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
     logger: deps.log.child({ component: 'graphql' }),
     validationRules: validationRules(production),
     formatError: format,
-    plugins: [costPlugin, ...(production ? [ApolloServerPluginLandingPageDisabled()] : [])],
+    // Apollo's landing page loads its Sandbox from a CDN; browsers get GraphiQL from this server instead.
+    plugins: [tracingPlugin, costPlugin, ApolloServerPluginLandingPageDisabled()],
   });
   await apollo.start();
 
   http.mount(
     (path) => path === GRAPHQL_PATH,
     async (req, res, ctx) => {
+      // The explorer page holds no data: the queries it sends carry the token the user sets in it.
+      if (!production && wantsExplorer(req)) return sendExplorer(req, res, new URL(deps.baseUrl()).origin);
       if (!authorized(req, token)) return sendUnauthorized(res);
       await serveApollo(apollo, deps, req, res, ctx);
     },
+    GRAPHQL_PATH,
   );
 
   const rules = [...specifiedRules, ...validationRules(production)];
@@ -132,6 +139,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
       if (!authorized(req, token)) return sendUnauthorized(res);
       await serveSse(sse, req, res, ctx);
     },
+    GRAPHQL_STREAM_PATH,
   );
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Deps } from '../services/deps.ts';
 import { fork } from '../services/deps.ts';
 import { followRunEvents } from '../services/runs/follow-run-events.ts';
@@ -5,8 +6,8 @@ import type { PublicRunEvent } from '../services/runs/run-views.ts';
 import { notFoundError } from './errors.ts';
 import { badInput } from './limits.ts';
 import { runsByIds } from './queries/runs.ts';
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+import { isTerminal } from '../domain/run-status.ts';
+import { subscriptionOpen } from '../observability/metrics.ts';
 
 export type StreamedRunEvent = PublicRunEvent & { runId: string };
 
@@ -18,19 +19,44 @@ export type StreamedRunEvent = PublicRunEvent & { runId: string };
  * iterator with backpressure of one event, and `return()` (client gone) stops it at once, even while
  * it waits for the next event.
  */
-export async function runEventStream(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number | null | undefined): Promise<AsyncIterableIterator<StreamedRunEvent>> {
+/**
+ * Holder of the GraphQL subscriptions for the open-stream limit: the internal token (one per deployment),
+ * named by a digest so the token itself is never stored.
+ */
+const tokenHolder = (token: string) => `graphql:${createHash('sha256').update(token).digest('hex').slice(0, 32)}`;
+
+export async function runEventStream(
+  deps: Pick<Deps, 'bus' | 'orm' | 'config' | 'streams'>,
+  runId: string,
+  afterSequence: number | null | undefined,
+): Promise<AsyncIterableIterator<StreamedRunEvent>> {
   const after = afterSequence ?? 0;
   if (!Number.isSafeInteger(after) || after < 0) throw badInput('afterSequence must be an integer >= 0');
   const id = runId.toLowerCase();
   const run = (await runsByIds(fork(deps), [id])).get(id);
   if (!run) throw notFoundError('run');
   // A finished run whose log is already past the cursor has nothing more to say: complete at once.
-  if (TERMINAL.has(run.status) && after >= run.lastSequence) return emptyIterator();
+  if (isTerminal(run.status) && after >= run.lastSequence) return emptyIterator();
+  // The same open-stream limit as REST streams (MAX_STREAMS_PER_KEY), for the token; 429-like refusal
+  // as a TOO_MANY_STREAMS error before anything is followed.
+  const holder = tokenHolder(deps.config.internalApiToken);
+  const slots = deps.streams;
+  await slots?.acquire(holder);
 
   const items: { event: StreamedRunEvent; taken: () => void }[] = [];
   let ended = false;
   let failure: unknown = null;
   let wake: (() => void) | null = null;
+  // Counted open from here until the stream ends or the client leaves, once.
+  // Its slot is given back and the gauge lowered once, whichever end comes first.
+  let open = true;
+  subscriptionOpen(1);
+  const release = () => {
+    if (!open) return;
+    open = false;
+    subscriptionOpen(-1);
+    slots?.release(holder);
+  };
   const signal = () => {
     const w = wake;
     wake = null;
@@ -44,6 +70,7 @@ export async function runEventStream(deps: Pick<Deps, 'bus' | 'orm'>, runId: str
         signal();
       }),
     end: (err) => {
+      release();
       ended = true;
       failure = err ?? null;
       signal();
@@ -51,6 +78,7 @@ export async function runEventStream(deps: Pick<Deps, 'bus' | 'orm'>, runId: str
   });
 
   const finish = () => {
+    release();
     ended = true;
     follower.stop();
     for (const i of items.splice(0)) i.taken();

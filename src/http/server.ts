@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.ts';
+import { traceRequest } from '../observability/trace-spans.ts';
 import { ApiError } from '../domain/errors.ts';
+import { observeResponse, type ResponseDone } from '../observability/metrics.ts';
 import { sendError } from './respond.ts';
 
 /**
@@ -18,11 +21,14 @@ export interface RequestContext {
   path: string;
   url: URL;
   log: Logger;
+  /** The route template (metrics label): the mount's, refined by an adapter that routes further ('' when unmatched). */
+  route: string;
 }
 
 interface Mount {
   match: (path: string) => boolean;
   handler: Handler;
+  route: string;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -49,13 +55,15 @@ export class HttpServer {
     this.server.timeout = 0;
   }
 
-  mount(prefix: string | ((path: string) => boolean), handler: Handler): void {
+  /** `route`: the route template requests of this mount are counted under (default: a string prefix itself). */
+  mount(prefix: string | ((path: string) => boolean), handler: Handler, route = typeof prefix === 'string' ? prefix : ''): void {
     const match =
       typeof prefix === 'function' ? prefix : (path: string) => path === prefix || path.startsWith(prefix.endsWith('/') ? prefix : `${prefix}/`);
-    this.#mounts.push({ match, handler });
+    this.#mounts.push({ match, handler, route });
   }
 
   async #dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('X-Request-Id', requestId);
@@ -67,16 +75,19 @@ export class HttpServer {
       sendError(res, new ApiError('invalid_request', 'the request target is not a valid URL'));
       return;
     }
-    const ctx: RequestContext = { requestId, path: url.pathname, url, log: this.#log.child({ requestId }) };
+    const ctx: RequestContext = { requestId, path: url.pathname, url, log: this.#log.child({ requestId }), route: '' };
     try {
       const mount = this.#mounts.find((m) => m.match(url.pathname));
       if (!mount) throw new ApiError('not_found', `no route for ${req.method} ${url.pathname}`);
-      await mount.handler(req, res, ctx);
+      ctx.route = mount.route;
+      await traceRequest(req, res, url.pathname, async () => mount.handler(req, res, ctx));
     } catch (err) {
       if (!(err instanceof ApiError)) ctx.log.error({ err }, 'request failed');
       if (!res.headersSent) sendError(res, err);
       else res.destroy();
     }
+    // The access log line is debug: at the default level a request costs no log write.
+    observeResponse(req, res, started, () => ctx.route, this.#log.isLevelEnabled('debug') ? accessLog(req, ctx) : undefined);
   }
 
   listen(port: number, host: string): Promise<{ port: number; host: string }> {
@@ -107,6 +118,12 @@ export class HttpServer {
       this.server.closeIdleConnections();
     });
   }
+}
+
+/** One debug line per request, with the request id returned in X-Request-Id (ctx.log carries it). */
+function accessLog(req: IncomingMessage, ctx: RequestContext): ResponseDone {
+  return (route, status, seconds) =>
+    ctx.log.debug({ method: req.method, route, path: ctx.path, status, durationMs: Math.round(seconds * 1e4) / 10 }, 'request completed');
 }
 
 /** The envelope for requests rejected by the HTTP parser itself (node:http would answer an empty body). */

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Em, Orm } from '../../src/db/orm.ts';
-import { fundRun, fundRunAtSettlement, INSUFFICIENT_FUNDS } from '../../src/services/billing/fund-run.ts';
-import { InsufficientFundsAtSettlement, type SettleInput, settleRun } from '../../src/services/billing/settle-run.ts';
+import { fundRun, fundRunAtSettlement, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
+import { InsufficientFundsAtSettlement, type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
 

@@ -3,11 +3,12 @@ import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse, stringify } from 'yaml';
-import { CatalogError, canonicalGraphHash, loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
+import { CatalogError, canonicalGraphHash, parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { DEMO_CATALOG_FILE } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { hashApiKey, Sealer } from '../../src/security/crypto.ts';
-import { getPricing } from '../../src/services/pricing.ts';
+import { getPricing } from '../../src/catalog/pricing.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 const sealer = new Sealer(randomBytes(32));

@@ -12,11 +12,12 @@ unit('each ? becomes $n, an array becomes as many placeholders, a plain object i
   assert.equal(q, {
     text: 'update t set a = $1, b = $2::jsonb where id in ($3, $4) and k = any(array[$5]::text[])',
     values: ['x', '{"n":1}', 'i1', 'i2', 'k'],
+    expanded: true,
   });
 });
 
 unit('null, undefined, numbers and booleans pass as values', () => {
-  assert.equal(numbered('select ?, ?, ?, ?', [null, undefined, 1.5, true]), { text: 'select $1, $2, $3, $4', values: [null, null, 1.5, true] });
+  assert.equal(numbered('select ?, ?, ?, ?', [null, undefined, 1.5, true]), { text: 'select $1, $2, $3, $4', values: [null, null, 1.5, true], expanded: false });
 });
 
 unit('statements it cannot translate exactly are left to the ORM', () => {
@@ -37,7 +38,7 @@ db.before(async (ctx) => {
 db.before.each(async ({ orm }) => resetDb(orm));
 
 const SERVER = Boolean(process.env.DATABASE_URL);
-const FIND = prepared('select id, handle, ? as note from accounts where id in (?) order by handle');
+const FIND = prepared('test_find_accounts', 'select id, handle, ? as note from accounts where id in (?) order by handle');
 
 db('a marked statement returns what em.execute returns, in and out of a transaction', async ({ orm }) => {
   const ids = [randomUUID(), randomUUID()];
@@ -68,6 +69,24 @@ db('on a Postgres server a marked statement is prepared once per connection and 
   assert.is(counts, 1);
 });
 
+db('on a Postgres server a constant statement is prepared under its site\'s name, a varying one under name_hash', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: it never prepares)');
+    return;
+  }
+  const ONE = prepared('test_named_statement', 'select handle from accounts where id = ?');
+  const id = randomUUID();
+  await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'named']);
+  const names = await orm.em.fork().transactional(async (tx) => {
+    await tx.execute(ONE, [id]);
+    await tx.execute(FIND, ['x', [id]]);
+    return (await tx.execute<{ name: string }[]>(`select name from pg_prepared_statements where name like 'test_%' order by name`)).map((r) => r.name);
+  });
+  assert.ok(names.includes('test_named_statement'), names.join(', '));
+  // FIND expands an array into a list, so its text depends on the list's length.
+  assert.ok(names.some((n) => /^test_find_accounts_[0-9a-f]{8}$/.test(n)), names.join(', '));
+});
+
 db('with prepared statements turned off, a marked statement is sent unprepared', async () => {
   if (!SERVER) {
     console.log('  (skipped on PGlite: it never prepares)');
@@ -87,7 +106,7 @@ db('with prepared statements turned off, a marked statement is sent unprepared',
 
 db('a failing marked statement raises the ORM error, and the transaction rolls back', async ({ orm }) => {
   const id = randomUUID();
-  const insert = prepared('insert into accounts (id, handle) values (?, ?)');
+  const insert = prepared('test_insert_account', 'insert into accounts (id, handle) values (?, ?)');
   const em = orm.em.fork();
   await em.execute(insert, [id, 'once']);
   let caught: unknown;
@@ -103,7 +122,7 @@ db('a failing marked statement raises the ORM error, and the transaction rolls b
   assert.equal(await em.execute<{ handle: string }[]>('select handle from accounts order by handle'), [{ handle: 'once' }]);
 });
 
-const INSERT_LAST = withCommit(prepared('insert into accounts (id, handle) values (?, ?)'));
+const INSERT_LAST = withCommit(prepared('test_insert_last_account', 'insert into accounts (id, handle) values (?, ?)'));
 const handles = async (orm: Orm) =>
   (await orm.em.fork().execute<{ handle: string }[]>('select handle from accounts order by handle')).map((r) => r.handle);
 
@@ -128,7 +147,7 @@ db('a withCommit statement is sent the same way again on the same connection (pr
   // One connection at a time here, and SQL PREPARE shows as from_sql in that connection's list.
   const n = await em.transactional(async (tx) => {
     await tx.execute('select 1');
-    return (await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_prepared_statements where from_sql and name like 'wr_%_c'`))[0]!.n;
+    return (await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_prepared_statements where from_sql and name = 'test_insert_last_account_c'`))[0]!.n;
   });
   assert.ok(n <= 1, `prepared ${n} times on one connection`);
 });
@@ -171,7 +190,7 @@ db('a withCommit statement that fails commits nothing the transaction wrote', as
 
 db('wr_refuse raises its reason under SQLSTATE WR001, only where the CASE reaches it', async ({ orm }) => {
   const em = orm.em.fork();
-  const check = prepared(`select case when ?::boolean then 1 else wr_refuse('refused: ' || ?) end as ok`);
+  const check = prepared('test_refuse', `select case when ?::boolean then 1 else wr_refuse('refused: ' || ?) end as ok`);
   assert.equal(await em.execute(check, [true, 'x']), [{ ok: 1 }]);
   let caught: unknown;
   await em.execute(check, [false, 'the fence']).catch((err) => (caught = err));

@@ -8,22 +8,21 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { EmbeddedEngine, type EmbeddedEngineOptions } from '../../src/engine/embedded/embedded-engine.ts';
-import {
-  admitQueuedRuns,
-  applyActions,
-  chunkText,
-  completeRun,
-  executeStep,
-  loadRunState,
-  prepareRun,
-  type FreeAction,
-} from '../../src/engine/run-activities.ts';
+import type { FreeAction } from '../../src/domain/graph/interpreter.ts';
+import { chunkText } from '../../src/domain/run-steps.ts';
+import { executeStep } from '../../src/engine/execute-step.ts';
+import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
+import { completeRun } from '../../src/runs/complete-run.ts';
+import { applyActions } from '../../src/runs/free-actions.ts';
+import { prepareRun } from '../../src/runs/prepare-run.ts';
+import { loadRunState } from '../../src/runs/run-state.ts';
 import { plan } from '../../src/domain/graph/interpreter.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
@@ -34,6 +33,7 @@ import { startRun } from '../../src/services/runs/start-run.ts';
 import { supplyRunCredentials } from '../../src/services/runs/supply-run-credentials.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS } from '../helpers/provider-stub.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -155,16 +155,6 @@ interface Ev {
 async function events(id: string): Promise<Ev[]> {
   const rows = await db().execute<Record<string, unknown>[]>('select type, sequence, node_id, data from run_events where run_id = ? order by sequence', [id]);
   return rows.map((r) => ({ type: String(r.type), sequence: Number(r.sequence), nodeId: (r.node_id as string | null) ?? null, data: json(r.data) }));
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const TERMINAL = ['completed', 'failed', 'cancelled'];

@@ -2,13 +2,14 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
-import type { EnginePort } from '../../src/engine/port.ts';
+import type { EnginePort } from '../../src/runs/engine-port.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
@@ -19,6 +20,7 @@ import { supplyRunCredentials } from '../../src/services/runs/supply-run-credent
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 /**
  * The engine integration suite, written once and run against every engine available:
@@ -141,16 +143,6 @@ async function events(id: string) {
 
 const shape = (evs: Awaited<ReturnType<typeof events>>) =>
   evs.filter((e) => e.type !== 'node.output.delta').map((e) => `${e.type}${e.nodeId ? `:${e.nodeId}` : ''}`);
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const waitStatus = (h: EngineHarness, id: string, statuses: string[]) =>
   waitFor(`run ${id} to be ${statuses.join('/')}`, async () => {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { waitFor } from '../helpers/wait-for.ts';
 
 /**
  * Durability of the embedded engine across `kill -9`: the real server process is killed while a run is
@@ -41,16 +42,6 @@ async function api(url: string, path: string, init: RequestInit = {}): Promise<a
   return res.json();
 }
 
-async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
-}
-
 test('a run suspended on a delay survives kill -9 of the server and completes after a restart', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-kill-'));
   // With a database server, isolate this test in its own schema-less database would need DDL rights;
@@ -62,14 +53,20 @@ test('a run suspended on a delay survives kill -9 of the server and completes af
     const url1 = await first.url;
     const accepted = await api(url1, '/runs', { method: 'POST', body: JSON.stringify({ workflow: DELAY_WORKFLOW, inputs: {} }) });
     const id = accepted.run.id as string;
-    const suspended = await waitFor(() => api(url1, `/runs/${id}`), (r) => r.status === 'suspended', 10_000);
+    const suspended = await waitFor('the run to be suspended', async () => {
+      const r = await api(url1, `/runs/${id}`);
+      return r.status === 'suspended' && r;
+    }, 10_000, 200);
     assert.is(suspended.status, 'suspended');
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
 
     second = boot(env);
     const url2 = await second.url;
-    const done = await waitFor(() => api(url2, `/runs/${id}`), (r) => ['completed', 'failed', 'cancelled'].includes(r.status), 30_000);
+    const done = await waitFor('the run to end', async () => {
+      const r = await api(url2, `/runs/${id}`);
+      return ['completed', 'failed', 'cancelled'].includes(r.status) && r;
+    }, 30_000, 200);
     assert.is(done.status, 'completed', JSON.stringify(done));
     assert.is(done.outcome, 'completed');
     assert.equal(done.outputs.map((o: any) => o.nodeId).sort(), ['greeting', 'items']);

@@ -133,12 +133,14 @@ test('production mode turns introspection and the landing page off', async () =>
   assert.equal(ok.body.data, { account: { handle: 'alice' } });
 });
 
-test('the landing page is served outside production mode (to token holders)', async () => {
+test('outside production mode a browser gets the GraphiQL explorer from this server (Apollo\'s CDN landing page is off)', async () => {
   await h?.close();
   h = await startHarness();
   const page = await fetch(`${h.url}/graphql`, { headers: { Accept: 'text/html', Authorization: `Bearer ${TOKEN}` } });
   assert.is(page.status, 200);
-  assert.match(await page.text(), /<html|<!DOCTYPE/i);
+  const html = await page.text();
+  assert.match(html, /<!doctype html>[\s\S]*graphiql\.js/i);
+  assert.not.match(html, /apollo-server-landing-page|embeddable-sandbox|https?:\/\//i);
 });
 
 test.run();

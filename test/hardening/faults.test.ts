@@ -583,14 +583,14 @@ async function settleKill(variant: SettleKill): Promise<void> {
 
     if (blocked) {
       const lock = observer!;
-      // The settlements as the server runs them: `execute wr_N_c(…); commit` (src/db/prepared.ts).
+      // The settlements as the server runs them: `execute <name>_c(…); commit` (src/db/prepared.ts).
       const waiting = await waitFor(
         'both finishing transactions to wait on their tally row locks',
         async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^execute wr_[0-9]+_c\\('`,
+                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^execute [a-z0-9_]+_c\\('`,
             )
           ).rows;
           return rows.length === 2 && rows.map((r) => Number(r.pid));

@@ -3,9 +3,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { createLogger } from '../../src/logger.ts';
-import { enqueueRunWebhooks } from '../../src/services/webhooks/enqueue-run-webhooks.ts';
+import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { startProviderStub, type ProviderStub } from '../helpers/provider-stub.ts';
 import { ALL_CATALOG_SECRETS, DAVE_KEY, DAVE_PROVIDER_KEYS, loadExtraCatalog, W } from './helpers/hardening.ts';
@@ -67,6 +68,19 @@ async function withBrokenSql(t: TestApp, from: RegExp, to: string, fn: () => Pro
     proto.execute = original;
   }
   return hits;
+}
+
+/** Makes every insert into `table` fail with a real database error for the duration of `fn`. */
+async function withRefusedInserts(t: TestApp, table: string, fn: () => Promise<void>): Promise<void> {
+  const em = t.deps.orm.em.fork();
+  await em.execute(`create or replace function wr_test_refuse_insert() returns trigger language plpgsql as $$
+    begin raise exception 'insert into % refused by the test', tg_table_name; end $$`);
+  await em.execute(`create trigger wr_test_refuse_insert before insert on ${table} for each row execute function wr_test_refuse_insert()`);
+  try {
+    await fn();
+  } finally {
+    await em.execute(`drop trigger wr_test_refuse_insert on ${table}`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -135,27 +149,24 @@ r('real database failures (5xx) while handling keys and passwords log the error,
   });
   secrets.push('wr_live_guess_5f0c2e9a1b');
   assert.is(authHits, 3);
-  // The run insert and the sealed-secret insert fail inside POST /runs, after the password was read.
-  for (const [from, to] of [
-    [/insert into runs \(/, 'insert into runs_gone ('],
-    [/insert into run_secrets \(/, 'insert into run_secrets_gone ('],
-    [/insert into idempotency_records \(/, 'insert into idempotency_records_gone ('],
-  ] as const) {
-    const hits = await withBrokenSql(t, from, to, async () => {
+  // The idempotency record, the run and the sealed-secret inserts fail inside POST /runs, after the
+  // password was read. They are one statement (src/sql/accept-run.ts), so each table refuses its insert
+  // in turn through a trigger: a real database error raised in the middle of that statement.
+  for (const table of ['runs', 'run_secrets', 'idempotency_records']) {
+    await withRefusedInserts(t, table, async () => {
       const res = await t.call('POST', '/runs', {
         key: DAVE_KEY,
         body: { workflow: W.typed, inputs: { n: 1, token: password, site: 'https://example.com' } },
-        headers: { 'idempotency-key': `fail-${to}` },
+        headers: { 'idempotency-key': `fail-${table}` },
       });
-      assert.is(res.status, 500, to);
+      assert.is(res.status, 500, table);
     });
-    assert.is(hits, 1, String(from));
   }
   const fresh = log.lines.slice(before).map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message?: string } });
   const errors = fresh.filter((l) => l.level >= 50);
   assert.ok(errors.length >= 6, `error entries: ${errors.length}`);
   assert.ok(errors.some((l) => l.msg === 'request failed' && /api_keys_gone/.test(JSON.stringify(l))), 'the auth failure is logged with its cause');
-  assert.ok(errors.some((l) => l.msg === 'startRun failed' && /run_secrets_gone/.test(JSON.stringify(l))), 'the insert failure is logged with its cause');
+  assert.ok(['runs', 'run_secrets', 'idempotency_records'].every((table) => errors.some((l) => l.msg === 'startRun failed' && JSON.stringify(l).includes(`insert into ${table} refused by the test`))), 'each insert failure is logged with its cause');
   assertNoSecrets(log, secrets);
 });
 

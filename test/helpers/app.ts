@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import type { EnginePort } from '../../src/engine/port.ts';
+import type { EnginePort } from '../../src/runs/engine-port.ts';
 import type { Logger } from '../../src/logger.ts';
-import { NullEngine } from '../../src/engine/port.ts';
+import { NullEngine } from '../../src/runs/engine-port.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { resetDb, testOrm } from './db.ts';
 import { assertMatchesContract, contractReady } from './openapi-contract.ts';
@@ -100,7 +100,10 @@ export async function startTestApp(
  * Another service process on the same database as the test app, as a second `npm start` would be
  * (its own HTTP server, bus and limiter; no catalog load, no reset). For the scale-out tests.
  */
-export async function startPeerApp(engine: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort> = () => new NullEngine()): Promise<{ app: App; base: string }> {
+export async function startPeerApp(
+  engine: (deps: Omit<Deps, 'engine'>) => EnginePort | Promise<EnginePort> = () => new NullEngine(),
+  env: Record<string, string> = {},
+): Promise<{ app: App; base: string }> {
   const config = loadConfig({
     PORT: '0',
     CATALOG_FILE: 'none',
@@ -108,6 +111,7 @@ export async function startPeerApp(engine: (deps: Omit<Deps, 'engine'>) => Engin
     DATA_DIR: '.tmp/test-data',
     INTERNAL_API_TOKEN: 'test-internal-token-123456',
     ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
+    ...env,
   });
   const app = await createApp({ config, orm: await testOrm(), engine });
   return { app, base: `${await app.listen()}/v1` };

@@ -1,7 +1,8 @@
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import pino from 'pino';
-import { loadCatalog, parseCatalog } from '../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { migrate, openOrm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
@@ -81,13 +82,15 @@ if (mode === 'start') {
   await loadCatalog(orm, parseCatalog(catalogJson!, 'settle-test'), { sealer });
   const killAfter = process.env.KILL_AFTER_SQL ? new RegExp(process.env.KILL_AFTER_SQL, 'i') : null;
   if (killAfter) {
-    // Wraps the driver connection every entity manager executes through (transactions included).
-    const conn = orm.em.getDriver().getConnection() as unknown as { execute: (sql: unknown, ...args: unknown[]) => Promise<unknown> };
-    const execute = conn.execute.bind(conn);
-    conn.execute = async (sql, ...args) => {
-      const result = await execute(sql, ...args);
+    // Wraps the driver connection's executeQuery, which every statement runs through (em.execute,
+    // prepared statements and src/sql statements alike; transactions included).
+    type ExecuteQuery = (sql: unknown, run: () => Promise<unknown>, ctx?: { params?: unknown[] }) => Promise<unknown>;
+    const conn = orm.em.getDriver().getConnection() as unknown as { executeQuery: ExecuteQuery };
+    const executeQuery = conn.executeQuery.bind(conn);
+    conn.executeQuery = async (sql, run, ctx) => {
+      const result = await executeQuery(sql, run, ctx);
       if (typeof sql === 'string' && killAfter.test(sql.trim())) {
-        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: args[0] ?? [] })}`);
+        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: ctx?.params ?? [] })}`);
         process.kill(process.pid, 'SIGKILL');
         await sleep(60_000);
       }

@@ -15,7 +15,7 @@ test('the window slides: a hit leaves exactly 60 s after it was counted', async 
   } catch (e) {
     assert.instance(e, ApiError);
     assert.is((e as ApiError).code, 'rate_limited');
-    assert.is((e as ApiError).headers!['Retry-After'], '1');
+    assert.is((e as ApiError).facts.retryAfterSeconds, 1);
   }
   // The refused hit did not count: at t0+60s the first hit has left and one slot is free.
   assert.is((await l.hit('k', 2, t0 + 60_000)).remaining, 0);

@@ -25,7 +25,7 @@ test('bundleWorkflowCode bundles workflows/ and the bundle holds the run workflo
 
 test('no database, provider or Node-only module reaches the workflow bundle', async () => {
   const { code } = await workflowBundle();
-  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'run-activities.ts', 'drive-run.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
+  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'src/runs/', 'execute-step.ts', 'drive-run.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
     assert.not.ok(code.includes(forbidden), `${forbidden} is not in the bundle`);
   }
 });
@@ -52,7 +52,7 @@ test('a workflow that imports a Node built-in fails to bundle (the check can fai
 });
 
 test('a workflow that imports the activity implementations (not just their types) fails to bundle', async () => {
-  const activities = join(WORKFLOWS_PATH, '..', '..', 'src', 'engine', 'run-activities.ts');
+  const activities = join(WORKFLOWS_PATH, '..', '..', 'src', 'runs', 'prepare-run.ts');
   const error = await bundleError(
     `import { prepareRun } from ${JSON.stringify(activities)};\nexport async function bad(): Promise<unknown> { return prepareRun as unknown; }\n`,
   );

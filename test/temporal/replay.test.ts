@@ -1,3 +1,4 @@
+import { workerTracingOptions } from '../../src/observability/temporal-tracing.ts';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
@@ -22,7 +23,9 @@ const load = (name: string): { events: Record<string, unknown>[] } => JSON.parse
 
 async function replay(history: unknown, workflowId: string, workflowsPath?: string): Promise<void> {
   const bundle = await workflowBundle(workflowsPath);
-  await Worker.runReplayHistory({ workflowBundle: { code: bundle.code }, replayName: workflowId }, history, workflowId);
+  // The worker's sinks too: the bundled tracing interceptors export through one (dropped, tracing is off).
+  const { sinks } = await workerTracingOptions();
+  await Worker.runReplayHistory({ workflowBundle: { code: bundle.code }, replayName: workflowId, sinks }, history, workflowId);
 }
 
 async function replayError(history: unknown, workflowId: string, workflowsPath?: string): Promise<unknown> {

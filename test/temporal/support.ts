@@ -1,6 +1,6 @@
 import type { Logger } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { WORKFLOW_BUNDLE_OPTIONS, WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
 
 /**
  * Shared by the Temporal test files (one uvu process runs them all): the SDK runtime is installed once,
@@ -31,6 +31,7 @@ export const silentLogger: Logger = { log: nothing, trace: nothing, debug: nothi
 
 export function workflowBundle(workflowsPath = WORKFLOWS_PATH, logger: Logger = new DefaultLogger('ERROR')): Promise<WorkflowBundleWithSourceMap> {
   if (workflowsPath !== WORKFLOWS_PATH) return bundleWorkflowCode({ workflowsPath, logger });
-  bundle ??= bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  // The production bundle (with the tracing interceptors), so the replay tests replay what workers run.
+  bundle ??= bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: new DefaultLogger('ERROR') });
   return bundle;
 }

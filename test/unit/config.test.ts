@@ -72,4 +72,18 @@ test('PUBLIC_BASE_URL loses its trailing slash', () => {
   assert.is(loadConfig({ PUBLIC_BASE_URL: 'https://api.example.com/v1/' }).publicBaseUrl, 'https://api.example.com/v1');
 });
 
+test('metrics are on by default on the API port; METRICS, METRICS_PORT and TEMPORAL_METRICS_ADDRESS are checked', () => {
+  assert.equal(loadConfig({}).metrics, { enabled: true, port: undefined, temporalAddress: undefined });
+  assert.equal(loadConfig({ METRICS: 'off', METRICS_PORT: '9464', TEMPORAL_METRICS_ADDRESS: '0.0.0.0:9465' }).metrics, {
+    enabled: false,
+    port: 9464,
+    temporalAddress: '0.0.0.0:9465',
+  });
+  assert.is(loadConfig({ TEMPORAL_METRICS_ADDRESS: '[::1]:9465' }).metrics.temporalAddress, '[::1]:9465');
+  fails({ METRICS: 'maybe' }, 'METRICS');
+  fails({ METRICS_PORT: '70000' }, 'METRICS_PORT');
+  fails({ TEMPORAL_METRICS_ADDRESS: '9465' }, 'TEMPORAL_METRICS_ADDRESS');
+  fails({ TEMPORAL_METRICS_ADDRESS: 'http://host:9465' }, 'TEMPORAL_METRICS_ADDRESS');
+});
+
 test.run();

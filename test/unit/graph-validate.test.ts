@@ -1,7 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Graph } from '../../src/domain/graph/types.ts';
-import { canonicalJson, computeRequiredProviders, countStepNodes, inputSchema, validateGraph } from '../../src/domain/graph/validate.ts';
+import { canonicalJson } from '../../src/domain/canonical-json.ts';
+import { computeRequiredProviders, countStepNodes, inputSchema, validateGraph } from '../../src/domain/graph/validate.ts';
 
 const P = 'workflows[2].versions[0].graph';
 

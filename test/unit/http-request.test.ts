@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { HttpNode } from '../../src/domain/graph/types.ts';
-import { executeHttpRequest, HTTP_MAX_RESPONSE_BYTES } from '../../src/engine/activities/http-request.ts';
-import type { NodeExecutionContext, NodeOutcome } from '../../src/engine/activities/types.ts';
+import { executeHttpRequest, HTTP_MAX_RESPONSE_BYTES } from '../../src/engine/nodes/http-request.ts';
+import type { NodeExecutionContext, NodeOutcome } from '../../src/engine/nodes/types.ts';
 import { assertPublicUrl } from '../../src/security/net-guard.ts';
 
 interface Seen {

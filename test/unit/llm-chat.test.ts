@@ -2,9 +2,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { ProviderEnv } from '../../src/config/config.ts';
 import { PROVIDERS, type LlmNode, type Provider } from '../../src/domain/graph/types.ts';
-import { executeLlmChat, generaliseLlmError } from '../../src/engine/activities/llm-chat.ts';
+import { executeLlmChat, generaliseLlmError } from '../../src/engine/nodes/llm-chat.ts';
 import { APICallError } from 'ai';
-import type { NodeExecutionContext, NodeOutcome } from '../../src/engine/activities/types.ts';
+import type { NodeExecutionContext, NodeOutcome } from '../../src/engine/nodes/types.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS, type ProviderStub } from '../helpers/provider-stub.ts';
 
 // The SDK warns about unknown model ids on stderr; the stub's model ids are made up.

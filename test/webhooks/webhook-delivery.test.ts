@@ -13,9 +13,10 @@ import {
   WEBHOOK_BACKOFF_MS,
   type WebhookDeps,
 } from '../../src/services/webhooks/deliver-webhooks.ts';
-import { enqueueRunWebhooks } from '../../src/services/webhooks/enqueue-run-webhooks.ts';
+import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
 import { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // A real HTTP receiver on 127.0.0.1 whose answers are scripted per request.
@@ -154,15 +155,6 @@ async function onlyRow(): Promise<Row> {
   const all = await rows();
   assert.is(all.length, 1);
   return all[0]!;
-}
-
-async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 8000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.unreachable(`timed out waiting for ${what}`);
 }
 
 function headerRecord(h: http.IncomingHttpHeaders): Record<string, string> {

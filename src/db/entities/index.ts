@@ -1,5 +1,6 @@
 import { defineEntity, p, Routine, type InferEntity } from '@mikro-orm/core';
 import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
+import { RUN_STATUSES } from '../../domain/run-status.ts';
 
 /**
  * The whole data model. Foreign keys are mapped to their primary key values (`mapToPk`) because the
@@ -99,6 +100,32 @@ export const ApiKeyRateWindowSchema = defineEntity({
   },
 });
 export type ApiKeyRateWindow = InferEntity<typeof ApiKeyRateWindowSchema>;
+
+/** Open streams per holder across processes (src/services/streams/stream-slots.ts). */
+export const StreamSlotTotalSchema = defineEntity({
+  name: 'StreamSlotTotal',
+  tableName: 'stream_slot_totals',
+  properties: {
+    holder: p.string().primary(),
+    open: p.integer(),
+  },
+});
+
+/** What one process holds of a holder's open streams, under a lease it renews. */
+export const StreamSlotLeaseSchema = defineEntity({
+  name: 'StreamSlotLease',
+  tableName: 'stream_slot_leases',
+  properties: {
+    holder: p.string().primary(),
+    processId: p.string().primary(),
+    open: p.integer(),
+    leaseUntil: p.datetime(),
+  },
+  indexes: [
+    { name: 'stream_slot_leases_process_idx', properties: ['processId'] },
+    { name: 'stream_slot_leases_lease_idx', properties: ['leaseUntil'] },
+  ],
+});
 
 export const ProviderKeySchema = defineEntity({
   name: 'ProviderKey',
@@ -210,9 +237,6 @@ export const BundleSchema = defineEntity({
 });
 export type Bundle = InferEntity<typeof BundleSchema>;
 
-export const RUN_STATUSES = ['pending', 'running', 'suspended', 'completed', 'failed', 'cancelled'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export const TERMINAL_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
 export const BILLING_STATUSES = ['pending', 'settled', 'not_charged'] as const;
 export type BillingStatus = (typeof BILLING_STATUSES)[number];
 export const OUTCOMES = ['completed', 'completed_with_issues'] as const;
@@ -270,8 +294,12 @@ export const RunSchema = defineEntity({
     engine: p.string().default('embedded'),
     leaseOwner: p.string().nullable(),
     leaseUntil: p.datetime().nullable(),
+    /** The W3C trace context the run was started in (docs/tracing.md); null when tracing was off. */
+    traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
     queuedAt: createdAt(),
+    /** Place number in the queue's line (src/services/runs/queue-line.ts). */
+    queueSeq: p.bigint('number').nullable(),
     startedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
     updatedAt: createdAt(),
@@ -281,8 +309,10 @@ export const RunSchema = defineEntity({
     { name: 'runs_status_queued_idx', properties: ['status', 'queuedAt'] },
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
     { name: 'runs_workflow_idx', properties: ['workflowId'] },
-    // Queue order: admission reads its head, queue positions read it in order (queue-positions.ts).
-    { name: 'runs_queue_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
+    // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
+    { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
+    { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued' and queue_seq is null" },
+    { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: "queue_seq is not null and (status <> 'pending' or phase <> 'queued')" },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },
   ],
@@ -399,6 +429,8 @@ export const entities = [
   WorkflowSchema,
   WorkflowRunTallySchema,
   ApiKeyRateWindowSchema,
+  StreamSlotTotalSchema,
+  StreamSlotLeaseSchema,
   WorkflowVersionSchema,
   PurchaseSchema,
   BundleSchema,
@@ -426,4 +458,27 @@ export const RefuseRoutine = new Routine({
 end`,
 });
 
-export const routines = [RefuseRoutine];
+/**
+ * `wr_reserve_spend_cap(key, since, price, cap)`: the spend-cap reservation of POST /runs inside its one
+ * statement (src/sql/accept-run.ts). It locks the key's row, so acceptances on one key pass one after
+ * another, and sums the key's `cap_usd` in its window in a query of its own: a volatile function's
+ * queries take a fresh snapshot, so the sum sees every run committed by whoever held the lock before
+ * (the statement's own snapshot, taken before the lock was granted, would not). Raises SQLSTATE WR002
+ * when `price` does not fit; returns 1 otherwise.
+ */
+export const SpendCapRoutine = new Routine({
+  name: 'wr_reserve_spend_cap',
+  type: 'function',
+  language: 'plpgsql',
+  params: { key: { type: 'uuid' }, since: { type: 'timestamptz' }, price: { type: 'numeric' }, cap: { type: 'numeric' } },
+  returns: { runtimeType: 'number', columnType: 'int' },
+  body: `begin
+  perform 1 from api_keys where id = key for update;
+  if (select coalesce(sum(cap_usd), 0) from runs where api_key_id = key and created_at >= since) + price > cap then
+    raise exception using errcode = 'WR002', message = 'spend cap reached';
+  end if;
+  return 1;
+end`,
+});
+
+export const routines = [RefuseRoutine, SpendCapRoutine];

@@ -4,6 +4,10 @@ import { Migration20261123000000QueueIndexes } from './Migration20261123000000Qu
 import { Migration20261124000000WorkflowRunTallies } from './Migration20261124000000WorkflowRunTallies.ts';
 import { Migration20261124120000SettlementRefusal } from './Migration20261124120000SettlementRefusal.ts';
 import { Migration20261125000000ApiKeyRateWindows } from './Migration20261125000000ApiKeyRateWindows.ts';
+import { Migration20261125120000SpendCapReservation } from './Migration20261125120000SpendCapReservation.ts';
+import { Migration20261126000000RunTraceContext } from './Migration20261126000000RunTraceContext.ts';
+import { Migration20261126000000QueueLine } from './Migration20261126000000QueueLine.ts';
+import { Migration20261126010000StreamSlots } from './Migration20261126010000StreamSlots.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -12,4 +16,8 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261124000000WorkflowRunTallies', class: Migration20261124000000WorkflowRunTallies },
   { name: 'Migration20261124120000SettlementRefusal', class: Migration20261124120000SettlementRefusal },
   { name: 'Migration20261125000000ApiKeyRateWindows', class: Migration20261125000000ApiKeyRateWindows },
+  { name: 'Migration20261125120000SpendCapReservation', class: Migration20261125120000SpendCapReservation },
+  { name: 'Migration20261126000000RunTraceContext', class: Migration20261126000000RunTraceContext },
+  { name: 'Migration20261126000000QueueLine', class: Migration20261126000000QueueLine },
+  { name: 'Migration20261126010000StreamSlots', class: Migration20261126010000StreamSlots },
 ];

@@ -414,15 +414,3 @@ export function inputSchema(graph: Graph): WorkflowInputField[] {
   }
   return fields;
 }
-
-/** JSON with object keys sorted at every level: equal graphs give equal text (hashed by the catalog). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? 'null' : canonicalJson(v))).join(',')}]`;
-  if (isObj(value)) {
-    const keys = Object.keys(value)
-      .filter((k) => value[k] !== undefined)
-      .sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}

@@ -1,24 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import type { Deps } from '../../services/deps.ts';
-import { fork } from '../../services/deps.ts';
+import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
-import type { EnginePort } from '../port.ts';
+import type { EnginePort } from '../../runs/engine-port.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
-import {
-  admitQueuedRunsDetailed,
-  executeStep,
-  loadRunState,
-  resumeRun,
-  type ActivityDeps,
-  type RunState,
-  type StepArgs,
-  type StepOutcome,
-} from '../run-activities.ts';
+import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
+import type { RunsDeps } from '../../runs/deps.ts';
+import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
+import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
+import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, type LeaseHolder } from '../../runs/leases.ts';
+import { resumeRun } from '../../runs/transitions.ts';
+import { executeStep } from '../execute-step.ts';
 
 /**
  * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
- * same pure run driver (src/engine/run-driver.ts) and the same writes (src/engine/drive-run.ts, over
- * src/engine/run-activities.ts) as the Temporal engine. All run state lives in Postgres; this class only
+ * same pure run driver (src/engine/run-driver.ts) and the same writes (src/engine/drive-run.ts, over the
+ * runs module, src/runs/) as the Temporal engine. All run state lives in Postgres; this class only
  * holds what can be rebuilt from it: its leases, timers and the steps in flight.
  *
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
@@ -36,7 +32,9 @@ import {
  *   suspends the run (wait_signal) and the driver parks until `credentialsSupplied`.
  * - Cancellation is committed by the service; `runCancelled` aborts the driver's AbortController, so
  *   in-flight LLM/HTTP work stops, and every write is fenced in SQL, so a late result never changes a
- *   terminal run.
+ *   terminal run. A cancel committed by another process arrives over the bus (`onCancel`, NOTIFY
+ *   run_cancels); one missed while the bus was disconnected is found by the next lease renewal (the
+ *   terminal run's lease is cleared).
  * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
  *   sweep (every `sweepIntervalMs`) claim every non-terminal run whose lease expired or was released
  *   (running, admitted-but-not-started, due wait_timer suspensions) and drive it from its last committed
@@ -85,8 +83,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class EmbeddedEngine implements EnginePort {
   readonly name = 'embedded' as const;
   readonly instanceId: string;
-  readonly #deps: ActivityDeps;
+  readonly #deps: RunsDeps;
   readonly #leaseTtlMs: number;
+  readonly #holder: LeaseHolder;
   readonly #sweepIntervalMs: number;
   readonly #stopTimeoutMs: number;
   readonly #capacity: number;
@@ -97,6 +96,8 @@ export class EmbeddedEngine implements EnginePort {
   #sweepTimer: NodeJS.Timeout | undefined;
   #renewTimer: NodeJS.Timeout | undefined;
   #sweeping: Promise<void> | null = null;
+  /** Stops listening to cancels committed by other processes. */
+  #unlistenCancels: (() => void) | null = null;
   #admitting: Promise<void> | null = null;
   #admitAgain = false;
   /** Bumped whenever a run may have joined the queue; admission is skipped while the queue is known empty. */
@@ -105,10 +106,12 @@ export class EmbeddedEngine implements EnginePort {
   /** Queue timeouts are checked on start and on every sweep, not on every admission. */
   #expireDue = true;
 
-  constructor(deps: Omit<Deps, 'engine'>, opts: EmbeddedEngineOptions = {}) {
+  constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
     this.#deps = deps;
-    this.instanceId = opts.instanceId ?? `embedded-${randomUUID()}`;
+    // The process id names the process holding a lease (operators, the scale-out tests).
+    this.instanceId = opts.instanceId ?? `embedded-${process.pid}-${randomUUID()}`;
     this.#leaseTtlMs = opts.leaseTtlMs ?? 15_000;
+    this.#holder = { owner: this.instanceId, ttlMs: this.#leaseTtlMs };
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 1_000;
     this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
@@ -127,6 +130,8 @@ export class EmbeddedEngine implements EnginePort {
     if (this.#state === 'running') return;
     if (this.#state !== 'new' && this.#state !== 'stopped') throw new Error(`cannot start an engine that is ${this.#state}`);
     this.#state = 'running';
+    // A run this process executes may be cancelled through another process: abort it at once.
+    this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
     await this.#recover();
     this.#pump(true);
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -152,9 +157,7 @@ export class EmbeddedEngine implements EnginePort {
     }
     const left = [...this.#drivers.keys()];
     if (left.length) {
-      await fork(this.#deps)
-        .execute('update runs set lease_owner = null, lease_until = null where lease_owner = ? and id in (?)', [this.instanceId, left])
-        .catch((err) => this.#deps.log.warn({ err }, 'could not release run leases'));
+      await releaseLeases(this.#deps, this.#holder, left).catch((err) => this.#deps.log.warn({ err }, 'could not release run leases'));
     }
     this.#state = 'stopped';
   }
@@ -204,6 +207,8 @@ export class EmbeddedEngine implements EnginePort {
   // Scheduling
 
   #clearTimers(): void {
+    this.#unlistenCancels?.();
+    this.#unlistenCancels = null;
     clearInterval(this.#sweepTimer);
     clearInterval(this.#renewTimer);
     this.#sweepTimer = this.#renewTimer = undefined;
@@ -232,7 +237,7 @@ export class EmbeddedEngine implements EnginePort {
         const r = await admitQueuedRunsDetailed(this.#deps, {
           capacity: this.#capacity,
           engine: this.name,
-          lease: { owner: this.instanceId, ttlMs: this.#leaseTtlMs },
+          lease: this.#holder,
           expireQueued,
         });
         if (!r.more) this.#queueCleanEpoch = epoch;
@@ -262,21 +267,7 @@ export class EmbeddedEngine implements EnginePort {
 
   /** Claims every run nobody drives (lease expired or released) that has something to do now. */
   async #recover(): Promise<void> {
-    const rows = await fork(this.#deps).execute<{ id: string }[]>(
-      `update runs set lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)
-        where id in (
-          select id from runs
-           where engine = ?
-             and (status = 'running'
-                  or (status = 'pending' and phase in ('starting', 'preparing'))
-                  or (status = 'suspended' and suspend_reason = 'wait_timer' and resume_at <= clock_timestamp()))
-             and (lease_until is null or lease_until < clock_timestamp())
-           order by id limit 500
-           for update skip locked)
-        returning id`,
-      [this.instanceId, this.#leaseTtlMs / 1000, this.name],
-    );
-    for (const r of rows) this.#startDriver(String(r.id), null);
+    for (const id of await claimUnleasedRuns(this.#deps, this.#holder, this.name)) this.#startDriver(id, null);
   }
 
   async #renew(): Promise<void> {
@@ -284,11 +275,7 @@ export class EmbeddedEngine implements EnginePort {
     const ids = [...this.#drivers.keys()];
     if (ids.length === 0) return;
     try {
-      const rows = await fork(this.#deps).execute<{ id: string }[]>(
-        `update runs set lease_until = clock_timestamp() + make_interval(secs => ?) where lease_owner = ? and id in (?) returning id`,
-        [this.#leaseTtlMs / 1000, this.instanceId, ids],
-      );
-      const held = new Set(rows.map((r) => String(r.id)));
+      const held = await renewLeases(this.#deps, this.#holder, ids);
       for (const id of ids) {
         const d = this.#drivers.get(id);
         if (!d || held.has(id)) continue;
@@ -302,21 +289,6 @@ export class EmbeddedEngine implements EnginePort {
     }
   }
 
-  async #claim(runId: string): Promise<boolean> {
-    const rows = await fork(this.#deps).execute<{ id: string }[]>(
-      `update runs set lease_owner = ?, lease_until = clock_timestamp() + make_interval(secs => ?)
-        where id = ? and status not in ('completed', 'failed', 'cancelled')
-          and (lease_until is null or lease_until < clock_timestamp() or lease_owner = ?)
-        returning id`,
-      [this.instanceId, this.#leaseTtlMs / 1000, runId, this.instanceId],
-    );
-    return rows.length > 0;
-  }
-
-  async #release(runId: string): Promise<void> {
-    await fork(this.#deps).execute('update runs set lease_owner = null, lease_until = null where id = ? and lease_owner = ?', [runId, this.instanceId]);
-  }
-
   /** A timer is due or credentials arrived: poke the driver, or claim the run and start one. */
   async #wake(runId: string): Promise<void> {
     const d = this.#drivers.get(runId);
@@ -326,7 +298,7 @@ export class EmbeddedEngine implements EnginePort {
       return;
     }
     if (!this.#running) return;
-    if (await this.#claim(runId)) this.#startDriver(runId, null);
+    if (await claimRun(this.#deps, this.#holder, runId)) this.#startDriver(runId, null);
   }
 
   #scheduleWake(runId: string, until: number): void {
@@ -335,7 +307,7 @@ export class EmbeddedEngine implements EnginePort {
     const t = setTimeout(
       () => {
         this.#wakeTimers.delete(runId);
-        void this.#wake(runId).catch((err) => this.#deps.log.error({ err, runId }, 'could not resume a run'));
+        void this.#wake(runId).catch((err) => this.#deps.log.error({ err, runId, accountId: knownRunAccount(runId) }, 'could not resume a run'));
       },
       Math.min(MAX_TIMEOUT_MS, Math.max(0, until - Date.now()) + 2),
     );
@@ -351,7 +323,7 @@ export class EmbeddedEngine implements EnginePort {
       return;
     }
     if (!this.#running) {
-      void this.#release(runId).catch(() => undefined);
+      void releaseLeases(this.#deps, this.#holder, [runId]).catch(() => undefined);
       return;
     }
     const d: Driver = {
@@ -377,21 +349,21 @@ export class EmbeddedEngine implements EnginePort {
       for (;;) {
         let outcome: LoopOutcome;
         try {
-          outcome = await this.#runLoop(d);
+          outcome = await traceRun(this.#deps, d.runId, () => this.#runLoop(d));
           backoff = 0;
         } catch (err) {
           if (d.lost || this.#state === 'halted') return;
-          this.#deps.log.error({ err, runId: d.runId }, 'run driver failed; retrying');
+          this.#deps.log.error({ err, runId: d.runId, accountId: knownRunAccount(d.runId) }, 'run driver failed; retrying');
           backoff = Math.min(5_000, backoff ? backoff * 2 : 200);
           await this.#pause(d, backoff);
           continue;
         }
         if (outcome.kind === 'park') {
-          await this.#release(d.runId);
+          await releaseLeases(this.#deps, this.#holder, [d.runId]);
           if (d.poked && this.#running) {
             // Credentials or a timer arrived while we were parking: look again.
             d.poked = false;
-            if (await this.#claim(d.runId)) {
+            if (await claimRun(this.#deps, this.#holder, d.runId)) {
               d.lost = false;
               if (d.abort.signal.aborted) d.abort = new AbortController();
               continue;
@@ -400,11 +372,11 @@ export class EmbeddedEngine implements EnginePort {
           if (outcome.until !== null && this.#running) this.#scheduleWake(d.runId, outcome.until);
           return;
         }
-        if (outcome.kind === 'stopped') await this.#release(d.runId);
+        if (outcome.kind === 'stopped') await releaseLeases(this.#deps, this.#holder, [d.runId]);
         return;
       }
     } catch (err) {
-      this.#deps.log.error({ err, runId: d.runId }, 'run driver stopped');
+      this.#deps.log.error({ err, runId: d.runId, accountId: knownRunAccount(d.runId) }, 'run driver stopped');
     } finally {
       if (this.#drivers.get(d.runId) === d) this.#drivers.delete(d.runId);
       this.#pump();
@@ -502,7 +474,7 @@ export class EmbeddedEngine implements EnginePort {
   }
 
   #step(d: Driver, nodeId: string, known: StepArgs['known']): Promise<StepDone> {
-    return executeStep(this.#deps, { runId: d.runId, nodeId, known }, d.abort.signal).then(
+    return traceStep(d.runId, nodeId, () => executeStep(this.#deps, { runId: d.runId, nodeId, known }, d.abort.signal)).then(
       (report) => ({ nodeId, report }),
       (error: unknown) => ({ nodeId, error }),
     );

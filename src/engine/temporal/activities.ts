@@ -1,15 +1,18 @@
 import { Context } from '@temporalio/activity';
-import { fork } from '../../services/deps.ts';
+import { commitCancellation } from '../../runs/cancel-run.ts';
+import { fork } from '../../runs/deps.ts';
+import { traceStep } from '../../observability/trace-spans.ts';
+import { knownRunAccount } from '../../runs/run-state.ts';
 import type { RunEventBus } from '../../services/events/bus.ts';
-import { cancelRun as cancelRunService } from '../../services/runs/cancel-run.ts';
 import { advanceRun, type AdvanceResult } from '../drive-run.ts';
-import { NullEngine } from '../port.ts';
-import * as run from '../run-activities.ts';
-import type { ActivityDeps, RunStatus, StepOutcome } from '../run-activities.ts';
+import type { RunsDeps } from '../../runs/deps.ts';
+import type { StepOutcome } from '../../runs/record-step.ts';
+import { isTerminal, type RunStatus } from '../../domain/run-status.ts';
+import { executeStep } from '../execute-step.ts';
 
 /**
- * The Temporal activities: the shared run activities (src/engine/run-activities.ts, also used by the
- * embedded engine) bound to the worker's dependencies. Every argument and result is plain JSON. The
+ * The Temporal activities: the run operations shared with the embedded engine (the runs module,
+ * src/runs/, and src/engine/execute-step.ts) bound to the worker's dependencies. Every argument and result is plain JSON. The
  * database activities are idempotent and fenced in SQL, so the workflow retries them freely;
  * `executeStep` heartbeats (on every published delta batch and on a timer, for long LLM streams and
  * slow HTTP calls) and passes the activity's cancellation signal down, so a cancelled run aborts its
@@ -43,12 +46,12 @@ export interface ExecuteStepArgs {
 /** Heartbeat period when the activity has no heartbeat timeout (the mock environment). */
 const DEFAULT_HEARTBEAT_MS = 5_000;
 
-export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) {
+export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
   const ended = (runId: string) => {
     try {
       hooks.onRunEnded?.(runId);
     } catch (err) {
-      deps.log.warn({ err, runId }, 'onRunEnded hook failed');
+      deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'onRunEnded hook failed');
     }
   };
 
@@ -81,17 +84,12 @@ export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) 
 
     /**
      * The workflow itself was cancelled through Temporal (UI, CLI), not through the API: commit the
-     * cancellation the way the API does (cancel-run service: not charged, hold released, webhooks).
+     * cancellation the way the API does (src/runs/cancel-run.ts: not charged, hold released, webhooks).
      */
     async cancelRun(runId: string): Promise<{ cancelled: boolean }> {
-      try {
-        const r = await cancelRunService({ ...deps, engine: new NullEngine() }, null, runId);
-        ended(runId);
-        return { cancelled: r.cancelRequested };
-      } catch (err) {
-        if ((err as { code?: string }).code === 'not_found' || (err as { code?: string }).code === 'cancel_unavailable') return { cancelled: false };
-        throw err;
-      }
+      const r = await commitCancellation(deps, runId);
+      ended(runId);
+      return r;
     },
 
     /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres). */
@@ -111,14 +109,16 @@ export function createActivities(deps: ActivityDeps, hooks: ActivityHooks = {}) 
           if (runId === args.runId) beat({ lastSequence });
         },
         subscribe: (runId, listener) => deps.bus.subscribe(runId, listener),
+        publishCancel: (runId) => deps.bus.publishCancel(runId),
+        onCancel: (listener) => deps.bus.onCancel(listener),
         close: () => deps.bus.close(),
       };
       const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
       const timer = setInterval(() => beat(), period);
       beat();
       try {
-        const outcome = await run.executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal);
-        if (outcome.type === 'not_runnable' && outcome.status !== null && run.isTerminal(outcome.status)) ended(args.runId);
+        const outcome = await traceStep(args.runId, args.nodeId, () => executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal));
+        if (outcome.type === 'not_runnable' && outcome.status !== null && isTerminal(outcome.status)) ended(args.runId);
         return outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
       } finally {
         clearInterval(timer);

@@ -1,6 +1,8 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ConfigError, type Config } from '../../config/config.ts';
+import { clientTracingInterceptors } from '../../observability/temporal-tracing.ts';
+import { withStoredTrace } from '../../observability/tracing.ts';
 import { ensureSearchAttributes } from './search-attributes.ts';
 import {
   admittedSignal,
@@ -34,6 +36,9 @@ export interface RunWorkflowClient {
   close(): Promise<void>;
 }
 
+/** A run's memo and its stored trace context, which the workflow start carries in its headers (docs/tracing.md). */
+export type TracedMemo = RunMemo & { traceContext?: unknown };
+
 /** The server did not answer at start (a ConfigError: one line); a worker waiting for Temporal retries on it. */
 export class TemporalUnreachableError extends ConfigError {}
 
@@ -61,7 +66,7 @@ export class TemporalRunClient implements RunWorkflowClient {
     this.#client ??= (async () => {
       const connection = await Connection.connect({ address: this.#config.address, connectTimeout: '5 seconds' });
       this.#connection = connection;
-      return new Client({ connection, namespace: this.#config.namespace });
+      return new Client({ connection, namespace: this.#config.namespace, interceptors: { workflow: await clientTracingInterceptors() } });
     })().catch((err: unknown) => {
       this.#client = null; // try again on the next call
       throw err;
@@ -81,7 +86,7 @@ export class TemporalRunClient implements RunWorkflowClient {
     return p;
   }
 
-  #options(memo: RunMemo) {
+  #options({ traceContext: _, ...memo }: TracedMemo) {
     return {
       workflowId: memo.runId,
       taskQueue: this.#config.taskQueue,
@@ -97,11 +102,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     };
   }
 
-  start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
-    return this.#track(() => this.#start(memo, opts));
+  start(memo: TracedMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
+    return this.#track(() => withStoredTrace(memo.traceContext, () => this.#start(memo, opts)));
   }
 
-  async #start(memo: RunMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
+  async #start(memo: TracedMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
     const client = await this.#get();
     try {
       const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}) };
@@ -113,11 +118,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
-  admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
-    return this.#track(() => this.#admit(memo));
+  admit(memo: TracedMemo): Promise<'signalled' | 'closed'> {
+    return this.#track(() => withStoredTrace(memo.traceContext, () => this.#admit(memo)));
   }
 
-  async #admit(memo: RunMemo): Promise<'signalled' | 'closed'> {
+  async #admit(memo: TracedMemo): Promise<'signalled' | 'closed'> {
     const client = await this.#get();
     try {
       await client.workflow.signalWithStart<typeof runWorkflow>(RUN_WORKFLOW_TYPE, {

@@ -2,7 +2,8 @@ import { fileURLToPath } from 'node:url';
 import type { LogLevel, LogMetadata } from '@temporalio/common';
 import { bundleWorkflowCode, makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Logger } from '../../logger.ts';
-import type { ActivityDeps } from '../run-activities.ts';
+import type { RunsDeps } from '../../runs/deps.ts';
+import { WORKFLOW_TRACING_INTERCEPTORS, workerTracingOptions } from '../../observability/temporal-tracing.ts';
 import { createActivities, type ActivityHooks } from './activities.ts';
 
 /** The workflows module the worker bundles (`workflows/index.ts`). */
@@ -19,11 +20,14 @@ export interface RunWorkerOptions {
   workflowBundle?: { code: string };
 }
 
+/** What the bundle is built from: the workflows and the tracing interceptors (always, see docs/tracing.md). */
+export const WORKFLOW_BUNDLE_OPTIONS = { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_TRACING_INTERCEPTORS] };
+
 let bundle: Promise<{ code: string }> | undefined;
 
 /** workflows/ bundled once per process: every worker of the process (tests start many) shares it. */
 export function runWorkflowBundle(): Promise<{ code: string }> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet }).catch((err: unknown) => {
+  bundle ??= bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet }).catch((err: unknown) => {
     bundle = undefined;
     throw err;
   });
@@ -37,9 +41,11 @@ let runtimeInstalled = false;
 
 /**
  * The SDK's runtime logs through the service's logger (JSON lines), warnings and up, instead of its
- * default console output. Once per process; a runtime installed earlier (tests) is kept.
+ * default console output; with `metricsAddress` (TEMPORAL_METRICS_ADDRESS) it also serves the SDK's own
+ * metrics (`temporal_*`, seconds, `_total` counters) on http://ADDRESS/metrics. Once per process; a
+ * runtime installed earlier (tests) is kept.
  */
-export function installTemporalRuntime(log: Logger): void {
+export function installTemporalRuntime(log: Logger, metricsAddress?: string): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   const forward = (level: LogLevel, message: string, meta?: LogMetadata) => {
@@ -56,7 +62,12 @@ export function installTemporalRuntime(log: Logger): void {
         warn: (m, meta) => forward('WARN', m, meta),
         error: (m, meta) => forward('ERROR', m, meta),
       },
-      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} } },
+      telemetryOptions: {
+        logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+        ...(metricsAddress
+          ? { metrics: { prometheus: { bindAddress: metricsAddress, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } } }
+          : {}),
+      },
     });
   } catch {
     // Already installed in this process: keep that one.
@@ -64,13 +75,14 @@ export function installTemporalRuntime(log: Logger): void {
 }
 
 /** A Temporal worker for the run workflow and its activities, bound to `deps`. Used by `npm run worker`, `npm start` and the tests. */
-export async function createRunWorker(deps: ActivityDeps, opts: RunWorkerOptions): Promise<Worker> {
+export async function createRunWorker(deps: RunsDeps, opts: RunWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowBundle: opts.workflowBundle ?? (await runWorkflowBundle()),
     activities: createActivities(deps, opts.hooks),
+    ...(await workerTracingOptions()),
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10 seconds') as `${number} seconds`,
   });
 }

@@ -1,9 +1,12 @@
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunMemo } from '../../../workflows/definitions.ts';
-import { fork } from '../../services/deps.ts';
-import type { EnginePort } from '../port.ts';
-import { admitQueuedRunsDetailed, resumeRun, type ActivityDeps } from '../run-activities.ts';
-import { TemporalRunClient, type RunWorkflowClient } from './client.ts';
+import { fork } from '../../runs/deps.ts';
+import type { EnginePort } from '../../runs/engine-port.ts';
+import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
+import type { RunsDeps } from '../../runs/deps.ts';
+import { knownRunAccount } from '../../runs/run-state.ts';
+import { resumeRun } from '../../runs/transitions.ts';
+import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
 
 /**
  * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
@@ -59,7 +62,7 @@ export const TEMPORAL_STARTED_MARK = 'temporal';
 export class TemporalEngine implements EnginePort {
   readonly name = 'temporal' as const;
   readonly client: RunWorkflowClient;
-  readonly #deps: ActivityDeps;
+  readonly #deps: RunsDeps;
   readonly #capacity: number;
   readonly #admissionIntervalMs: number;
   readonly #sweepIntervalMs: number;
@@ -81,7 +84,7 @@ export class TemporalEngine implements EnginePort {
   #sweeping: Promise<void> | null = null;
   readonly #starting = new Set<Promise<void>>();
 
-  constructor(deps: ActivityDeps, opts: TemporalEngineOptions = {}) {
+  constructor(deps: RunsDeps, opts: TemporalEngineOptions = {}) {
     this.#deps = deps;
     this.#ownsClient = !opts.client;
     this.client = opts.client ?? new TemporalRunClient(deps.config.temporal);
@@ -129,7 +132,7 @@ export class TemporalEngine implements EnginePort {
     const { NativeConnection } = await import('@temporalio/worker');
     const { createRunWorker, installTemporalRuntime } = await import('./run-worker.ts');
     const { address, namespace, taskQueue } = this.#deps.config.temporal;
-    installTemporalRuntime(this.#deps.log);
+    installTemporalRuntime(this.#deps.log, this.#deps.config.metrics.temporalAddress);
     const connection = await NativeConnection.connect({ address });
     try {
       const worker = await createRunWorker(this.#deps, {
@@ -165,7 +168,7 @@ export class TemporalEngine implements EnginePort {
    */
   async runAccepted(runId: string): Promise<void> {
     const task = this.#startWorkflow(runId)
-      .catch((err) => this.#deps.log.warn({ err, runId }, 'could not start a run workflow; the sweep will'))
+      .catch((err) => this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not start a run workflow; the sweep will'))
       .finally(() => {
         this.#starting.delete(task);
         // Admit even when the start failed: the admission's signal-with-start starts it then.
@@ -240,7 +243,7 @@ export class TemporalEngine implements EnginePort {
           started.push(memo.runId);
         } catch (err) {
           // The run stays admitted (phase starting) in Postgres; the sweep signals it again.
-          this.#deps.log.warn({ err, runId: memo.runId }, 'could not signal an admitted run');
+          this.#deps.log.warn({ err, runId: memo.runId, accountId: knownRunAccount(memo.runId) }, 'could not signal an admitted run');
         }
       }),
     );
@@ -273,7 +276,7 @@ export class TemporalEngine implements EnginePort {
               await this.client.start(memo, { admitted: phases.get(memo.runId) !== 'queued' });
               done.push(memo.runId);
             } catch (err) {
-              this.#deps.log.warn({ err, runId: memo.runId }, 'could not start a run workflow');
+              this.#deps.log.warn({ err, runId: memo.runId, accountId: knownRunAccount(memo.runId) }, 'could not start a run workflow');
             }
           }
           await this.#markStarted(done);
@@ -300,10 +303,10 @@ export class TemporalEngine implements EnginePort {
 
   // -------------------------------------------------------------------------------------------------
 
-  async #memos(runIds: string[]): Promise<RunMemo[]> {
+  async #memos(runIds: string[]): Promise<TracedMemo[]> {
     if (runIds.length === 0) return [];
-    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string; name: string }[]>(
-      `select r.id, a.handle, r.workflow_id, r.version_id, w.name
+    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string; name: string; trace_context: unknown }[]>(
+      `select r.id, a.handle, r.workflow_id, r.version_id, w.name, r.trace_context
          from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
         where r.id in (?)`,
       [runIds],
@@ -314,6 +317,7 @@ export class TemporalEngine implements EnginePort {
       workflowId: String(r.workflow_id),
       versionId: String(r.version_id),
       workflowName: String(r.name),
+      ...(r.trace_context ? { traceContext: r.trace_context } : {}),
     }));
   }
 

@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm.ts';
-import { mapEventRow, mapRunRow, RUN_COLUMNS, toPublicRun, type PublicRunEvent, type RunQueue, type RunRow } from '../../services/runs/run-views.ts';
+import { RUN_COLUMNS } from '../../sql/runs.ts';
+import { mapEventRow, mapRunRow, toPublicRun, type PublicRunEvent, type RunQueue, type RunRow } from '../../services/runs/run-views.ts';
 import { groupPages, marks, uuids, type ChildPageKey } from './sql.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { isoOrNull, json } from '../../db/sql.ts';
-import { isUuid } from '../../services/ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 
 /** Small helpers for the internal read queries (plain Postgres, both drivers). */
 

@@ -4,18 +4,18 @@ import { cancelRun } from '../../services/runs/cancel-run.ts';
 import { getRun } from '../../services/runs/get-run.ts';
 import { listRunEvents, parseCursor } from '../../services/runs/list-run-events.ts';
 import { listRuns } from '../../services/runs/list-runs.ts';
-import { headersOf } from '../../services/runs/rate-limiter.ts';
 import { startRun } from '../../services/runs/start-run.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
+import { rateLimitHeaders } from '../headers.ts';
 import { readBody, sendError, sendJson } from '../respond.ts';
-import { header, type RestCall } from './rest-adapter.ts';
+import { answerWhenFinished } from './prefer-wait.ts';
+import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';
 
 /** One handler per operationId: HTTP in, service call, HTTP out. */
-export type RestHandler = (call: RestCall) => Promise<void>;
 
 const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name] ?? '');
 const q = (c: RestCall): Record<string, string> => c.api.request.query as Record<string, string>;
@@ -62,7 +62,9 @@ export const operations = {
   async startRun(c: RestCall) {
     // The limiter counts every request that got past authentication and scope.
     const rate = await c.limiter.hit(c.principal.apiKeyId, c.principal.rateLimitPerMinute);
-    const rateHeaders = headersOf(rate);
+    const rateHeaders = rateLimitHeaders(rate);
+    const prefer = c.req.headers.prefer;
+    const since = prefer === undefined ? 0 : Date.now();
     try {
       const type = header(c.req, 'content-type') ?? '';
       if (!/^application\/([\w.+-]*\+)?json\b/i.test(type)) {
@@ -76,11 +78,13 @@ export const operations = {
         throw new ApiError('invalid_json', 'the request body is not valid JSON');
       }
       const result = await startRun(c.deps, c.principal, { body, idempotencyHeader: header(c.req, 'idempotency-key') });
-      sendJson(c.res, 202, { run: result.run }, {
+      const headers: Record<string, string> = {
         Location: result.run.statusUrl,
         ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
         ...rateHeaders,
-      });
+      };
+      if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
+      sendJson(c.res, 202, { run: result.run }, headers);
     } catch (err) {
       for (const [k, v] of Object.entries(rateHeaders)) c.res.setHeader(k, v);
       sendError(c.res, err);

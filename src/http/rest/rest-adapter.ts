@@ -1,16 +1,18 @@
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import { parse as parseYaml } from 'yaml';
 import { ApiError } from '../../domain/errors.ts';
-import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
+import { authenticateKey, requireScope } from '../../services/auth/authenticate-key.ts';
+import { traceRoute } from '../../observability/trace-spans.ts';
 import type { Deps } from '../../services/deps.ts';
 import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../services/runs/rate-limiter.ts';
-import type { HttpServer, RequestContext } from '../server.ts';
-import { operations, type RestHandler } from './handlers.ts';
+import type { HttpServer } from '../server.ts';
+import { operations } from './handlers.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
-import { StreamSlots } from './stream-run.ts';
+import { header, type RestHandler } from './rest-call.ts';
+import { RouteTable } from './route-table.ts';
+import { UnlimitedStreamSlots } from '../../services/streams/stream-slots.ts';
 
 /**
  * The /v1 facade. openapi/openapi.yaml is the routing table (openapi-backend matches operations by
@@ -26,20 +28,6 @@ export function loadOpenApiDocument(): Document {
   return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
 }
 
-export interface RestCall {
-  req: IncomingMessage;
-  res: ServerResponse;
-  ctx: RequestContext;
-  api: Context;
-  deps: Deps;
-  limiter: RateLimiter;
-  /** Concurrent SSE streams per API key. */
-  streams: StreamSlots;
-  /** Idle heartbeats of the open SSE streams. */
-  heartbeats: HeartbeatTicker;
-  principal: Principal;
-}
-
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();
   // The file's server is relative; the served copy names this service's absolute URL, known once the
@@ -51,15 +39,17 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
   const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
   await api.init();
+  const routes = new RouteTable(api.getOperations());
   // Several API processes share a Postgres server, and so the window; PGlite has one process.
   const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
-  const streams = new StreamSlots();
+  const streams = deps.streams ?? new UnlimitedStreamSlots();
   const heartbeats = new HeartbeatTicker(deps.config.sseHeartbeatMs);
 
   http.mount('/v1', async (req, res, ctx) => {
     const path = ctx.path.slice('/v1'.length) || '/';
     const method = (req.method ?? 'GET').toLowerCase();
     if (path === '/openapi.json' && (method === 'get' || method === 'head')) {
+      ctx.route = '/v1/openapi.json';
       res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
       res.end(method === 'head' ? undefined : servedDocument());
       return;
@@ -70,17 +60,19 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     } catch {
       throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
-    const operation = api.matchOperation({ method, path, headers: {}, query: {} } as never);
+    const operation = routes.match(method, path);
     if (!operation) {
-      const allow = METHODS.filter((m) => api.matchOperation({ method: m, path, headers: {}, query: {} } as never)).map((m) => m.toUpperCase());
+      const allow = METHODS.filter((m) => routes.match(m, path)).map((m) => m.toUpperCase());
       if (path === '/openapi.json') allow.push('GET', 'HEAD');
       if (allow.length) {
         throw new ApiError('method_not_allowed', `${req.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}`, {
-          headers: { Allow: allow.join(', ') },
+          allow,
         });
       }
       throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
+    ctx.route = `/v1${operation.path}`;
+    traceRoute(req.method, `/v1${operation.path}`);
     const handler = operations[operation.operationId as keyof typeof operations] as RestHandler | undefined;
     if (!handler) throw new ApiError('internal_error', 'operation not implemented');
 
@@ -97,14 +89,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       if (Object.hasOwn(query, k) && declared.has(k)) throw new ApiError('invalid_request', `query parameter "${k}" is given more than once`);
       query[k] = v;
     }
-    const parsed = api.router.parseRequest({ method, path, headers: {}, query: {} } as never, operation);
-    const apiContext = { operation, request: { ...parsed, query, params: parsed.params } } as unknown as Context;
+    const apiContext = { operation, request: { method, path, headers: {}, query, params: routes.params(operation, path) } } as unknown as Context;
     await handler({ req, res, ctx, api: apiContext, deps, limiter, streams, heartbeats, principal });
-  });
+  }, '');
 }
-
-export function header(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
-

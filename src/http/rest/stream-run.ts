@@ -1,44 +1,17 @@
 import type { ServerResponse } from 'node:http';
-import { ApiError, notFound } from '../../domain/errors.ts';
+import { notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../logger.ts';
+import { requestRateLimited, sseStreamOpen } from '../../observability/metrics.ts';
 import { fork, type Deps } from '../../services/deps.ts';
-import { isUuid } from '../../services/ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { followRunEvents, type RunEventSink, type RunFollower } from '../../services/runs/follow-run-events.ts';
 import { parseCursor } from '../../services/runs/list-run-events.ts';
 import { queueOf } from '../../services/runs/queue-positions.ts';
 import { assertOutputsFit, findAccountRun, toPublicRun, type PublicRunEvent } from '../../services/runs/run-views.ts';
+import { keyHolder, type StreamSlots } from '../../services/streams/stream-slots.ts';
 import type { HeartbeatTicker, Heartbeating } from './heartbeat-ticker.ts';
-import { header, type RestCall } from './rest-adapter.ts';
-
-/** Concurrent streams one API key may hold open on this process (API4: unrestricted resource use). */
-export const MAX_STREAMS_PER_KEY = 100;
-
-/** Open-stream counts per API key; a key over its limit gets 429 `rate_limited` before the stream starts. */
-export class StreamSlots {
-  readonly #open = new Map<string, number>();
-  constructor(readonly limit = MAX_STREAMS_PER_KEY) {}
-
-  /** Takes a slot or throws 429. The caller gives it back with `release`, once. */
-  acquire(keyId: string): void {
-    const n = this.#open.get(keyId) ?? 0;
-    if (n >= this.limit) {
-      throw new ApiError('rate_limited', `this API key already has ${this.limit} open streams; close one before opening another`, {
-        headers: { 'Retry-After': '5' },
-      });
-    }
-    this.#open.set(keyId, n + 1);
-  }
-
-  release(keyId: string): void {
-    const left = (this.#open.get(keyId) ?? 1) - 1;
-    if (left > 0) this.#open.set(keyId, left);
-    else this.#open.delete(keyId);
-  }
-
-  open(keyId: string): number {
-    return this.#open.get(keyId) ?? 0;
-  }
-}
+import { header, type RestCall } from './rest-call.ts';
+import { isTerminal } from '../../domain/run-status.ts';
 
 /** Followers of one run share the event objects of one read, so each frame is serialised once. */
 const frames = new WeakMap<PublicRunEvent, string>();
@@ -64,9 +37,10 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const run = await findAccountRun(em, c.principal.accountId, runId);
   if (!run) throw notFound('run');
   assertOutputsFit(run, deps.config.maxOutputBytes);
-  c.streams.acquire(c.principal.apiKeyId);
+  const holder = keyHolder(c.principal.apiKeyId);
+  await c.streams.acquire(holder);
   // From here the stream owns the slot: it gives it back when it closes, whatever happens next.
-  const stream = new RunStream(res, runId, c.principal.apiKeyId, c.ctx.requestId, c.streams, c.heartbeats, deps.log);
+  const stream = new RunStream(res, runId, c.principal.accountId, holder, c.ctx.requestId, c.streams, c.heartbeats, deps.log);
   if (res.destroyed || req.socket.destroyed) stream.close();
 
   res.writeHead(200, {
@@ -78,7 +52,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   res.socket?.setNoDelay(true);
 
   await stream.send(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
-  if (['completed', 'failed', 'cancelled'].includes(run.status)) return stream.end();
+  if (isTerminal(run.status)) return stream.end();
   stream.follow(deps, cursor ?? 0);
 }
 
@@ -96,13 +70,15 @@ class RunStream implements RunEventSink, Heartbeating {
   constructor(
     private readonly res: ServerResponse,
     private readonly runId: string,
-    private readonly keyId: string,
+    private readonly accountId: string,
+    private readonly holder: string,
     private readonly requestId: string,
     private readonly slots: StreamSlots,
     private readonly heartbeats: HeartbeatTicker,
     private readonly log: Logger,
   ) {
     res.on('close', () => this.close());
+    sseStreamOpen(1);
   }
 
   follow(deps: Pick<Deps, 'bus' | 'orm'>, after: number): void {
@@ -131,7 +107,7 @@ class RunStream implements RunEventSink, Heartbeating {
 
   /** After the terminal event or a failed read: the response ends. */
   end(err?: unknown): void {
-    if (err) this.log.warn({ requestId: this.requestId, err, runId: this.runId }, 'stream ended by an error');
+    if (err) this.log.warn({ requestId: this.requestId, err, runId: this.runId, accountId: this.accountId }, 'stream ended by an error');
     if (this.#closed) return;
     this.close();
     this.res.end();
@@ -141,10 +117,11 @@ class RunStream implements RunEventSink, Heartbeating {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    sseStreamOpen(-1);
     this.heartbeats.drop(this);
     this.#follower?.stop();
     this.#follower = null;
-    this.slots.release(this.keyId);
+    this.slots.release(this.holder);
     this.#drained?.();
   }
 }

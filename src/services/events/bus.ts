@@ -8,6 +8,13 @@ import { EventEmitter } from 'node:events';
 export interface RunEventBus {
   publish(runId: string, lastSequence: number): void;
   subscribe(runId: string, listener: (lastSequence: number) => void): () => void;
+  /**
+   * After a cancel committed: tells the other processes on the database, whose engines may be executing
+   * the run (this process's engine is told directly). Nothing to do within one process.
+   */
+  publishCancel(runId: string): void;
+  /** Runs cancelled by other processes (see publishCancel); returns the unsubscribe. */
+  onCancel(listener: (runId: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -26,6 +33,12 @@ export class InProcessRunEventBus implements RunEventBus {
   subscribe(runId: string, listener: (lastSequence: number) => void): () => void {
     this.#emitter.on(runId, listener);
     return () => this.#emitter.off(runId, listener);
+  }
+
+  publishCancel(): void {}
+
+  onCancel(): () => void {
+    return () => undefined;
   }
 
   async close(): Promise<void> {

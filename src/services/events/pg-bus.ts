@@ -14,9 +14,17 @@ import type { RunEventBus } from './bus.ts';
  * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
  * lost connection it reconnects with backoff, LISTENs again, publishes what was pending and tells every
  * local subscriber its run's current `last_sequence`, so nothing missed during the gap stays unseen.
+ *
+ * The same connection LISTENs on `run_cancels`: a cancel committed by one process reaches the embedded
+ * engine executing the run in another at once (a cancel missed while disconnected is found by the
+ * engine's lease renewal instead).
  */
 
 export const RUN_EVENTS_CHANNEL = 'run_events';
+/** `NOTIFY run_cancels, '<runId>'`: a run was cancelled; the engine executing it aborts its work. */
+export const RUN_CANCELS_CHANNEL = 'run_cancels';
+/** Emitter event of cancels (run ids are the other event names). */
+const CANCEL = Symbol('cancel');
 
 export interface PostgresRunEventBusOptions {
   connectionString: string;
@@ -74,7 +82,7 @@ export class PostgresRunEventBus implements RunEventBus {
     client.on('error', (err) => this.#lost(client, err));
     client.on('end', () => this.#lost(client, null));
     await client.connect();
-    await client.query(`LISTEN ${RUN_EVENTS_CHANNEL}`);
+    await client.query(`LISTEN ${RUN_EVENTS_CHANNEL}; LISTEN ${RUN_CANCELS_CHANNEL}`);
     if (this.#closed) {
       await client.end().catch(() => undefined);
       return;
@@ -91,8 +99,13 @@ export class PostgresRunEventBus implements RunEventBus {
   }
 
   #onNotification(client: pg.Client, msg: pg.Notification): void {
-    if (msg.channel !== RUN_EVENTS_CHANNEL || !msg.payload) return;
+    if (!msg.payload) return;
     if (msg.processId === (client as unknown as { processID?: number }).processID) return; // our own NOTIFY
+    if (msg.channel === RUN_CANCELS_CHANNEL) {
+      this.#emitter.emit(CANCEL, msg.payload);
+      return;
+    }
+    if (msg.channel !== RUN_EVENTS_CHANNEL) return;
     for (const item of msg.payload.split(',')) {
       const cut = item.lastIndexOf(':');
       if (cut <= 0) continue;
@@ -127,7 +140,7 @@ export class PostgresRunEventBus implements RunEventBus {
 
   /** After a reconnect: tell every local subscriber where its run's log is now. */
   async #resync(client: pg.Client): Promise<void> {
-    const ids = this.#emitter.eventNames().filter((n): n is string => typeof n === 'string');
+    const ids = this.#emitter.eventNames().filter((n): n is string => typeof n === 'string'); // not CANCEL
     if (ids.length === 0) return;
     try {
       const { rows } = await client.query<{ id: string; last_sequence: number }>(
@@ -149,15 +162,35 @@ export class PostgresRunEventBus implements RunEventBus {
   }
 
   subscribe(runId: string, listener: Listener): () => void {
-    // A tail needs the LISTEN in place: connect on first use (a failure retries with backoff).
+    this.#ensureListening();
+    this.#emitter.on(runId, listener);
+    return () => this.#emitter.off(runId, listener);
+  }
+
+  publishCancel(runId: string): void {
+    if (this.#closed) return;
+    // Rare and urgent: sent at once on the pool-less listening connection (or a short-lived one before it exists).
+    const send = async () => {
+      if (!this.#client) await this.connect();
+      await this.#client!.query('select pg_notify($1, $2)', [RUN_CANCELS_CHANNEL, runId]);
+    };
+    send().catch((err) => this.#opts.log?.warn({ err, runId }, 'could not tell other processes of a cancel (their lease check stops the run)'));
+  }
+
+  onCancel(listener: (runId: string) => void): () => void {
+    this.#ensureListening();
+    this.#emitter.on(CANCEL, listener);
+    return () => this.#emitter.off(CANCEL, listener);
+  }
+
+  /** A listener needs the LISTEN in place: connect on first use (a failure retries with backoff). */
+  #ensureListening(): void {
     if (!this.#client && !this.#connecting && !this.#closed && !this.#reconnectTimer) {
       this.connect().catch((err) => {
         this.#opts.log?.warn({ err }, 'run event bus could not connect');
         this.#scheduleReconnect();
       });
     }
-    this.#emitter.on(runId, listener);
-    return () => this.#emitter.off(runId, listener);
   }
 
   #scheduleFlush(): void {

@@ -1,10 +1,9 @@
 import { ApiError, notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
-import { finishRun } from './finish-run.ts';
+import { isUuid } from '../../domain/ids.ts';
+import { commitCancellation } from '../../runs/cancel-run.ts';
+import { isTerminal } from '../../domain/run-status.ts';
 import { findAccountRun, findRun } from './run-views.ts';
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /**
  * Cancels a run in flight: the transition is committed here (not left to the engine), so the answer is
@@ -16,17 +15,18 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   const em = fork(deps);
   const run = accountId === null ? await findRun(em, runId) : await findAccountRun(em, accountId, runId);
   if (!run) throw notFound('run');
-  if (TERMINAL.has(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
+  if (isTerminal(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
   if (run.phase === 'settling') throw new ApiError('cancel_unavailable', 'the run is already settling and can no longer be cancelled');
 
-  const finished = await em.transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }, { commit: true }));
-  if (finished === null) {
+  const { cancelled } = await commitCancellation(deps, runId);
+  if (!cancelled) {
     // It became terminal while we asked: report what it is now.
     const now = (await findRun(fork(deps), runId))!;
     return { id: now.id, status: now.status, cancelRequested: false };
   }
-  deps.bus.publish(runId, finished.last);
-  if (finished.webhooks > 0) deps.webhooks?.notify();
-  await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId }, 'engine could not abort a cancelled run'));
+  // Counted and announced by commitCancellation. This process's engine, then the others on the
+  // database (one of them may be executing the run).
+  await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId, accountId: run.accountId }, 'engine could not abort a cancelled run'));
+  deps.bus.publishCancel(runId);
   return { id: runId, status: 'cancelled' as const, cancelRequested: true };
 }

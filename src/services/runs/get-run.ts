@@ -1,6 +1,6 @@
 import { notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';
 import { assertOutputsFit, findAccountRun, toPublicRun } from './run-views.ts';
 

@@ -1,6 +1,6 @@
 import { ApiError, notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { findAccountRun, readEvents } from './run-views.ts';
 
 export const EVENTS_PAGE_SIZE = 1000;

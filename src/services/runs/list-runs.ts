@@ -1,8 +1,9 @@
 import { invalidRequest } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { checkPage } from '../pagination.ts';
-import { mapRunRow, RUN_COLUMNS, toRunListItem } from './run-views.ts';
+import { RUN_COLUMNS } from '../../sql/runs.ts';
+import { mapRunRow, toRunListItem } from './run-views.ts';
 
 export const RUN_LIST_STATUSES = ['pending', 'running', 'completed', 'failed', 'cancelled'] as const;
 

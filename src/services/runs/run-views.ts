@@ -3,8 +3,8 @@ import { isoOrNull, json } from '../../db/sql.ts';
 import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
-import type { RunQueue } from './queue-positions.ts';
-import { prepared } from '../../db/prepared.ts';
+import { query } from '../../db/statement.ts';
+import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 
@@ -39,10 +39,10 @@ export interface RunRow {
   startedAt: string | null;
   completedAt: string | null;
   lastSequence: number;
+  /** The exact queue place, when the row was read with it (null: not queued). */
+  queuePosition?: number | null;
 }
 
-export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
-  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
 
 export function mapRunRow(r: Record<string, unknown>): RunRow {
   return {
@@ -63,24 +63,27 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     startedAt: isoOrNull(r.started_at),
     completedAt: isoOrNull(r.completed_at),
     lastSequence: Number(r.last_sequence ?? 0),
+    ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
   };
 }
 
-const FIND_ACCOUNT_RUN = prepared(`select ${RUN_COLUMNS} from runs where id = ? and account_id = ?`);
-const FIND_RUN = prepared(`select ${RUN_COLUMNS} from runs where id = ?`);
-
 /** A run of this account, or null (another account's run is as unknown as a missing one). */
 export async function findAccountRun(em: Em, accountId: string, runId: string): Promise<RunRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(FIND_ACCOUNT_RUN, [runId, accountId]);
+  const rows = await query(em, FIND_ACCOUNT_RUN, [runId, accountId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
 
 export async function findRun(em: Em, runId: string): Promise<RunRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(FIND_RUN, [runId]);
+  const rows = await query(em, FIND_RUN, [runId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
 
-export type { RunQueue } from './queue-positions.ts';
+/** A pending run's place in the queue (src/services/runs/queue-positions.ts computes it). */
+export interface RunQueue {
+  state: 'waiting' | 'starting';
+  position: number;
+  etaSeconds: number | null;
+}
 
 export function toPublicRun(run: RunRow, queue: RunQueue | null) {
   return {

@@ -4,21 +4,26 @@ import { json } from '../../db/sql.ts';
 import { ApiError, forbidden, invalidInputs, invalidRequest, notFound, type IntegrationErrorDetail } from '../../domain/errors.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
-import { canonicalJson, resolveInputs, type ResolvedInputs } from '../../domain/inputs.ts';
+import { canonicalJson } from '../../domain/canonical-json.ts';
+import { resolveInputs, type ResolvedInputs } from '../../domain/inputs.ts';
 import { jsonLimitProblem } from '../../domain/json-limits.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
-import { getPricing } from '../pricing.ts';
+import { isUuid } from '../../domain/ids.ts';
+import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, findVersion, findVisibleWorkflow, type WorkflowAccess } from '../workflows/workflow-access.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
-import { prepared } from '../../db/prepared.ts';
+import { query } from '../../db/statement.ts';
+import { ACCEPT_RUN } from '../../sql/accept-run.ts';
+import { runAccepted, requestSpendCapped } from '../../observability/metrics.ts';
+import { currentTraceCarrier } from '../../observability/tracing.ts';
+import { scheduleNumbering } from './queue-line.ts';
 
 /**
- * POST /runs: everything the spec checks synchronously, then one transaction that writes the run, its
- * `run.queued` event, its sealed password inputs, the idempotency record and (through `runs.cap_usd`)
- * the key's spend-cap reservation. Funding happens later, during preparation.
+ * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
+ * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
+ * key's spend-cap reservation (src/sql/accept-run.ts). Funding happens later, during preparation.
  */
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -85,40 +90,20 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };
-  // The run, its event and its secrets are one statement, atomic on its own: a transaction is needed
-  // only to serialise an idempotency key or a spend cap with the insert (and saves a BEGIN and a
-  // COMMIT round trip on every other request).
-  if (idempotencyKey === null && principal.spendCap === null) {
-    await insertRun(em, deps, run);
-    return accepted(deps, runId, false);
-  }
-  const outcome = await em.transactional(async (tx) => {
-    if (idempotencyKey !== null) {
-      const prior = await claimIdempotencyKey(tx, principal.accountId, idempotencyKey, fingerprint);
-      if (prior) return { runId: prior, replayed: true };
-    }
-    await checkSpendCap(tx, principal, displayed.toString());
-    await insertRun(tx, deps, run);
-    if (idempotencyKey !== null) {
-      await tx.execute(
-        `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
-         values (?, ?, ?, ?, ?, now(), now() + interval '${IDEMPOTENCY_TTL_HOURS} hours')`,
-        [randomUUID(), principal.accountId, idempotencyKey, fingerprint, runId],
-      );
-    }
-    return { runId, replayed: false };
-  });
-
-  return accepted(deps, outcome.runId, outcome.replayed);
+  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint);
+  return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
 }
 
 /** After the commit: live readers and the engine hear of a new run; the 202's body. */
-async function accepted(deps: Deps, runId: string, replayed: boolean): Promise<StartRunResult> {
+async function accepted(deps: Deps, runId: string, accountId: string, replayed: boolean): Promise<StartRunResult> {
   if (!replayed) {
+    runAccepted();
     deps.bus.publish(runId, 1);
+    scheduleNumbering(deps);
+    scheduleNumbering(deps);
     await deps.engine.runAccepted(runId).catch((err) => {
       // The run is durably accepted; the engine also finds it by polling the queue.
-      deps.log.error({ err, runId }, 'engine was not told about an accepted run');
+      deps.log.error({ err, runId, accountId }, 'engine was not told about an accepted run');
     });
   }
   return { run: { id: runId, status: 'accepted', ...runUrls(deps.baseUrl(), runId) }, replayed };
@@ -195,81 +180,46 @@ async function checkIntegrations(em: Em, deps: Deps, accountId: string, graph: G
   }
 }
 
-/**
- * Serialises requests with one key (advisory lock), so N concurrent identical requests make one run.
- * Returns the original run id on a replay, throws on a fingerprint mismatch, null when the key is new.
- */
-async function claimIdempotencyKey(tx: Em, accountId: string, key: string, fingerprint: string): Promise<string | null> {
-  await tx.execute('select pg_advisory_xact_lock(hashtextextended(?, 0))', [`idem:${accountId}:${key}`]);
-  const [prior] = await tx.execute<{ fingerprint: string; run_id: string; expired: boolean }[]>(
-    'select fingerprint, run_id, expires_at <= now() as expired from idempotency_records where account_id = ? and key = ?',
-    [accountId, key],
-  );
-  if (!prior) return null;
-  if (prior.expired) {
-    await tx.execute('delete from idempotency_records where account_id = ? and key = ?', [accountId, key]);
-    return null;
-  }
-  if (prior.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
-  }
-  return String(prior.run_id);
-}
-
 export function windowStart(window: 'daily' | 'monthly' | 'lifetime', now = new Date()): Date {
   if (window === 'daily') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
   if (window === 'monthly') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   return new Date(0);
 }
 
-/**
- * The key's settled and reserved charges in its window plus this run's displayed price must stay
- * within the cap. The key row lock makes concurrent acceptances on one key check one after another.
- */
-async function checkSpendCap(tx: Em, principal: Principal, displayedUsd: string): Promise<void> {
-  const cap = principal.spendCap;
-  if (!cap) return;
-  await tx.execute('select id from api_keys where id = ? for update', [principal.apiKeyId]);
-  const [row] = await tx.execute<{ spent: string | null }[]>(
-    'select coalesce(sum(cap_usd), 0) as spent from runs where api_key_id = ? and created_at >= ?',
-    [principal.apiKeyId, windowStart(cap.window)],
-  );
-  const total = usd(row?.spent ?? 0).plus(usd(displayedUsd));
-  if (total.greaterThan(usd(cap.usd))) {
-    throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
-  }
-}
+/** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
+const CAP_REACHED = 'WR002';
 
-async function insertRun(
-  tx: Em,
+/**
+ * The idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed
+ * password inputs as one statement (src/sql/accept-run.ts). Returns the run to answer with: this one, or
+ * the original run of a replayed key; throws 409 on a key reused with another request and 402 when the
+ * run's displayed price would exceed the key's cap (nothing is written then).
+ */
+async function acceptRun(
+  em: Em,
   deps: Deps,
   r: { runId: string; principal: Principal; access: WorkflowAccess; versionId: string; inputs: ResolvedInputs; displayedPriceUsd: string; stepUsd: string },
-): Promise<void> {
+  idempotencyKey: string | null,
+  fingerprint: string,
+): Promise<{ runId: string; replayed: boolean }> {
   const publicInputs = { ...r.inputs.values };
-  const secrets: unknown[] = [];
-  const tuples: string[] = [];
+  const secretIds: string[] = [];
+  const secretNames: string[] = [];
+  const ciphertexts: string[] = [];
   for (const id of r.inputs.passwordIds) {
     const value = publicInputs[id];
     publicInputs[id] = null;
     if (typeof value === 'string') {
-      secrets.push(randomUUID(), r.runId, 'password_input', id, deps.sealer.seal(value));
-      tuples.push(`(?, ?, ?, ?, ?, now())`);
+      secretIds.push(randomUUID());
+      secretNames.push(id);
+      ciphertexts.push(deps.sealer.seal(value));
     }
   }
+  const cap = r.principal.spendCap;
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  // The run, its first event (`run.queued`, sequence 1) and its sealed password inputs in one statement.
-  const sealed = tuples.length ? `, s as (insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')})` : '';
-  await tx.execute(
-    prepared(`with r as (
-       insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
-                         cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
-                         credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
-       values (?, ?, ?, ?, ?, 'pending', 'queued', 'pending', ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, '[]'::jsonb, ?, 1,
-               clock_timestamp(), clock_timestamp(), clock_timestamp())
-       returning id, created_at)${sealed}
-     insert into run_events (run_id, sequence, type, node_id, data, ts)
-     select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r`),
-    [
+  let row: { run_id: string | null; fingerprint: string | null; inserted: boolean } | undefined;
+  try {
+    [row] = await query<{ run_id: string | null; fingerprint: string | null; inserted: boolean }>(em, ACCEPT_RUN, [
       r.runId,
       r.principal.accountId,
       r.principal.apiKeyId,
@@ -277,15 +227,42 @@ async function insertRun(
       r.versionId,
       r.displayedPriceUsd,
       r.access.userAccess,
-      r.displayedPriceUsd,
       r.access.creatorPriceUsd,
       r.stepUsd,
       toDb(computeLimit),
       r.access.row.credentialMode,
       JSON.stringify(publicInputs),
-      JSON.stringify({ results: {}, timers: {} }),
       deps.engine.name,
-      ...secrets,
-    ],
-  );
+      idempotencyKey,
+      fingerprint,
+      randomUUID(),
+      cap ? windowStart(cap.window).toISOString() : null,
+      cap ? cap.usd : null,
+      secretIds,
+      secretNames,
+      ciphertexts,
+      currentTraceCarrier(),
+    ]);
+  } catch (err) {
+    if (cap && sqlState(err) === CAP_REACHED) {
+      requestSpendCapped();
+      throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
+    }
+    throw err;
+  }
+  if (row?.inserted) return { runId: r.runId, replayed: false };
+  if (idempotencyKey === null || !row?.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
+  if (row.fingerprint !== fingerprint) {
+    throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
+  }
+  return { runId: String(row.run_id), replayed: true };
+}
+
+/** The SQLSTATE of a database error, through MikroORM's wrapping (the driver error is its cause or itself). */
+function sqlState(err: unknown): string | undefined {
+  for (let e = err as { code?: unknown; sqlState?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
+    if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
+    if (typeof e.sqlState === 'string') return e.sqlState;
+  }
+  return undefined;
 }

@@ -2,16 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { invalidRequest, notFound } from '../../domain/errors.ts';
 import { PROVIDERS, type Provider } from '../../domain/graph/types.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';
 import { findRun, toPublicRun, type PublicRun } from './run-views.ts';
+import { isTerminal } from '../../domain/run-status.ts';
 
 export interface SuppliedCredential {
   provider: string;
   apiKey: string;
 }
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /**
  * The credentials signal (GraphQL `supplyRunCredentials`): seals the keys as the run's
@@ -34,9 +33,9 @@ export async function supplyRunCredentials(deps: Deps, runId: string, credential
   const em = fork(deps);
   const stored = await em.transactional(async (tx) => {
     // The run row lock orders this with finishRun, which deletes a run's secrets when it ends.
-    const [run] = await tx.execute<{ status: string }[]>('select status from runs where id = ? for update', [runId]);
+    const [run] = await tx.execute<{ status: string; account_id: string }[]>('select status, account_id from runs where id = ? for update', [runId]);
     if (!run) throw notFound('run');
-    if (TERMINAL.has(run.status)) return false;
+    if (isTerminal(run.status)) return null;
     const params: unknown[] = [];
     const tuples: string[] = [];
     for (const [provider, key] of byProvider) {
@@ -48,11 +47,13 @@ export async function supplyRunCredentials(deps: Deps, runId: string, credential
        on conflict (run_id, kind, name) do update set ciphertext = excluded.ciphertext, created_at = excluded.created_at`,
       params,
     );
-    return true;
+    return { accountId: String(run.account_id) };
   });
 
   if (stored) {
-    await deps.engine.credentialsSupplied(runId).catch((err) => deps.log.error({ err, runId }, 'engine could not resume a run after credentials'));
+    await deps.engine
+      .credentialsSupplied(runId)
+      .catch((err) => deps.log.error({ err, runId, accountId: stored.accountId }, 'engine could not resume a run after credentials'));
   }
   const run = (await findRun(fork(deps), runId))!;
   return toPublicRun(run, await queueOf(deps, run));

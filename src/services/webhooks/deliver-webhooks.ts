@@ -7,7 +7,10 @@ import type { Orm } from '../../db/orm.ts';
 import type { Logger } from '../../logger.ts';
 import type { Sealer } from '../../security/crypto.ts';
 import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError } from '../../security/net-guard.ts';
+import { injectTraceHeaders } from '../../observability/tracing.ts';
+import { traceWebhookDelivery } from '../../observability/trace-spans.ts';
 import { fork } from '../deps.ts';
+import { webhookAttempted } from '../../observability/metrics.ts';
 
 /**
  * The delivery half of the webhook outbox (docs/design/webhooks.md). `enqueueRunWebhooks` writes one row per
@@ -73,6 +76,10 @@ export interface ClaimedDelivery {
   attempts: number;
   url: string;
   secretCiphertext: string;
+  /** The endpoint's (and so the run's) account, for log lines. */
+  accountId: string;
+  /** The run's stored trace context (docs/tracing.md), or null. */
+  traceContext?: unknown;
 }
 
 const NOW_SQL = 'coalesce(?::timestamptz, now())';
@@ -104,7 +111,8 @@ export async function claimDueDeliveries(deps: Pick<WebhookDeps, 'orm'>, opts: C
         where d.id = due.id
         returning d.id, d.endpoint_id, d.run_id, d.event_type, d.payload, d.attempts
      )
-     select c.id, c.endpoint_id, c.run_id, c.event_type, c.payload, c.attempts, e.url, e.secret_ciphertext
+     select c.id, c.endpoint_id, c.run_id, c.event_type, c.payload, c.attempts, e.url, e.secret_ciphertext, e.account_id,
+            (select r.trace_context from runs r where r.id = c.run_id) as trace_context
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id`,
     [now, limit, now, leaseMs],
   );
@@ -117,6 +125,8 @@ export async function claimDueDeliveries(deps: Pick<WebhookDeps, 'orm'>, opts: C
     attempts: Number(r.attempts),
     url: String(r.url),
     secretCiphertext: String(r.secret_ciphertext),
+    accountId: String(r.account_id),
+    traceContext: r.trace_context ?? null,
   }));
 }
 
@@ -133,7 +143,8 @@ export async function deliverDueWebhooks(deps: WebhookDeps, opts: DeliverOptions
   for (const [i, r] of results.entries()) {
     if (r.status === 'rejected') {
       // Recording the outcome failed (database trouble): the lease expires and the row is retried.
-      deps.log.error({ deliveryId: claimed[i]!.id, err: errorText(r.reason) }, 'webhook delivery outcome not recorded');
+      const d = claimed[i]!;
+      deps.log.error({ deliveryId: d.id, runId: d.runId, accountId: d.accountId, err: errorText(r.reason) }, 'webhook delivery outcome not recorded');
     }
   }
   return claimed.length;
@@ -146,12 +157,13 @@ type Outcome =
   | { kind: 'aborted' };
 
 async function attemptDelivery(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions): Promise<void> {
-  const outcome = await send(deps, d, opts);
+  const outcome = await traceWebhookDelivery(d.traceContext, d, () => send(deps, d, opts));
   if (outcome.kind === 'aborted') return;
-  await recordOutcome(deps, d, outcome, opts);
-  const logFields = { deliveryId: d.id, endpointId: d.endpointId, runId: d.runId, attempt: d.attempts + 1, statusCode: outcome.statusCode };
+  const recorded = await recordOutcome(deps, d, outcome, opts);
+  webhookAttempted(recorded.result, recorded.lag);
+  const logFields = { deliveryId: d.id, endpointId: d.endpointId, runId: d.runId, accountId: d.accountId, attempt: d.attempts + 1, statusCode: outcome.statusCode };
   if (outcome.kind === 'delivered') deps.log.debug(logFields, 'webhook delivered');
-  else deps.log.warn({ ...logFields, error: outcome.error, final: outcome.kind === 'final' }, 'webhook delivery failed');
+  else deps.log.warn({ ...logFields, error: outcome.error, final: recorded.result === 'failed' }, 'webhook delivery failed');
 }
 
 async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions): Promise<Outcome> {
@@ -197,6 +209,7 @@ async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions)
     'webhook-timestamp': String(Math.floor(attemptAt.getTime() / 1000)),
     'webhook-signature': signer.sign(d.id, attemptAt, d.payload),
   };
+  injectTraceHeaders(headers);
 
   const result = await post(url, headers, d.payload, {
     timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
@@ -214,19 +227,27 @@ async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions)
   return { kind: 'retry', statusCode: null, error };
 }
 
-async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<Outcome, { kind: 'aborted' }>, opts: DeliverOptions): Promise<void> {
+interface Recorded {
+  /** `failed`: given up (a permanent failure, or the retry schedule is exhausted). */
+  result: 'delivered' | 'retry' | 'failed';
+  /** A delivery's lag, enqueued → delivered (seconds). */
+  lag: number | null;
+}
+
+async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<Outcome, { kind: 'aborted' }>, opts: DeliverOptions): Promise<Recorded> {
   const em = fork(deps);
   const now = nowParam(opts.now);
   // `attempts = ?` makes the write conditional on this worker still owning the attempt.
   if (o.kind === 'delivered') {
-    await em.execute(
+    const [row] = await em.execute<{ lag: number | string }[]>(
       `update webhook_deliveries
           set status = 'delivered', attempts = attempts + 1, last_status_code = ?, last_error = null,
               delivered_at = ${NOW_SQL}
-        where id = ? and status = 'pending' and attempts = ?`,
+        where id = ? and status = 'pending' and attempts = ?
+        returning extract(epoch from delivered_at - created_at)::float8 as lag`,
       [o.statusCode, now, d.id, d.attempts],
     );
-    return;
+    return { result: 'delivered', lag: row ? Number(row.lag) : null };
   }
   const backoff = opts.backoffMs ?? WEBHOOK_BACKOFF_MS;
   const wait = o.kind === 'final' ? undefined : backoff[d.attempts];
@@ -238,7 +259,7 @@ async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<O
         where id = ? and status = 'pending' and attempts = ?`,
       [o.statusCode, error, d.id, d.attempts],
     );
-    return;
+    return { result: 'failed', lag: null };
   }
   await em.execute(
     `update webhook_deliveries
@@ -247,6 +268,7 @@ async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<O
       where id = ? and status = 'pending' and attempts = ?`,
     [o.statusCode, error, now, Math.max(0, wait), d.id, d.attempts],
   );
+  return { result: 'retry', lag: null };
 }
 
 type PostResult =

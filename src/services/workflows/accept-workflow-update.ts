@@ -1,6 +1,6 @@
 import { forbidden, notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
 
 /** Re-pins the caller's purchase to the active version (docs/design/rules.md). Fenced on the old pin. */

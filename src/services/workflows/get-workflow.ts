@@ -1,7 +1,7 @@
 import { notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
-import { getPricing } from '../pricing.ts';
-import { isUuid } from '../ids.ts';
+import { getPricing } from '../../catalog/pricing.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { accessOf, findVisibleWorkflow } from './workflow-access.ts';
 import { toDetail } from './workflow-views.ts';
 

@@ -3,7 +3,7 @@ import { isoOrNull } from '../../db/sql.ts';
 import { inputSchema } from '../../domain/graph/validate.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../ids.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { checkPage } from '../pagination.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
 

@@ -3,7 +3,7 @@ import { isStorableText } from '../../domain/json-limits.ts';
 import { USER_ACCESS, type UserAccess } from '../../db/entities/index.ts';
 import { fork, type Deps } from '../deps.ts';
 import { checkPage, type PaginationOut } from '../pagination.ts';
-import { getPricing } from '../pricing.ts';
+import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, listVisibleWorkflows } from './workflow-access.ts';
 import { toListItem } from './workflow-views.ts';
 

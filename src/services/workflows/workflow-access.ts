@@ -4,7 +4,7 @@ import type { UserAccess } from '../../db/entities/index.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { toDb, usd } from '../../domain/money.ts';
-import type { Pricing } from '../pricing.ts';
+import type { Pricing } from '../../catalog/pricing.ts';
 import { prepared } from '../../db/prepared.ts';
 
 /**
@@ -120,7 +120,7 @@ export async function findVisibleWorkflow(em: Em, accountId: string, workflowId:
 }
 
 // One workflow (its detail, a run's acceptance): no run count to add up.
-const FIND_VISIBLE = prepared(`${select('null::int')} where w.id = ? and ${VISIBLE}`);
+const FIND_VISIBLE = prepared('find_visible_workflow', `${select('null::int')} where w.id = ? and ${VISIBLE}`);
 
 export interface WorkflowFilter {
   q?: string;

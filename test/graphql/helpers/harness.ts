@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { createApp, type App, type AppOptions } from '../../../src/app.ts';
-import { parseCatalog, loadCatalog } from '../../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../../src/config/config.ts';
 import type { Em } from '../../../src/db/orm.ts';
-import { NullEngine } from '../../../src/engine/port.ts';
+import { NullEngine } from '../../../src/runs/engine-port.ts';
 import { authenticateKey } from '../../../src/services/auth/authenticate-key.ts';
-import { appendRunEvents, type NewRunEvent } from '../../../src/services/events/append-run-events.ts';
+import type { NewRunEvent } from '../../../src/domain/run-steps.ts';
+import { appendRunEvents } from '../../../src/runs/fenced-write.ts';
 import { startRun } from '../../../src/services/runs/start-run.ts';
 import { resetDb, testOrm } from '../../helpers/db.ts';
 

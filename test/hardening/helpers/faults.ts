@@ -9,16 +9,7 @@ import * as assert from 'uvu/assert';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms: number, everyMs = 100): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
+export { waitFor } from '../../helpers/wait-for.ts';
 
 export interface Service {
   child: ChildProcess;

@@ -1,4 +1,5 @@
-import { loadCatalog, parseCatalog } from '../../../src/catalog/load-catalog.ts';
+import { parseCatalog } from '../../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../../src/catalog/load-catalog.ts';
 import type { TestApp } from '../../helpers/app.ts';
 
 /**

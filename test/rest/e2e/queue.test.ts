@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { W_DELAY, W_LONG_DELAY } from './helpers/catalog.ts';
-import { engineCases, getRun, runEvents, scenario, settle, shape, signedHook, sleep, startRun, waitRun, wallet, withE2e, type E2e } from './helpers/harness.ts';
+import { engineCases, getRun, runEvents, scenario, settle, shape, signedHook, startRun, waitRun, wallet, withE2e, type E2e } from './helpers/harness.ts';
 
 /**
  * The queue over HTTP, on every engine: FIFO within RUN_CAPACITY (a suspended run holds its slot), an
@@ -19,9 +19,6 @@ for (const engine of engineCases('rest e2e: queue')) {
     await withE2e(engine, { env: { RUN_CAPACITY: '1' } }, async (e) => {
       const a = await startRun(e, W_LONG_DELAY);
       await waitRun(e, a, inFlight, 'in flight');
-      // Positions come from a queue snapshot each instance keeps for a second (it may still count a run
-      // admitted since): past that, they are exact.
-      await sleep(1_100);
       const b = await startRun(e, W_DELAY);
       const c = await startRun(e, W_DELAY);
       const qb = await getRun(e, b);

@@ -1,0 +1,159 @@
+import { WorkflowRunClient } from '../client.ts';
+import type { Run, RunStatus } from '../types.ts';
+import { charge, showValue, table, usd } from './format.ts';
+import { parseInputs, UsageError } from './inputs.ts';
+import { Progress } from './progress.ts';
+
+/** Exit codes: 0 the run completed (or the command succeeded), 1 the run ended otherwise or a call failed, 2 a usage error, 130 Ctrl-C while watching. */
+export const EXIT = { ok: 0, notCompleted: 1, error: 1, usage: 2, interrupted: 130 } as const;
+
+export interface Io {
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  env: NodeJS.ProcessEnv;
+}
+
+export function clientFrom(env: NodeJS.ProcessEnv): WorkflowRunClient {
+  const apiKey = env.WR_API_KEY?.trim();
+  if (!apiKey) throw new UsageError('WR_API_KEY is not set: export WR_API_KEY=<your secret API key> (the demo catalog has wr_demo_key)');
+  return new WorkflowRunClient({ apiKey, baseUrl: env.WR_BASE_URL?.trim() || undefined, userAgent: 'wr-cli' });
+}
+
+const print = (io: Io, text: string) => io.stdout.write(`${text}\n`);
+const json = (io: Io, value: unknown) => print(io, JSON.stringify(value, null, 2));
+
+export async function workflowsList(io: Io, opts: { json?: boolean; limit?: string; offset?: string; q?: string }): Promise<number> {
+  const page = await clientFrom(io.env).listWorkflows({ limit: int(opts.limit, 50), offset: int(opts.offset, 0), ...(opts.q ? { q: opts.q } : {}) });
+  if (opts.json) return json(io, page), EXIT.ok;
+  const rows = page.workflows.map((w) => [w.id, w.name, w.userAccess, usd(w.displayedRunPriceUsd), w.apiRunnableNow ? 'yes' : 'no']);
+  print(io, table(['ID', 'NAME', 'ACCESS', 'PRICE', 'RUNNABLE'], rows));
+  if (page.pagination.hasMore) print(io, `… more: --offset ${page.pagination.offset + page.pagination.limit}`);
+  return EXIT.ok;
+}
+
+export async function workflowsShow(io: Io, id: string, opts: { json?: boolean }): Promise<number> {
+  const w = await withWorkflow(id, () => clientFrom(io.env).getWorkflow(id));
+  if (opts.json) return json(io, w), EXIT.ok;
+  print(io, `${w.name}  (${w.id})`);
+  if (w.description) print(io, w.description);
+  print(io, `version ${w.versionLabel ?? '—'} (${w.versionId ?? '—'}) · ${w.runModel} · ${w.userAccess} · price ${usd(w.displayedRunPriceUsd)} · runnable ${w.apiRunnableNow ? 'yes' : 'no'}`);
+  print(io, '');
+  const rows = w.inputSchema.map((f) => [
+    f.nodeId,
+    f.name,
+    f.type,
+    f.required ? 'yes' : 'no',
+    f.defaultValue ?? '',
+    f.options ? f.options.map((o) => o.value).join(' | ') : (f.description ?? ''),
+  ]);
+  print(io, rows.length ? table(['INPUT', 'NAME', 'TYPE', 'REQUIRED', 'DEFAULT', 'OPTIONS / DESCRIPTION'], rows) : 'no inputs');
+  return EXIT.ok;
+}
+
+export interface RunOpts {
+  input: string[];
+  version?: string;
+  wait?: boolean;
+  json?: boolean;
+  idempotencyKey?: string;
+}
+
+export async function run(io: Io, workflow: string, opts: RunOpts): Promise<number> {
+  const client = clientFrom(io.env);
+  const detail = await withWorkflow(workflow, () => client.getWorkflow(workflow));
+  const inputs = parseInputs(opts.input, detail.inputSchema);
+  const quiet = opts.json || opts.wait;
+  const started = await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey: opts.idempotencyKey, wait: quiet ? 60 : undefined });
+  if (!quiet) return watch(io, client, started.id);
+  const final = started.run ?? (await client.waitForRun(started.id));
+  if (opts.json) json(io, final);
+  else summarize(io, final);
+  return exitFor(final.status);
+}
+
+export async function runsWatch(io: Io, id: string): Promise<number> {
+  return watch(io, clientFrom(io.env), id);
+}
+
+/** Follows a run live until it ends; Ctrl-C stops following, never the run. */
+async function watch(io: Io, client: WorkflowRunClient, runId: string): Promise<number> {
+  const stop = new AbortController();
+  const onSigint = () => stop.abort();
+  process.once('SIGINT', onSigint);
+  const progress = new Progress(io.stdout);
+  try {
+    for await (const item of client.streamRun(runId, { signal: stop.signal })) progress.handle(item);
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+    progress.stop();
+  }
+  if (stop.signal.aborted) {
+    io.stderr.write(`stopped watching; run ${runId} goes on (wr runs watch ${runId})\n`);
+    return EXIT.interrupted;
+  }
+  const final = await client.getRun(runId);
+  progress.summary(final);
+  return exitFor(final.status);
+}
+
+export async function runsList(io: Io, opts: { json?: boolean; limit?: string; offset?: string; status?: string; workflow?: string }): Promise<number> {
+  const query = {
+    limit: int(opts.limit, 20),
+    offset: int(opts.offset, 0),
+    ...(opts.status ? { status: opts.status as Exclude<RunStatus, 'suspended'> } : {}),
+    ...(opts.workflow ? { workflow: opts.workflow } : {}),
+  };
+  const page = await clientFrom(io.env).listRuns(query);
+  if (opts.json) return json(io, page), EXIT.ok;
+  const rows = page.runs.map((r) => [r.id, r.status, r.workflowId ?? '—', r.startedAt ?? '—', charge(r)]);
+  print(io, table(['ID', 'STATUS', 'WORKFLOW', 'STARTED', 'CHARGE'], rows));
+  if (page.pagination.hasMore) print(io, `… more: --offset ${page.pagination.offset + page.pagination.limit}`);
+  return EXIT.ok;
+}
+
+export async function runsGet(io: Io, id: string, opts: { json?: boolean }): Promise<number> {
+  const r = await clientFrom(io.env).getRun(id);
+  if (opts.json) json(io, r);
+  else summarize(io, r);
+  return EXIT.ok;
+}
+
+export async function runsEvents(io: Io, id: string, opts: { json?: boolean; after?: string }): Promise<number> {
+  const events = await clientFrom(io.env).listRunEvents(id, { afterSequence: int(opts.after, 0) });
+  if (opts.json) return json(io, events), EXIT.ok;
+  print(io, table(['SEQ', 'TS', 'TYPE', 'NODE', 'DATA'], events.map((e) => [String(e.sequence), e.ts, e.type, e.nodeId ?? '', JSON.stringify(e.data)])));
+  return EXIT.ok;
+}
+
+export async function runsCancel(io: Io, id: string, opts: { json?: boolean }): Promise<number> {
+  const r = await clientFrom(io.env).cancelRun(id);
+  if (opts.json) return json(io, r), EXIT.ok;
+  print(io, r.cancelRequested ? `run ${r.id} cancelled` : `run ${r.id} was already ${r.status}; nothing to cancel`);
+  return EXIT.ok;
+}
+
+function summarize(io: Io, r: Run): void {
+  print(io, `run ${r.id}: ${r.status}${r.outcome && r.outcome !== r.status ? ` (${r.outcome})` : ''}${r.reason ? ` — ${r.reason}` : ''} · ${charge(r)}`);
+  if (r.queue) print(io, `in queue: ${r.queue.state}, position ${r.queue.position}${r.queue.etaSeconds ? `, ~${r.queue.etaSeconds} s` : ''}`);
+  for (const o of r.outputs) print(io, `  ${o.name}: ${showValue(o.value)}`);
+}
+
+function exitFor(status: string): number {
+  return status === 'completed' ? EXIT.ok : EXIT.notCompleted;
+}
+
+/** Tags a 404 with the workflow id, so the one-line error names it. */
+async function withWorkflow<T>(id: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw Object.assign(err as object, { workflow: id });
+  }
+}
+
+function int(v: string | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`expected a whole number, got "${v}"`);
+  return n;
+}

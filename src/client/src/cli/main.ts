@@ -1,0 +1,97 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import * as cmd from './commands.ts';
+import { oneLine } from './format.ts';
+import { UsageError } from './inputs.ts';
+
+/**
+ * `wr`, the command line of the Workflow Run API (docs/client.md). Configuration comes from the
+ * environment: WR_API_KEY (required) and WR_BASE_URL (default http://localhost:8080/v1). Every failure is
+ * one line on stderr; the exit code is 0 only for success (for `wr run`: only for a `completed` run).
+ */
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const io: cmd.Io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
+const collect = (value: string, all: string[]) => [...all, value];
+let code = 0;
+const set = (p: Promise<number>) => p.then((c) => void (code = c));
+
+const program = new Command('wr')
+  .description('Workflow Run API from the terminal (WR_API_KEY, WR_BASE_URL)')
+  .version(version, '-V, --cli-version', 'print the CLI version')
+  .showHelpAfterError('(wr --help for usage)')
+  .exitOverride();
+
+const workflows = program.command('workflows').description('runnable workflows');
+workflows
+  .command('list')
+  .description('list the workflows you can see')
+  .option('-q, --q <text>', 'match name or description')
+  .option('--limit <n>', 'page size (1..50)')
+  .option('--offset <n>', 'rows to skip')
+  .option('--json', 'print the page as JSON')
+  .action((opts) => set(cmd.workflowsList(io, opts)));
+workflows
+  .command('show')
+  .argument('<id>', 'workflow id')
+  .description('a workflow with its input schema')
+  .option('--json', 'print the workflow as JSON')
+  .action((id, opts) => set(cmd.workflowsShow(io, id, opts)));
+
+program
+  .command('run')
+  .argument('<workflow>', 'workflow id')
+  .description('start a run and follow its progress live (exit code 0 only when it completes)')
+  .option('-i, --input <name=value>', 'an input by nodeId or name (repeatable)', collect, [])
+  .option('--version <id>', 'the workflow version to run')
+  .option('--wait', 'no live progress: wait for the end, then print the result')
+  .option('--json', 'print only the final Run as JSON')
+  .option('--idempotency-key <key>', 'reuse a key to retry a start safely (default: a new one)')
+  .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
+
+const runs = program.command('runs').description('your runs');
+runs
+  .command('list')
+  .description('run history, newest first')
+  .option('--status <status>', 'pending | running | completed | failed | cancelled')
+  .option('--workflow <id>', 'only runs of this workflow')
+  .option('--limit <n>', 'page size (1..50)')
+  .option('--offset <n>', 'rows to skip')
+  .option('--json', 'print the page as JSON')
+  .action((opts) => set(cmd.runsList(io, opts)));
+runs
+  .command('get')
+  .argument('<id>', 'run id')
+  .description('a run: status, charge, outputs')
+  .option('--json', 'print the Run as JSON')
+  .action((id, opts) => set(cmd.runsGet(io, id, opts)));
+runs
+  .command('events')
+  .argument('<id>', 'run id')
+  .description("a run's event log")
+  .option('--after <sequence>', 'only events after this sequence')
+  .option('--json', 'print the events as JSON')
+  .action((id, opts) => set(cmd.runsEvents(io, id, opts)));
+runs
+  .command('watch')
+  .argument('<id>', 'run id')
+  .description('follow a run live (Ctrl-C stops watching; the run goes on)')
+  .action((id) => set(cmd.runsWatch(io, id)));
+runs
+  .command('cancel')
+  .argument('<id>', 'run id')
+  .description('cancel a run in flight')
+  .option('--json', 'print the answer as JSON')
+  .action((id, opts) => set(cmd.runsCancel(io, id, opts)));
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // Commander printed its message (or the help/version) already.
+    code = err.exitCode === 0 ? 0 : cmd.EXIT.usage;
+  } else {
+    process.stderr.write(`wr: ${oneLine(err, { workflow: (err as { workflow?: string }).workflow })}\n`);
+    code = err instanceof UsageError ? cmd.EXIT.usage : cmd.EXIT.error;
+  }
+}
+process.exitCode = code;

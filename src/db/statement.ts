@@ -1,0 +1,58 @@
+import { CompiledQuery } from 'kysely';
+import { nameStatement } from './prepared.ts';
+
+/**
+ * A SQL statement with a constant text and `$n` placeholders, under a stable name (src/sql/*.ts holds
+ * one per file, named like the file). A value used twice is one placeholder used twice; a list is one
+ * array parameter (`= any($1::uuid[])`, `unnest($2::text[])`), so the text never varies. On a Postgres
+ * server it is a named prepared statement under that name (what pg_stat_activity and the log show);
+ * on PGlite it runs as it is.
+ */
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+export function statement(name: string, text: string): Statement {
+  nameStatement(text, name);
+  return { name, text };
+}
+
+/** The parts of MikroORM's SQL connection used here (executeQuery logs, transformRawResult shapes rows). */
+interface SqlConnection {
+  executeQuery<T>(query: string, cb: () => Promise<T>, context?: object): Promise<T>;
+  transformRawResult(res: unknown, method: string): unknown;
+  getClient(): Executor;
+}
+interface Executor {
+  executeQuery(q: CompiledQuery): Promise<unknown>;
+}
+
+/** What `query` needs of an entity manager (any of MikroORM's SQL ones). */
+interface StatementEm {
+  getConnection(): unknown;
+  getTransactionContext(): unknown;
+}
+
+/** Connections of embedded PGlite, where every statement first lets pending I/O run (see src/db/orm.ts). */
+const inProcess = new WeakSet<object>();
+export function yieldsBeforeStatements(connection: object): void {
+  inProcess.add(connection);
+}
+
+/**
+ * Runs `s` with `values` in the entity manager's transaction, if any, and returns its rows. Arrays are
+ * passed as Postgres arrays; plain objects as their JSON text.
+ */
+export async function query<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[]): Promise<T[]> {
+  const connection = em.getConnection() as unknown as SqlConnection;
+  if (inProcess.has(connection)) await new Promise<void>((resolve) => setImmediate(resolve));
+  // A transaction's context is its Kysely transaction, which runs on the transaction's connection.
+  const executor = (em.getTransactionContext() as Executor | undefined) ?? connection.getClient();
+  const params = values.map((v) => (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? JSON.stringify(v) : v));
+  return connection.executeQuery(
+    s.text,
+    async () => connection.transformRawResult(await executor.executeQuery(CompiledQuery.raw(s.text, params)), 'all') as T[],
+    { query: s.text, params },
+  );
+}

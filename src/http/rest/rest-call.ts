@@ -1,0 +1,31 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context } from 'openapi-backend';
+import type { Principal } from '../../services/auth/authenticate-key.ts';
+import type { Deps } from '../../services/deps.ts';
+import type { RateLimiter } from '../../services/runs/rate-limiter.ts';
+import type { RequestContext } from '../server.ts';
+import type { HeartbeatTicker } from './heartbeat-ticker.ts';
+import type { StreamSlots } from '../../services/streams/stream-slots.ts';
+
+/** What a REST operation handler is given (src/http/rest/handlers.ts), built per request by rest-adapter.ts. */
+export interface RestCall {
+  req: IncomingMessage;
+  res: ServerResponse;
+  ctx: RequestContext;
+  api: Context;
+  deps: Deps;
+  limiter: RateLimiter;
+  /** Open SSE streams per API key, across the deployment (MAX_STREAMS_PER_KEY). */
+  streams: StreamSlots;
+  /** Idle heartbeats of the open SSE streams. */
+  heartbeats: HeartbeatTicker;
+  principal: Principal;
+}
+
+export type RestHandler = (call: RestCall) => Promise<void>;
+
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+

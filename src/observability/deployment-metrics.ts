@@ -1,0 +1,167 @@
+import { Gauge } from 'prom-client';
+import type { Pool } from 'pg';
+import { metricsEnabled, registry } from './metrics.ts';
+
+/**
+ * Series read at scrape time rather than counted: the run queue (deployment-wide, from the shared
+ * database, with one statement per scrape) and the database connection pool of this process.
+ */
+
+interface QueueSnapshot {
+  inFlight: number;
+  queued: number;
+  oldestSeconds: number;
+}
+
+/** The part of the ORM used here (typed structurally: src/db/orm.ts reports PGlite statements here). */
+interface QueueDb {
+  em: { fork(): { execute<T>(sql: string): Promise<T> } };
+}
+
+interface Source {
+  orm: QueueDb;
+  capacity: number;
+}
+
+let source: Source | null = null;
+let pending: Promise<QueueSnapshot | null> | null = null;
+
+/** The database the queue gauges read (the app's). Returns the unbinding, for the app's close. */
+export function bindQueueSource(orm: QueueDb, capacity: number): () => void {
+  const mine: Source = { orm, capacity };
+  source = mine;
+  return () => {
+    if (source === mine) source = null;
+  };
+}
+
+/** The queue depth is counted up to this (a scrape stays cheap however deep the queue grows). */
+export const QUEUE_COUNT_CAP = 10_000;
+
+// The in-flight predicate is admission's (src/sql/admit-queued.ts): running or suspended, or
+// admitted and being prepared. The queue's count and its head come from the line's partial index
+// (runs_queue_line_idx, src/services/runs/queue-line.ts): a bounded index-only count and one index probe.
+const QUEUE_SQL = `select
+    (select count(*) from runs where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing')))::int as in_flight,
+    (select count(*) from (select 1 from runs where status = 'pending' and phase = 'queued' limit ${QUEUE_COUNT_CAP}) q)::int as queued,
+    coalesce(extract(epoch from clock_timestamp() - (select queued_at from runs where status = 'pending' and phase = 'queued' order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`;
+
+/** One statement per scrape: the three gauges' collectors share the snapshot of the scrape in progress. */
+function snapshot(): Promise<QueueSnapshot | null> {
+  if (pending) return pending;
+  const s = source;
+  if (!s) return Promise.resolve(null);
+  pending = (async () => {
+    try {
+      const [row] = await s.orm.em.fork().execute<{ in_flight: number; queued: number; oldest: number }[]>(QUEUE_SQL);
+      return { inFlight: Number(row?.in_flight ?? 0), queued: Number(row?.queued ?? 0), oldestSeconds: Number(row?.oldest ?? 0) };
+    } catch {
+      // An unreachable database leaves the gauges out of this scrape (/readyz says why).
+      return null;
+    }
+  })();
+  void pending.finally(() => setImmediate(() => (pending = null)));
+  return pending;
+}
+
+function queueGauge(name: string, help: string, pick: (q: QueueSnapshot) => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      const q = await snapshot();
+      if (q) this.set(pick(q));
+      else this.reset();
+    },
+  });
+}
+
+queueGauge('wr_runs_in_flight', 'Runs in flight across the deployment (running, suspended, or admitted and being prepared)', (q) => q.inFlight);
+queueGauge('wr_runs_queued', 'Runs waiting in the queue for capacity, across the deployment', (q) => q.queued);
+queueGauge('wr_runs_oldest_queued_age_seconds', 'Age of the oldest queued run (0 when the queue is empty)', (q) => q.oldestSeconds);
+new Gauge({
+  name: 'wr_runs_capacity',
+  help: 'RUN_CAPACITY: runs in flight at once before the rest queue',
+  registers: [registry],
+  collect() {
+    if (source) this.set(source.capacity);
+    else this.reset();
+  },
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Database connections (OpenTelemetry's db.client.connection.* names)
+
+const pools = new Set<Pool>();
+/** PGlite: one in-process connection; statements in flight through it (the first runs, the rest wait). */
+let pgliteStatements = 0;
+let pgliteOpen = 0;
+
+/** A pg pool (Postgres server) to report; forgotten once it ends. */
+export function watchPool(pool: Pool): void {
+  if (metricsEnabled()) pools.add(pool);
+}
+
+/** PGlite: a statement starts (+1) or ends (-1). */
+export function pgliteStatement(delta: 1 | -1): void {
+  pgliteStatements += delta;
+}
+
+/** PGlite: a database opens (+1) or closes (-1). */
+export function pgliteOpened(delta: 1 | -1): void {
+  pgliteOpen += delta;
+}
+
+function poolTotals(): { used: number; idle: number; pending: number; max: number } {
+  let used = 0;
+  let idle = 0;
+  let pend = 0;
+  let max = 0;
+  for (const p of pools) {
+    if ((p as Pool & { ended?: boolean }).ended) {
+      pools.delete(p);
+      continue;
+    }
+    used += p.totalCount - p.idleCount;
+    idle += p.idleCount;
+    pend += p.waitingCount;
+    max += (p as Pool & { options?: { max?: number } }).options?.max ?? 0;
+  }
+  if (pgliteOpen > 0) {
+    const busy = Math.min(1, pgliteStatements);
+    used += busy;
+    idle += pgliteOpen - busy;
+    pend += Math.max(0, pgliteStatements - 1);
+    max += pgliteOpen;
+  }
+  return { used, idle, pending: pend, max };
+}
+
+new Gauge({
+  name: 'db_client_connection_count',
+  help: 'Database connections of this process by state (used, idle); PGlite is one in-process connection',
+  labelNames: ['db_client_connection_state'] as const,
+  registers: [registry],
+  collect() {
+    const t = poolTotals();
+    this.labels('used').set(t.used);
+    this.labels('idle').set(t.idle);
+  },
+});
+new Gauge({
+  name: 'db_client_connection_pending_requests',
+  help: 'Requests waiting for a database connection (PGlite: statements queued behind the running one)',
+  registers: [registry],
+  collect() {
+    this.set(poolTotals().pending);
+  },
+});
+new Gauge({
+  name: 'db_client_connection_max',
+  help: 'Most database connections this process may open',
+  registers: [registry],
+  collect() {
+    this.set(poolTotals().max);
+  },
+});

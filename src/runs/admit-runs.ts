@@ -1,0 +1,67 @@
+import { admitFromQueue } from '../sql/admit-queued.ts';
+import { fork, type RunsDeps } from './deps.ts';
+import { publishTerminal } from './fenced-write.ts';
+import { finishRun, type FinishedRun } from './finish-run.ts';
+import { QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
+import { STATE_COLUMNS, stateFromRow, type RunState } from './run-state.ts';
+
+/** Admission: queued runs become admitted (phase `starting`) within RUN_CAPACITY, in the line's order. */
+
+const ADMISSION_LOCK = 727_001;
+
+export interface AdmitArgs {
+  /** Runs that may be in flight at once (RUN_CAPACITY), over every process and engine. */
+  capacity: number;
+  /** Admit only runs accepted for this engine (`runs.engine`); all when omitted. */
+  engine?: string;
+  /** Embedded engine: claim the admitted runs' lease in the same statement. */
+  lease?: { owner: string; ttlMs: number };
+  /** Fail runs that waited past QUEUE_MAX_WAIT_SECONDS first (default true; a periodic caller may skip it in between). */
+  expireQueued?: boolean;
+}
+
+/**
+ * Fails queued runs that waited longer than QUEUE_MAX_WAIT_SECONDS (not charged), then admits queued
+ * runs in the line's order (src/services/runs/queue-line.ts) while the in-flight count is below `capacity` and each account stays
+ * below its `max_concurrent_runs`: admitted runs get phase `starting`. Serialised across processes by a
+ * transaction-scoped advisory lock. Returns the admitted run ids.
+ */
+export async function admitQueuedRuns(deps: RunsDeps, args: AdmitArgs): Promise<string[]> {
+  return (await admitQueuedRunsDetailed(deps, args)).admitted;
+}
+
+export interface AdmitResult {
+  admitted: string[];
+  /** The admitted runs' state as admission left it (pending, phase `starting`), in `admitted` order. */
+  states: RunState[];
+  /** False when the queue is known to hold no other admissible run right now. */
+  more: boolean;
+}
+
+/** admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle admissions). */
+export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
+  const published: [string, FinishedRun][] = [];
+  const window = Math.max(args.capacity * 4, 100);
+  const result = await fork(deps).transactional(async (tx): Promise<AdmitResult> => {
+    await tx.execute(`select pg_advisory_xact_lock(${ADMISSION_LOCK})`);
+    if (args.expireQueued !== false) {
+      const expired = await tx.execute<{ id: string }[]>(
+        `select id from runs where status = 'pending' and phase = 'queued'
+            and queued_at < clock_timestamp() - make_interval(secs => ?)
+          order by queued_at, id limit 500`,
+        [deps.config.queueMaxWaitSeconds],
+      );
+      for (const { id } of expired) {
+        const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
+        if (finished !== null) published.push([String(id), finished]);
+      }
+    }
+
+    const { rows, more } = await admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease, stateColumns: STATE_COLUMNS });
+    if (rows.length === 0) return { admitted: [], states: [], more };
+    const states = await Promise.all(rows.map((r) => stateFromRow(tx, String(r.id), r)));
+    return { admitted: states.map((st) => st.runId), states, more };
+  });
+  for (const [id, finished] of published) publishTerminal(deps, id, finished);
+  return result;
+}

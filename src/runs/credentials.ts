@@ -1,0 +1,32 @@
+import type { Provider } from '../domain/graph/types.ts';
+import { fork, type RunsDeps } from './deps.ts';
+import type { Em } from '../db/orm.ts';
+import { graphOf, readRun } from './run-state.ts';
+
+/** Credentials supplied to a run (run_secrets of kind provider_credential). */
+
+export async function hasSuppliedCredential(em: Em, runId: string, provider: string): Promise<boolean> {
+  const rows = await em.execute<{ name: string }[]>(
+    `select name from run_secrets where run_id = ? and kind = 'provider_credential' and name = ?`,
+    [runId, provider],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * For a run suspended with wait_signal: are there supplied credentials for a provider that one of its
+ * unfinished llm.chat nodes needs? (Then the run can resume, e.g. after the signal was missed.)
+ */
+export async function credentialsAvailable(deps: RunsDeps, runId: string): Promise<boolean> {
+  const em = fork(deps);
+  const run = await readRun(em, runId);
+  if (!run) return false;
+  const graph = await graphOf(em, run.versionId);
+  const wanted = new Set(
+    graph.nodes.filter((n) => n.kind === 'llm.chat' && !run.progress.results[n.id]).map((n) => (n.kind === 'llm.chat' ? n.provider : '')),
+  );
+  if (wanted.size === 0) return false;
+  const rows = await em.execute<{ name: string }[]>(`select name from run_secrets where run_id = ? and kind = 'provider_credential'`, [runId]);
+  return rows.some((r) => wanted.has(r.name as Provider));
+}
+

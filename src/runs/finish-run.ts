@@ -1,0 +1,146 @@
+import type { Em } from '../db/orm.ts';
+import { query } from '../db/statement.ts';
+import type { RunOutputField } from '../domain/graph/types.ts';
+import { toDb, usd } from '../domain/money.ts';
+import { finalCharge, settleRun, type SettleInput } from '../billing/settle-run.ts';
+import { mapRunRow, toPublicRun } from '../services/runs/run-views.ts';
+import { enqueueRunWebhooks } from './enqueue-run-webhooks.ts';
+import { isTerminal } from '../domain/run-status.ts';
+import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
+import { runFinished } from '../observability/metrics.ts';
+import type { RunsDeps } from './deps.ts';
+
+/**
+ * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
+ * transaction it locks the run, refuses if it is already terminal (a late step or a late cancel never
+ * changes a finished run), writes the terminal state and event, deletes the run's secrets, writes the
+ * webhook outbox rows, and settles money exactly once. Returns the new last sequence and how many webhook
+ * deliveries it queued (the dispatcher is woken only for those), or null when it changed nothing.
+ *
+ * Statement order matters for throughput: the per-run writes come first, and the rows every run of an
+ * account or workflow contends for (the wallet, the workflow's run counter) are touched last, so their
+ * locks are held only until the commit that follows.
+ */
+
+export interface Finish {
+  status: 'completed' | 'failed' | 'cancelled';
+  outcome?: 'completed' | 'completed_with_issues' | null;
+  reason?: string | null;
+  outputs?: RunOutputField[];
+  /**
+   * What is charged (docs/design/money.md): `none` (cancelled, queue timeout, insufficient funds), `compute`
+   * (compute of completed steps: completed_with_issues, node failures, compute limit), `full`
+   * (creator price if charged to this caller + compute).
+   */
+  charge: 'none' | 'compute' | 'full';
+}
+
+export interface FinishedRun {
+  last: number;
+  webhooks: number;
+  status: Finish['status'];
+  outcome: string | null;
+  accountId: string;
+}
+
+/**
+ * After the commit of a terminal transition (engines and cancellation): counted, logged with the run's
+ * ids, and live readers and the webhook dispatcher (when outbox rows were written) told.
+ */
+export function announceFinished(deps: Pick<RunsDeps, 'bus' | 'log' | 'webhooks'>, runId: string, f: FinishedRun): void {
+  runFinished(f.status, f.outcome);
+  deps.log.info({ runId, accountId: f.accountId, status: f.status, outcome: f.outcome }, 'run finished');
+  deps.bus.publish(runId, f.last);
+  if (f.webhooks > 0) deps.webhooks?.notify();
+}
+
+/** What finishing reads of the run, under its row lock. */
+export interface LockedRun {
+  accountId: string;
+  status: string;
+  funding: string | null;
+  bundleId: string | null;
+  bundleUsdPerRun: string | null;
+  holdUsd: string;
+  computeUsd: string;
+  creatorPriceUsd: string;
+  workflowId: string;
+}
+
+async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
+  const [row] = await query(tx, LOCK_RUN_TO_FINISH, [runId]);
+  if (!row) return null;
+  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  return {
+    accountId: String(row.account_id),
+    status: String(row.status),
+    funding: text(row.funding),
+    bundleId: text(row.bundle_id),
+    bundleUsdPerRun: text(row.bundle_usd_per_run),
+    holdUsd: String(row.hold_usd),
+    computeUsd: String(row.compute_usd),
+    creatorPriceUsd: String(row.creator_price_usd),
+    workflowId: String(row.workflow_id),
+  };
+}
+
+/**
+ * `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). `locked`: the
+ * caller holds the run's row lock (it updated the row in this transaction) and passes what it returned,
+ * so the run is not read again. `commit`: the caller's transaction ends with this call, so its last
+ * statement (the settlement) is sent with the COMMIT (settleRun's `commit`).
+ */
+export async function finishRun(
+  tx: Em,
+  runId: string,
+  fin: Finish,
+  opts: { holdAtSettlement?: boolean; locked?: LockedRun; commit?: boolean } = {},
+): Promise<FinishedRun | null> {
+  const row = opts.locked ?? (await lockRun(tx, runId));
+  if (!row || isTerminal(row.status)) return null;
+
+  const compute = usd(row.computeUsd);
+  let charge: string | null = null;
+  if (fin.charge === 'full') charge = toDb(usd(row.creatorPriceUsd).plus(compute));
+  else if (fin.charge === 'compute') charge = compute.isZero() && fin.status !== 'completed' ? null : toDb(compute);
+  if (fin.status === 'completed' && charge === null) charge = toDb(0);
+
+  const accountId = row.accountId;
+  const settle: SettleInput = {
+    id: runId,
+    accountId,
+    funding: row.funding,
+    bundleId: row.bundleId,
+    bundleUsdPerRun: row.bundleUsdPerRun,
+    holdUsd: row.holdUsd,
+  };
+  const billed = finalCharge(settle, charge);
+  const type = `run.${fin.status}`;
+  const data: Record<string, string> = { status: fin.status };
+  if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';
+
+  // The terminal state, its event and the deletion of the run's secrets in one statement.
+  const [updated] = await query(tx, FINISH_RUN, [
+    runId,
+    fin.status,
+    fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,
+    fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
+    fin.outputs ? JSON.stringify(fin.outputs) : null,
+    billed === null ? 'not_charged' : 'settled',
+    billed,
+    billed ?? '0',
+    type,
+    JSON.stringify(data),
+  ]);
+  const run = toPublicRun(mapRunRow(updated!), null);
+
+  const webhooks = await enqueueRunWebhooks(tx, accountId, runId, type, run);
+  // Settlement and the workflow's run counter (hot rows) in one statement, last before the commit.
+  await settleRun(tx, settle, charge, {
+    countCompletedRunOf: fin.status === 'completed' ? row.workflowId : undefined,
+    holdAtSettlement: opts.holdAtSettlement,
+    commit: opts.commit,
+  });
+  const outcome = fin.status === 'completed' ? (fin.outcome ?? 'completed') : null;
+  return { last: Number(updated!.last_sequence), webhooks, status: fin.status, outcome, accountId };
+}

@@ -1,0 +1,134 @@
+import type { Em } from '../db/orm.ts';
+import { dateOrNull, json } from '../db/sql.ts';
+import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
+import { fork, type RunsDeps } from './deps.ts';
+import type { RunStatus } from '../domain/run-status.ts';
+
+/** A run's state as the engines drive it, read from its row (and its version's graph). */
+
+export interface RunProgress {
+  results: Record<string, NodeResult>;
+  /** Started delay timers: nodeId → due time (epoch ms). */
+  timers: Record<string, number>;
+}
+
+export interface RunState {
+  runId: string;
+  accountId: string;
+  versionId: string;
+  status: RunStatus;
+  phase: string | null;
+  suspendReason: 'wait_timer' | 'wait_signal' | null;
+  /** Due time of a wait_timer suspension, epoch ms. */
+  resumeAt: number | null;
+  credentialMode: 'service_hosted' | 'byok';
+  graph: Graph;
+  inputs: Record<string, JsonValue>;
+  progress: RunProgress;
+  computeUsd: string;
+  computeLimitUsd: string;
+  stepUsd: string;
+  stepsExecuted: number;
+  lastSequence: number;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Caches of immutable facts: a version's graph never changes, nor does a run's version or account.
+
+const CACHE_MAX = 5000;
+const graphCache = new Map<string, Graph>();
+const runMetaCache = new Map<string, { versionId: string; accountId: string }>();
+
+function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
+  if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as K);
+  cache.set(key, value);
+  return value;
+}
+
+export async function graphOf(em: Em, versionId: string): Promise<Graph> {
+  const hit = graphCache.get(versionId);
+  if (hit) return hit;
+  const [row] = await em.execute<{ graph: unknown }[]>('select graph from workflow_versions where id = ?', [versionId]);
+  if (!row) throw new Error(`workflow version ${versionId} does not exist`);
+  return remember(graphCache, versionId, json<Graph>(row.graph));
+}
+
+/** The run's account when this process has seen the run (for log lines that have only the run id). */
+export const knownRunAccount = (runId: string): string | undefined => runMetaCache.get(runId)?.accountId;
+
+export async function runMeta(em: Em, runId: string): Promise<{ versionId: string; accountId: string } | null> {
+  const hit = runMetaCache.get(runId);
+  if (hit) return hit;
+  const [row] = await em.execute<{ version_id: string; account_id: string }[]>('select version_id, account_id from runs where id = ?', [runId]);
+  if (!row) return null;
+  return remember(runMetaCache, runId, { versionId: String(row.version_id), accountId: String(row.account_id) });
+}
+
+export interface RunRowLite {
+  status: RunStatus;
+  progress: RunProgress;
+  inputs: Record<string, JsonValue>;
+  computeUsd: string;
+  stepUsd: string;
+  computeLimitUsd: string;
+  credentialMode: 'service_hosted' | 'byok';
+  versionId: string;
+  accountId: string;
+}
+
+export async function readRun(em: Em, runId: string, lock = false): Promise<RunRowLite | null> {
+  const [r] = await em.execute<Record<string, unknown>[]>(
+    `select status, progress, inputs, compute_usd, step_usd, compute_limit_usd, credential_mode, version_id, account_id
+       from runs where id = ?${lock ? ' for update' : ''}`,
+    [runId],
+  );
+  if (!r) return null;
+  return {
+    status: r.status as RunStatus,
+    progress: normaliseProgress(r.progress),
+    inputs: json<Record<string, JsonValue>>(r.inputs ?? {}),
+    computeUsd: String(r.compute_usd),
+    stepUsd: String(r.step_usd),
+    computeLimitUsd: String(r.compute_limit_usd),
+    credentialMode: r.credential_mode as RunRowLite['credentialMode'],
+    versionId: String(r.version_id),
+    accountId: String(r.account_id),
+  };
+}
+
+function normaliseProgress(raw: unknown): RunProgress {
+  const p = raw === null || raw === undefined ? {} : json<Partial<RunProgress>>(raw);
+  return { results: p.results ?? {}, timers: p.timers ?? {} };
+}
+
+export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
+  compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
+
+export async function stateFromRow(em: Em, runId: string, r: Record<string, unknown>): Promise<RunState> {
+  const versionId = String(r.version_id);
+  remember(runMetaCache, runId, { versionId, accountId: String(r.account_id) });
+  return {
+    runId,
+    accountId: String(r.account_id),
+    versionId,
+    status: r.status as RunStatus,
+    phase: (r.phase as string | null) ?? null,
+    suspendReason: (r.suspend_reason as RunState['suspendReason']) ?? null,
+    resumeAt: dateOrNull(r.resume_at)?.getTime() ?? null,
+    credentialMode: r.credential_mode as RunState['credentialMode'],
+    graph: await graphOf(em, versionId),
+    inputs: json<Record<string, JsonValue>>(r.inputs ?? {}),
+    progress: normaliseProgress(r.progress),
+    computeUsd: String(r.compute_usd),
+    computeLimitUsd: String(r.compute_limit_usd),
+    stepUsd: String(r.step_usd),
+    stepsExecuted: Number(r.steps_executed),
+    lastSequence: Number(r.last_sequence),
+  };
+}
+
+export async function loadRunState(deps: RunsDeps, runId: string): Promise<RunState | null> {
+  const em = fork(deps);
+  const [r] = await em.execute<Record<string, unknown>[]>(`select ${STATE_COLUMNS} from runs where id = ?`, [runId]);
+  return r ? stateFromRow(em, runId, r) : null;
+}

@@ -1,0 +1,59 @@
+import type { Em } from '../db/orm.ts';
+import { fork, type RunsDeps } from './deps.ts';
+import { fencedWrite, publish, publishTerminal, timestampFromMs } from './fenced-write.ts';
+import { finishRun } from './finish-run.ts';
+import type { RunStatus } from '../domain/run-status.ts';
+
+/** Suspend, resume, fail: the transitions of a running run other than its completion. */
+
+export interface SuspendArgs {
+  reason: 'wait_timer';
+  /** Due time, epoch ms. */
+  resumeAt: number;
+}
+
+export interface TransitionResult {
+  /** True when this call made the transition. */
+  changed: boolean;
+  status: RunStatus | null;
+}
+
+async function currentStatus(em: Em, runId: string): Promise<RunStatus | null> {
+  const [r] = await em.execute<{ status: RunStatus }[]>('select status from runs where id = ?', [runId]);
+  return r?.status ?? null;
+}
+
+/** running → suspended (`run.suspended` with the reason). A run already suspended is left as it is. */
+export async function suspendRun(deps: RunsDeps, runId: string, args: SuspendArgs): Promise<TransitionResult> {
+  const em = fork(deps);
+  const last = await fencedWrite(em, runId, {
+    statuses: ['running'],
+    set: [{ sql: `status = 'suspended', suspend_reason = ?`, params: [args.reason] }, timestampFromMs(args.resumeAt)],
+    events: [{ type: 'run.suspended', data: { status: 'suspended', reason: args.reason } }],
+  });
+  publish(deps, runId, last);
+  return { changed: last !== null, status: last !== null ? 'suspended' : await currentStatus(em, runId) };
+}
+
+/**
+ * suspended → running (`run.resumed`). With `reason`, only a run suspended for that reason resumes
+ * (credentials resume a wait_signal run, never a timer). A run already running is left as it is.
+ */
+export async function resumeRun(deps: RunsDeps, runId: string, opts: { reason?: 'wait_timer' | 'wait_signal' } = {}): Promise<TransitionResult> {
+  const em = fork(deps);
+  const last = await fencedWrite(em, runId, {
+    statuses: ['suspended'],
+    where: opts.reason ? [{ sql: 'suspend_reason = ?', params: [opts.reason] }] : [],
+    set: [{ sql: `status = 'running', suspend_reason = null, resume_at = null` }],
+    events: [{ type: 'run.resumed', data: { status: 'running' } }],
+  });
+  publish(deps, runId, last);
+  return { changed: last !== null, status: last !== null ? 'running' : await currentStatus(em, runId) };
+}
+
+/** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */
+export async function failRun(deps: RunsDeps, runId: string, reason: string): Promise<{ failed: boolean }> {
+  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }, { commit: true }));
+  publishTerminal(deps, runId, finished);
+  return { failed: finished !== null };
+}

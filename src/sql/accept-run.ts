@@ -1,0 +1,55 @@
+import { statement } from '../db/statement.ts';
+import { GATE_CTE } from '../services/runs/queue-line.ts';
+
+/**
+ * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the idempotency record, the spend-cap
+ * reservation, the run, its `run.queued` event and its sealed password inputs.
+ *
+ * - `claim`: with a key ($14), `insert … on conflict` on (account, key) decides replay vs new. A
+ *   concurrent request with the same key waits on the conflicting insert until it commits, then updates
+ *   that row, which returns it: its `run_id` is this run's ($1) when the key was new or its record had
+ *   expired (then replaced), else the run to replay — or a 409 when its fingerprint differs ($15).
+ * - `reserve`: only for a new run and a key with a cap ($18): `wr_reserve_spend_cap` locks the key's row
+ *   and raises WR002 when the window's reservations ($17 onwards) plus this price ($6) exceed the cap, so
+ *   nothing of the statement is written (the claimed record included).
+ * - `gate`: the queue's numbering gate, held shared until the commit (src/services/runs/queue-line.ts).
+ * - `r`, `s`, `e`: the run, its sealed inputs (arrays $19–$21) and `run.queued`, only for a new run.
+ *
+ * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
+ * reservation), $7 user access, $8 creator price, $9 step price, $10 compute limit, $11 credential
+ * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
+ * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the request's trace context or null (docs/tracing.md).
+ */
+export const ACCEPT_RUN = statement(
+  'accept_run',
+  `with ${GATE_CTE},
+claim as (
+  insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
+  select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '24 hours' where $14::varchar is not null
+  on conflict (account_id, key) do update set
+    id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,
+    fingerprint = case when idempotency_records.expires_at <= now() then excluded.fingerprint else idempotency_records.fingerprint end,
+    run_id = case when idempotency_records.expires_at <= now() then excluded.run_id else idempotency_records.run_id end,
+    created_at = case when idempotency_records.expires_at <= now() then excluded.created_at else idempotency_records.created_at end,
+    expires_at = case when idempotency_records.expires_at <= now() then excluded.expires_at else idempotency_records.expires_at end
+  returning run_id, fingerprint),
+fresh as (select 1 as one where $14::varchar is null or exists (select 1 from claim where run_id = $1::uuid)),
+reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
+r as (
+  insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
+                    cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
+                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context)
+  select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', 'queued', 'pending', $6::numeric, $7::text, $6::numeric,
+         $8::numeric, $9::numeric, $10::numeric, $11::text, $12::jsonb,
+         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb
+    from fresh where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)
+  returning id, created_at),
+s as (
+  insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
+  select u.id, r.id, 'password_input', u.name, u.ciphertext, now()
+    from r, unnest($19::uuid[], $20::text[], $21::text[]) as u(id, name, ciphertext)),
+e as (
+  insert into run_events (run_id, sequence, type, node_id, data, ts)
+  select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
+select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted`,
+);

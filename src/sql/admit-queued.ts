@@ -1,0 +1,59 @@
+import type { Em } from '../db/orm.ts';
+import { query, statement, type Statement } from '../db/statement.ts';
+
+/**
+ * One admission round as ONE statement, run under the admission lock (the caller's transaction holds
+ * it, taken by an earlier statement, so this statement's snapshot sees every earlier admission): the head
+ * of the queue ($3 rows, in the line's order — queue_seq, queued_at, id: src/services/runs/queue-line.ts; only engine $2 when given), the in-flight runs per account
+ * and in total, and the admitted runs moved to phase `starting` (with the embedded engine's lease when
+ * $4 is given, for $5 seconds). It picks as the loop it replaces did: in queue order, a run of an account
+ * is admissible while the account's in-flight runs plus its earlier admissible queued runs stay below
+ * `max_concurrent_runs`, and at most $1 − in flight runs are admitted. Returns one row per admitted run
+ * (its id and the requested state columns), or one row with a null id when none was; every row carries
+ * how many queued runs were looked at and how many were picked.
+ */
+const text = (stateColumns: string) => `with inflight as (
+  select account_id, count(*)::int as n from runs
+   where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))
+   group by account_id),
+q as (
+  select id, account_id, queue_seq, queued_at from runs
+   where status = 'pending' and phase = 'queued' and ($2::text is null or engine = $2::text)
+   order by queue_seq, queued_at, id limit $3::int),
+ranked as (
+  select q.id, q.queue_seq, q.queued_at, a.max_concurrent_runs as max, coalesce(i.n, 0) as used,
+         row_number() over (partition by q.account_id order by q.queue_seq, q.queued_at, q.id) as rn
+    from q join accounts a on a.id = q.account_id left join inflight i on i.account_id = q.account_id),
+picked as (
+  select id from ranked where max is null or used + rn <= max
+   order by queue_seq, queued_at, id limit greatest($1::int - (select coalesce(sum(n), 0)::int from inflight), 0)),
+u as (
+  update runs r set phase = 'starting', updated_at = now(),
+         lease_owner = case when $4::text is null then r.lease_owner else $4::text end,
+         lease_until = case when $4::text is null then r.lease_until else clock_timestamp() + make_interval(secs => $5::float8) end
+    from picked where r.id = picked.id and r.status = 'pending' and r.phase = 'queued'
+  returning r.id, ${stateColumns.replace(/(\w+)/g, 'r.$1')})
+select u.*, (select count(*) from q)::int as looked_at, (select count(*) from picked)::int as picked_count
+  from (select 1) one left join u on true`;
+
+const statements = new Map<string, Statement>();
+
+export interface AdmitFromQueueArgs {
+  capacity: number;
+  engine?: string;
+  window: number;
+  lease?: { owner: string; ttlMs: number };
+  /** The runs' state columns to return (the engine's STATE_COLUMNS). */
+  stateColumns: string;
+}
+
+/** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
+export async function admitFromQueue(tx: Em, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
+  let stmt = statements.get(a.stateColumns);
+  if (!stmt) statements.set(a.stateColumns, (stmt = statement(`admit_queued${statements.size ? `_${statements.size + 1}` : ''}`, text(a.stateColumns))));
+  const out = await query(tx, stmt, [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null]);
+  const first = out[0];
+  const lookedAt = Number(first?.looked_at ?? 0);
+  const picked = Number(first?.picked_count ?? 0);
+  return { rows: out.filter((r) => r.id !== null && r.id !== undefined), more: lookedAt > picked };
+}

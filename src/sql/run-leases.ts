@@ -1,0 +1,41 @@
+import { statement } from '../db/statement.ts';
+import { TERMINAL_SQL } from '../domain/run-status.ts';
+
+/** Run leases (runs.lease_owner / lease_until) of the embedded engine: src/runs/leases.ts. */
+
+/** $1 owner, $2 TTL seconds, $3 engine: every run nobody drives that has something to do now. */
+export const CLAIM_UNLEASED_RUNS = statement(
+  'claim_unleased_runs',
+  `update runs set lease_owner = $1, lease_until = clock_timestamp() + make_interval(secs => $2)
+    where id in (
+      select id from runs
+       where engine = $3
+         and (status = 'running'
+              or (status = 'pending' and phase in ('starting', 'preparing'))
+              or (status = 'suspended' and suspend_reason = 'wait_timer' and resume_at <= clock_timestamp()))
+         and (lease_until is null or lease_until < clock_timestamp())
+       order by id limit 500
+       for update skip locked)
+    returning id`,
+);
+
+/** $1 TTL seconds, $2 owner, $3 run ids. */
+export const RENEW_RUN_LEASES = statement(
+  'renew_run_leases',
+  `update runs set lease_until = clock_timestamp() + make_interval(secs => $1) where lease_owner = $2 and id = any($3::uuid[]) returning id`,
+);
+
+/** $1 owner, $2 TTL seconds, $3 run id: a non-terminal run nobody else holds. */
+export const CLAIM_RUN_LEASE = statement(
+  'claim_run_lease',
+  `update runs set lease_owner = $1, lease_until = clock_timestamp() + make_interval(secs => $2)
+    where id = $3 and status not in ${TERMINAL_SQL}
+      and (lease_until is null or lease_until < clock_timestamp() or lease_owner = $1)
+    returning id`,
+);
+
+/** $1 owner, $2 run ids. */
+export const RELEASE_RUN_LEASES = statement(
+  'release_run_leases',
+  `update runs set lease_owner = null, lease_until = null where lease_owner = $1 and id = any($2::uuid[])`,
+);
