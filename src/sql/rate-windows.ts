@@ -1,20 +1,33 @@
 import { statement } from '../db/statement.ts';
 
 /**
- * Counts one POST /runs of an API key in its 60-second window, unless the window is full. $1 API key
- * id, $2 the key's limit per minute. ON CONFLICT DO UPDATE locks the key's row and reads its newest
- * committed version, so concurrent requests of one key (from any process) are counted one after
- * another; every SET expression sees the row as it was, so `allowed` and the new `hits` agree. Times
- * are the database's (`now()`), one clock for all processes.
+ * The POST /runs window of an API key (docs/operations.md#rate-limit): one row per key holding 60
+ * one-second buckets, `counts[60]` for the second `second` (epoch seconds) and `counts[i]` for
+ * `second - 60 + i`, so a request costs the same whatever the key's limit.
+ *
+ * `rateHitCte(key, limit)` is a CTE `hit` counting one request of key `key` (a placeholder) unless the
+ * window is full; it counts nothing when `limit` is null. ON CONFLICT DO UPDATE locks the key's row and
+ * reads its newest committed version, so concurrent requests of one key (from any process) are counted
+ * one after another. The buckets are first shifted to the current second (a statement that started a
+ * little before the row's second counts in the row's newest bucket), then the newest bucket gains one
+ * when the shifted total is below the limit. Times are the database's (`now()`), one clock for all
+ * processes. Returns `allowed`, `counted` (the window's total after this request), `oldest_ms` (the
+ * start of the oldest non-empty bucket: a request leaves the window 60 s after the start of its second)
+ * and `now_ms`.
  */
-export const HIT_RATE_WINDOW = statement(
-  'hit_rate_window',
-  `insert into api_key_rate_windows as w (api_key_id, hits, allowed)
-values ($1, array[now()], true)
-on conflict (api_key_id) do update set
-  allowed = (select count(*) from unnest(w.hits) h where h > now() - interval '60 seconds') < $2,
-  hits = array(select h from unnest(w.hits) h where h > now() - interval '60 seconds' order by h)
-    || case when (select count(*) from unnest(w.hits) h where h > now() - interval '60 seconds') < $2 then array[now()] else '{}'::timestamptz[] end
-returning allowed, cardinality(hits) as counted,
-  (extract(epoch from hits[1]) * 1000)::float8 as oldest_ms, (extract(epoch from now()) * 1000)::float8 as now_ms`,
-);
+export const rateHitCte = (key: string, limit: string): string => `hit as (
+  insert into api_key_rate_windows as w (api_key_id, second, counts, allowed)
+  select ${key}::uuid, floor(extract(epoch from now()))::bigint, array_fill(0, array[59]) || 1, true where ${limit}::int is not null
+  on conflict (api_key_id) do update set (second, counts, allowed) = (
+    select k.second, k.kept[1:59] || (k.kept[60] + case when k.total < ${limit}::int then 1 else 0 end), k.total < ${limit}::int
+      from (select s.second, s.kept, (select sum(c) from unnest(s.kept) c) as total
+              from (select greatest(w.second, excluded.second) as second,
+                           case when excluded.second - w.second >= 60 then array_fill(0, array[60])
+                                when excluded.second <= w.second then w.counts
+                                else w.counts[(excluded.second - w.second + 1)::int:60] || array_fill(0, array[(excluded.second - w.second)::int]) end as kept) s) k)
+  returning allowed, (select sum(c) from unnest(counts) c)::int as counted,
+    ((second - 60 + (select min(i) from generate_subscripts(counts, 1) i where counts[i] > 0)) * 1000)::float8 as oldest_ms,
+    (extract(epoch from now()) * 1000)::float8 as now_ms)`;
+
+/** Counts one POST /runs of an API key on its own (a request that does not reach acceptance). $1 API key id, $2 its limit per minute. */
+export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`);

@@ -67,8 +67,38 @@ if (!process.env.DATABASE_URL) {
     const remaining = ok.map((r) => (r as PromiseFulfilledResult<{ remaining: number }>).value.remaining).sort();
     assert.equal(remaining, [0, 1, 2, 3, 4, 5, 6], 'each counted request saw the ones before it');
     // A refused request is not counted: the window still holds exactly the 7.
-    const [w] = await orm.em.fork().execute<{ n: number }[]>('select cardinality(hits) as n from api_key_rate_windows where api_key_id = ?', [id]);
+    const [w] = await orm.em.fork().execute<{ n: number; buckets: number }[]>(
+      'select (select sum(c) from unnest(counts) c) as n, cardinality(counts) as buckets from api_key_rate_windows where api_key_id = ?',
+      [id],
+    );
     assert.is(Number(w!.n), 7);
+    assert.is(Number(w!.buckets), 60, 'the window is 60 one-second buckets, whatever the limit');
+  });
+
+  t('concurrent valid requests of one key counted in their acceptance statements never exceed the limit', async (ctx) => {
+    const key = 'wr_test_bob_slow'; // 3 per minute
+    const db = ctx.a.deps.orm.em.fork();
+    await db.execute('delete from api_key_rate_windows');
+    const runsBefore = Number((await db.execute<{ n: number }[]>('select count(*)::int as n from runs'))[0]!.n);
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const res = await fetch(`${i % 2 ? ctx.a.base : ctx.bBase}/runs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': `shared-window-${i}` },
+          body: JSON.stringify({ workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: `x${i}` } }),
+        });
+        await res.text();
+        return { status: res.status, remaining: res.headers.get('ratelimit-remaining') };
+      }),
+    );
+    const accepted = answers.filter((a) => a.status === 202);
+    assert.is(accepted.length, 3);
+    assert.ok(answers.every((a) => a.status === 202 || a.status === 429));
+    assert.equal(accepted.map((a) => a.remaining).sort(), ['0', '1', '2']);
+    const runsAfter = Number((await db.execute<{ n: number }[]>('select count(*)::int as n from runs'))[0]!.n);
+    assert.is(runsAfter - runsBefore, 3);
+    const [claimed] = await db.execute<{ n: number }[]>(`select count(*)::int as n from idempotency_records where key like 'shared-window-%'`);
+    assert.is(Number(claimed!.n), 3, 'refused requests claimed no idempotency key');
   });
 }
 

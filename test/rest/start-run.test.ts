@@ -234,6 +234,8 @@ t('a spend cap answers 402 before any run row exists, counting reserved charges 
   assert.is(over.status, 402);
   assert.is(over.body.error.code, 'spend_cap_reached');
   assert.is(await count(t, 'runs'), before);
+  // The refused acceptance wrote nothing, yet the request still counts against the rate limit.
+  assert.is(Number(over.headers.get('ratelimit-remaining')), Number(atCap.headers.get('ratelimit-remaining')) - 1);
   // Reservations from yesterday are outside the daily window.
   await t.deps.orm.em.fork().execute(`update runs set created_at = now() - interval '2 days' where id = ?`, [first.body.run.id]);
   const nextDay = await t.call('POST', '/runs', { key: 'wr_test_bob_capped', body });

@@ -86,15 +86,18 @@ export type ApiKey = InferEntity<typeof ApiKeySchema>;
 
 /**
  * The POST /runs sliding window of one API key, shared by every API process on the database: the
- * times of the requests counted in the last 60 s (src/services/runs/rate-limiter.ts). One row per key,
- * so concurrent requests for a key serialise on it for one statement.
+ * requests counted in each of the last 60 seconds (src/sql/rate-windows.ts). One row per key, so
+ * concurrent requests for a key serialise on it.
  */
 export const ApiKeyRateWindowSchema = defineEntity({
   name: 'ApiKeyRateWindow',
   tableName: 'api_key_rate_windows',
   properties: {
     apiKeyId: p.manyToOne(ApiKeySchema).mapToPk().fieldName('api_key_id').primary().deleteRule('cascade'),
-    hits: p.array<string>().columnType('timestamptz[]'),
+    /** Epoch second of the newest bucket (`counts[60]`). */
+    second: p.bigint('number'),
+    /** Requests counted per second, oldest first: `counts[i]` for the second `second - 60 + i`. */
+    counts: p.array<number>().columnType('int[]'),
     /** Whether the last request was counted (false: it was refused with 429). */
     allowed: p.boolean(),
   },

@@ -8,6 +8,7 @@ import { Migration20261125120000SpendCapReservation } from './Migration202611251
 import { Migration20261126000000RunTraceContext } from './Migration20261126000000RunTraceContext.ts';
 import { Migration20261126000000QueueLine } from './Migration20261126000000QueueLine.ts';
 import { Migration20261126010000StreamSlots } from './Migration20261126010000StreamSlots.ts';
+import { Migration20261127000000RateWindowBuckets } from './Migration20261127000000RateWindowBuckets.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -20,4 +21,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261126000000RunTraceContext', class: Migration20261126000000RunTraceContext },
   { name: 'Migration20261126000000QueueLine', class: Migration20261126000000QueueLine },
   { name: 'Migration20261126010000StreamSlots', class: Migration20261126010000StreamSlots },
+  { name: 'Migration20261127000000RateWindowBuckets', class: Migration20261127000000RateWindowBuckets },
 ];

@@ -4,6 +4,7 @@ import { cancelRun } from '../../services/runs/cancel-run.ts';
 import { getRun } from '../../services/runs/get-run.ts';
 import { listRunEvents, parseCursor } from '../../services/runs/list-run-events.ts';
 import { listRuns } from '../../services/runs/list-runs.ts';
+import { RequestRate } from '../../services/runs/rate-limiter.ts';
 import { startRun } from '../../services/runs/start-run.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
@@ -60,9 +61,10 @@ export const operations = {
   },
 
   async startRun(c: RestCall) {
-    // The limiter counts every request that got past authentication and scope.
-    const rate = await c.limiter.hit(c.principal.apiKeyId, c.principal.rateLimitPerMinute);
-    const rateHeaders = rateLimitHeaders(rate);
+    // Every request that got past authentication and scope counts: a valid one in its acceptance
+    // statement (src/sql/accept-run.ts), any other on its own before its error is answered, so a full
+    // window answers 429 whatever else is wrong with the request (docs/design/rules.md#rate-limit).
+    const rate = new RequestRate(c.limiter, c.principal.apiKeyId, c.principal.rateLimitPerMinute);
     const prefer = c.req.headers.prefer;
     const since = prefer === undefined ? 0 : Date.now();
     try {
@@ -77,18 +79,20 @@ export const operations = {
       } catch {
         throw new ApiError('invalid_json', 'the request body is not valid JSON');
       }
-      const result = await startRun(c.deps, c.principal, { body, idempotencyHeader: header(c.req, 'idempotency-key') });
+      const result = await startRun(c.deps, c.principal, { body, idempotencyHeader: header(c.req, 'idempotency-key'), rate });
       const headers: Record<string, string> = {
         Location: result.run.statusUrl,
         ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-        ...rateHeaders,
+        ...rateLimitHeaders((await rate.count())!),
       };
       if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
       sendJson(c.res, 202, { run: result.run }, headers);
     } catch (err) {
-      for (const [k, v] of Object.entries(rateHeaders)) c.res.setHeader(k, v);
-      sendError(c.res, err);
-      if (!(err instanceof ApiError)) c.ctx.log.error({ err }, 'startRun failed');
+      let answer = err;
+      if (!rate.settled) answer = await rate.count().then(() => err, (refused: unknown) => refused);
+      if (rate.decision) for (const [k, v] of Object.entries(rateLimitHeaders(rate.decision))) c.res.setHeader(k, v);
+      sendError(c.res, answer);
+      if (!(answer instanceof ApiError)) c.ctx.log.error({ err: answer }, 'startRun failed');
     }
   },
 

@@ -5,21 +5,35 @@ import { HIT_RATE_WINDOW } from '../../sql/rate-windows.ts';
 import { requestRateLimited } from '../../observability/metrics.ts';
 
 /**
- * The POST /runs limit: a sliding 60-second window per API key. Every request that reaches the
+ * The POST /runs limit: a sliding 60-second window per API key, kept as 60 one-second buckets so a
+ * request costs the same whatever the key's limit (docs/design/rules.md#rate-limit). A request leaves
+ * the window 60 s after the start of the second it was counted in. Every request that reaches the
  * limiter counts, whatever its outcome; a 429 does not.
  *
- * On a Postgres server the window is a row per key (`api_key_rate_windows`), so every API process on
- * the database enforces one limit; embedded PGlite is one process by construction and keeps it in
- * memory.
+ * On a Postgres server the window is a row per key (`api_key_rate_windows`, src/sql/rate-windows.ts),
+ * so every API process on the database enforces one limit, and a valid request is counted inside its
+ * acceptance statement (`RequestRate`); embedded PGlite is one process by construction and keeps the
+ * buckets in memory.
  */
 
 export const WINDOW_MS = 60_000;
+const BUCKETS = WINDOW_MS / 1000;
 
 export type RateDecision = RateLimitState;
 
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
+  /** Whether the acceptance statement can count the request itself (the window is a database row). */
+  readonly inStatement: boolean;
+}
+
+/** The window as the database reports it after a hit (src/sql/rate-windows.ts `hit`). */
+export interface HitRow {
+  allowed: boolean;
+  counted: number;
+  oldest_ms: number;
+  now_ms: number;
 }
 
 function refuse(limit: number, oldestMs: number, now: number): never {
@@ -37,29 +51,54 @@ const decision = (limit: number, counted: number, oldestMs: number, now: number)
   resetSeconds: Math.max(0, Math.ceil((oldestMs + WINDOW_MS - now) / 1000)),
 });
 
+/** The decision a hit row stands for, or the 429 it means. */
+export function decide(limit: number, r: HitRow): RateDecision {
+  const now = Number(r.now_ms);
+  const oldest = Number(r.oldest_ms);
+  if (!r.allowed) refuse(limit, oldest, now);
+  return decision(limit, Number(r.counted), oldest, now);
+}
+
+interface Buckets {
+  /** Epoch second of counts[BUCKETS - 1]. */
+  second: number;
+  counts: Int32Array;
+}
+
 export class SlidingWindowLimiter implements RateLimiter {
-  readonly #hits = new Map<string, number[]>();
+  readonly inStatement = false;
+  readonly #windows = new Map<string, Buckets>();
 
   async hit(keyId: string, limit: number, now = Date.now()): Promise<RateDecision> {
-    const hits = this.#prune(keyId, now);
-    if (hits.length >= limit) refuse(limit, hits[0]!, now);
-    hits.push(now);
-    this.#hits.set(keyId, hits);
-    return decision(limit, hits.length, hits[0]!, now);
+    const w = this.#shifted(keyId, Math.floor(now / 1000));
+    let total = 0;
+    for (const c of w.counts) total += c;
+    if (total >= limit) refuse(limit, oldestMs(w), now);
+    w.counts[BUCKETS - 1]!++;
+    return decision(limit, total + 1, oldestMs(w), now);
   }
 
-  #prune(keyId: string, now: number): number[] {
-    const hits = this.#hits.get(keyId) ?? [];
-    let i = 0;
-    // A hit exactly WINDOW_MS old has left the window.
-    while (i < hits.length && hits[i]! <= now - WINDOW_MS) i++;
-    const kept = i ? hits.slice(i) : hits;
-    if (kept.length === 0) this.#hits.delete(keyId);
-    return kept;
+  /** The key's buckets moved on to `second` (a bucket 60 s old or older has left the window). */
+  #shifted(keyId: string, second: number): Buckets {
+    let w = this.#windows.get(keyId);
+    if (!w) this.#windows.set(keyId, (w = { second, counts: new Int32Array(BUCKETS) }));
+    const by = second - w.second;
+    if (by > 0) {
+      if (by >= BUCKETS) w.counts.fill(0);
+      else w.counts.copyWithin(0, by).fill(0, BUCKETS - by);
+      w.second = second;
+    }
+    return w;
   }
 }
 
+function oldestMs(w: Buckets): number {
+  const i = w.counts.findIndex((c) => c > 0);
+  return (w.second - BUCKETS + 1 + i) * 1000;
+}
+
 export class PostgresWindowLimiter implements RateLimiter {
+  readonly inStatement = true;
   readonly #orm: Orm;
 
   constructor(orm: Orm) {
@@ -67,10 +106,48 @@ export class PostgresWindowLimiter implements RateLimiter {
   }
 
   async hit(keyId: string, limit: number): Promise<RateDecision> {
-    const [r] = await query<{ allowed: boolean; counted: number; oldest_ms: number; now_ms: number }>(this.#orm.em.fork(), HIT_RATE_WINDOW, [keyId, limit]);
-    const now = Number(r!.now_ms);
-    const oldest = Number(r!.oldest_ms);
-    if (!r!.allowed) refuse(limit, oldest, now);
-    return decision(limit, Number(r!.counted), oldest, now);
+    const [r] = await query<HitRow>(this.#orm.em.fork(), HIT_RATE_WINDOW, [keyId, limit]);
+    return decide(limit, r!);
+  }
+}
+
+/**
+ * One POST /runs request's place in its key's window, counted exactly once: by the acceptance statement
+ * when the limiter allows it (`fold`), else on its own (`count`). The handler counts a request that
+ * never reached acceptance, or whose acceptance statement was rolled back, on its own afterwards.
+ */
+export class RequestRate {
+  /** The decision once counted (undefined while not counted, or when refused). */
+  decision: RateDecision | undefined;
+  /** Whether the request was counted or refused. */
+  settled = false;
+
+  constructor(
+    readonly limiter: RateLimiter,
+    readonly keyId: string,
+    readonly limit: number,
+  ) {}
+
+  /** Counts the request on its own unless it was already; throws 429 when the window is full. */
+  async count(): Promise<RateDecision | undefined> {
+    if (this.settled) return this.decision;
+    try {
+      this.decision = await this.limiter.hit(this.keyId, this.limit);
+    } finally {
+      this.settled = true;
+    }
+    return this.decision;
+  }
+
+  /** The limit to pass to an acceptance statement that counts the request itself, or null (count first). */
+  get foldedLimit(): number | null {
+    return this.limiter.inStatement && !this.settled ? this.limit : null;
+  }
+
+  /** The acceptance statement's hit (it committed): records the decision, or throws its 429. */
+  folded(r: HitRow): RateDecision {
+    this.settled = true;
+    this.decision = decide(this.limit, r);
+    return this.decision;
   }
 }

@@ -19,11 +19,13 @@ import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import { runAccepted, requestSpendCapped } from '../../observability/metrics.ts';
 import { currentTraceCarrier } from '../../observability/tracing.ts';
 import { scheduleNumbering } from './queue-line.ts';
+import type { HitRow, RequestRate } from './rate-limiter.ts';
 
 /**
- * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
- * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
- * key's spend-cap reservation (src/sql/accept-run.ts). Funding happens later, during preparation.
+ * POST /runs: everything the spec checks synchronously, then one statement that counts the request in
+ * its key's rate window (on a Postgres server) and writes the idempotency record, the run, its
+ * `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the key's spend-cap
+ * reservation (src/sql/accept-run.ts). Funding happens later, during preparation.
  */
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -34,6 +36,8 @@ export interface StartRunRequest {
   body: unknown;
   /** The Idempotency-Key header, if any. */
   idempotencyHeader?: string;
+  /** The request's rate-limit count, taken by the acceptance (the handler counts requests refused before it). */
+  rate?: RequestRate;
 }
 
 export interface StartRunResult {
@@ -90,7 +94,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };
-  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint);
+  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, req.rate);
   return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
 }
 
@@ -193,7 +197,8 @@ const CAP_REACHED = 'WR002';
  * The idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed
  * password inputs as one statement (src/sql/accept-run.ts). Returns the run to answer with: this one, or
  * the original run of a replayed key; throws 409 on a key reused with another request and 402 when the
- * run's displayed price would exceed the key's cap (nothing is written then).
+ * run's displayed price would exceed the key's cap (nothing is written then), and 429 when the key's
+ * rate window is full (counted first: in the statement when the limiter allows it, else just before).
  */
 async function acceptRun(
   em: Em,
@@ -201,6 +206,7 @@ async function acceptRun(
   r: { runId: string; principal: Principal; access: WorkflowAccess; versionId: string; inputs: ResolvedInputs; displayedPriceUsd: string; stepUsd: string },
   idempotencyKey: string | null,
   fingerprint: string,
+  rate: RequestRate | undefined,
 ): Promise<{ runId: string; replayed: boolean }> {
   const publicInputs = { ...r.inputs.values };
   const secretIds: string[] = [];
@@ -217,9 +223,12 @@ async function acceptRun(
   }
   const cap = r.principal.spendCap;
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  let row: { run_id: string | null; fingerprint: string | null; inserted: boolean } | undefined;
+  const rateLimit = rate?.foldedLimit ?? null;
+  if (rate && rateLimit === null) await rate.count();
+  type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean } & HitRow;
+  let row: Row | undefined;
   try {
-    [row] = await query<{ run_id: string | null; fingerprint: string | null; inserted: boolean }>(em, ACCEPT_RUN, [
+    [row] = await query<Row>(em, ACCEPT_RUN, [
       r.runId,
       r.principal.accountId,
       r.principal.apiKeyId,
@@ -242,6 +251,7 @@ async function acceptRun(
       secretNames,
       ciphertexts,
       currentTraceCarrier(),
+      rateLimit,
     ]);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
@@ -250,6 +260,8 @@ async function acceptRun(
     }
     throw err;
   }
+  // The statement committed with its hit (a cap refusal rolled it back, so the handler counts that request).
+  if (rate && rateLimit !== null) rate.folded(row!);
   if (row?.inserted) return { runId: r.runId, replayed: false };
   if (idempotencyKey === null || !row?.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
   if (row.fingerprint !== fingerprint) {
