@@ -77,6 +77,9 @@ export function withCommit(sql: string): string {
   return marked;
 }
 
+/** withCommit for a src/sql statement's text (src/db/statement.ts): the same text, marked as the last of its transaction. */
+export const lastOfTransaction = (text: string): string => COMMITS + text;
+
 type Scalar = string | number | boolean | bigint | null;
 
 /** `?` → `$n` with arrays expanded, or null when the statement must take the ORM's own path. */

@@ -42,7 +42,7 @@ export interface AdmitResult {
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
   const published: [string, FinishedRun][] = [];
   const window = Math.max(args.capacity * 4, 100);
-  const result = await fork(deps).transactional(async (tx): Promise<AdmitResult> => {
+  const result = await fork(deps).transactional(async (tx) => {
     await tx.execute(`select pg_advisory_xact_lock(${ADMISSION_LOCK})`);
     if (args.expireQueued !== false) {
       const expired = await tx.execute<{ id: string }[]>(
@@ -57,11 +57,13 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
       }
     }
 
-    const { rows, more } = await admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease, stateColumns: STATE_COLUMNS });
-    if (rows.length === 0) return { admitted: [], states: [], more };
-    const states = await Promise.all(rows.map((r) => stateFromRow(tx, String(r.id), r)));
-    return { admitted: states.map((st) => st.runId), states, more };
+    // The last statement of the transaction: its COMMIT travels with it (src/sql/admit-queued.ts).
+    return admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease, stateColumns: STATE_COLUMNS });
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
-  return result;
+  if (result.rows.length === 0) return { admitted: [], states: [], more: result.more };
+  // After the commit: a version's graph never changes, so reading it outside the transaction is the same.
+  const em = fork(deps);
+  const states = await Promise.all(result.rows.map((r) => stateFromRow(em, String(r.id), r)));
+  return { admitted: states.map((st) => st.runId), states, more: result.more };
 }

@@ -1,4 +1,5 @@
 import type { Em } from '../db/orm.ts';
+import { lastOfTransaction } from '../db/prepared.ts';
 import { query, statement, type Statement } from '../db/statement.ts';
 
 /**
@@ -11,6 +12,10 @@ import { query, statement, type Statement } from '../db/statement.ts';
  * `max_concurrent_runs`, and at most $1 − in flight runs are admitted. Returns one row per admitted run
  * (its id and the requested state columns), or one row with a null id when none was; every row carries
  * how many queued runs were looked at and how many were picked.
+ *
+ * It is the last statement of the admission's transaction: on a Postgres server its COMMIT travels with
+ * it (src/db/prepared.ts withCommit), so the admission lock is released without a round trip to this
+ * process, and the caller runs nothing else in that transaction.
  */
 const text = (stateColumns: string) => `with inflight as (
   select account_id, count(*)::int as n from runs
@@ -50,7 +55,7 @@ export interface AdmitFromQueueArgs {
 /** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
 export async function admitFromQueue(tx: Em, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
   let stmt = statements.get(a.stateColumns);
-  if (!stmt) statements.set(a.stateColumns, (stmt = statement(`admit_queued${statements.size ? `_${statements.size + 1}` : ''}`, text(a.stateColumns))));
+  if (!stmt) statements.set(a.stateColumns, (stmt = statement(`admit_queued${statements.size ? `_${statements.size + 1}` : ''}`, lastOfTransaction(text(a.stateColumns)))));
   const out = await query(tx, stmt, [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null]);
   const first = out[0];
   const lookedAt = Number(first?.looked_at ?? 0);
