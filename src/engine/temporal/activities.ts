@@ -3,7 +3,7 @@ import { commitCancellation } from '../../runs/cancel-run.ts';
 import { fork } from '../../runs/deps.ts';
 import { traceStep } from '../../observability/trace-spans.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
-import type { RunEventBus } from '../../services/events/bus.ts';
+import type { RunEventBus } from '../../runs/run-event-bus.ts';
 import { advanceRun, type AdvanceResult } from '../drive-run.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepOutcome } from '../../runs/record-step.ts';

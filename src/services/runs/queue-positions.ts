@@ -3,7 +3,7 @@ import type { Em } from '../../db/orm.ts';
 import type { Deps } from '../deps.ts';
 import { fork } from '../deps.ts';
 import { linePositions } from './queue-line.ts';
-import type { RunQueue, RunRow } from './run-views.ts';
+import type { RunQueue, RunRow } from '../../runs/run-row.ts';
 
 /**
  * Queue state of pending runs. The place is exact on every read, at any depth, on every process: it is
