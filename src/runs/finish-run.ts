@@ -129,8 +129,9 @@ export async function finishRun(
     billed === null ? 'not_charged' : 'settled',
     billed,
     billed ?? '0',
-    type,
-    JSON.stringify(data),
+    [type],
+    [null],
+    [JSON.stringify(data)],
   ]);
   const run = toPublicRun(mapRunRow(updated!), null);
 

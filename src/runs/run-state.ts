@@ -3,6 +3,7 @@ import { dateOrNull, json } from '../db/sql.ts';
 import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import type { RunStatus } from '../domain/run-status.ts';
+import { STATE_COLUMNS } from '../sql/runs.ts';
 
 /** A run's state as the engines drive it, read from its row (and its version's graph). */
 
@@ -101,8 +102,7 @@ function normaliseProgress(raw: unknown): RunProgress {
   return { results: p.results ?? {}, timers: p.timers ?? {} };
 }
 
-export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
-  compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
+export { STATE_COLUMNS };
 
 export async function stateFromRow(em: Em, runId: string, r: Record<string, unknown>): Promise<RunState> {
   const versionId = String(r.version_id);

@@ -1,6 +1,6 @@
 import type { Em } from '../db/orm.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedWrite, publish, publishTerminal, timestampFromMs } from './fenced-write.ts';
+import { fencedWrite, publish, publishTerminal } from './fenced-write.ts';
 import { finishRun } from './finish-run.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 
@@ -28,7 +28,7 @@ export async function suspendRun(deps: RunsDeps, runId: string, args: SuspendArg
   const em = fork(deps);
   const last = await fencedWrite(em, runId, {
     statuses: ['running'],
-    set: [{ sql: `status = 'suspended', suspend_reason = ?`, params: [args.reason] }, timestampFromMs(args.resumeAt)],
+    move: { to: 'suspend', reason: args.reason, resumeAt: args.resumeAt },
     events: [{ type: 'run.suspended', data: { status: 'suspended', reason: args.reason } }],
   });
   publish(deps, runId, last);
@@ -43,8 +43,8 @@ export async function resumeRun(deps: RunsDeps, runId: string, opts: { reason?: 
   const em = fork(deps);
   const last = await fencedWrite(em, runId, {
     statuses: ['suspended'],
-    where: opts.reason ? [{ sql: 'suspend_reason = ?', params: [opts.reason] }] : [],
-    set: [{ sql: `status = 'running', suspend_reason = null, resume_at = null` }],
+    suspendedFor: opts.reason,
+    move: { to: 'resume' },
     events: [{ type: 'run.resumed', data: { status: 'running' } }],
   });
   publish(deps, runId, last);

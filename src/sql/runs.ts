@@ -1,7 +1,12 @@
 import { statement } from '../db/statement.ts';
 import { positionSql } from '../services/runs/queue-line.ts';
+import { runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its `run_events` and `run_secrets`). */
+
+/** The columns of a run the engines drive it by (src/runs/run-state.ts maps them). */
+export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
+  compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
 
 /** The columns of a run as the API shows it (src/services/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
@@ -28,7 +33,7 @@ export const LOCK_RUN_TO_FINISH = statement(
 /**
  * The terminal state, its event and the deletion of the run's secrets in one statement. $1 run id,
  * $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 billing status, $7 charge,
- * $8 cap, $9 event type, $10 event data (JSON).
+ * $8 cap, $9–$11 the terminal event (one-element arrays: type, node id, JSON data; src/sql/run-events.ts).
  */
 export const FINISH_RUN = statement(
   'finish_run',
@@ -36,11 +41,9 @@ export const FINISH_RUN = statement(
      update runs set status = $2, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), billing_status = $6,
             charge_usd = $7, cap_usd = $8, phase = null, suspend_reason = null, resume_at = null,
             lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
-            last_sequence = last_sequence + 1
+            last_sequence = last_sequence + cardinality($9::text[])
       where id = $1 returning ${RUN_COLUMNS}),
-   e as (
-     insert into run_events (run_id, sequence, type, node_id, data, ts)
-     select u.id, u.last_sequence, $9, null, $10::jsonb, clock_timestamp() from u),
+   ${runEventsCte('$9', '$10', '$11')},
    s as (delete from run_secrets where run_id = $1)
    select * from u`,
 );

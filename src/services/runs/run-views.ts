@@ -4,6 +4,7 @@ import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { query } from '../../db/statement.ts';
 import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
+import { READ_RUN_EVENTS } from '../../sql/run-events.ts';
 import { mapRunRow, type RunRow } from '../../runs/run-row.ts';
 
 export { mapRunRow, toPublicRun, type PublicRun, type RunQueue, type RunRow } from '../../runs/run-row.ts';
@@ -77,9 +78,6 @@ export function mapEventRow(r: Record<string, unknown>): PublicRunEvent {
 
 /** Events after a sequence, in order, at most `limit`. */
 export async function readEvents(em: Em, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
-  const rows = await em.execute<Record<string, unknown>[]>(
-    'select type, sequence, ts, node_id, data from run_events where run_id = ? and sequence > ? order by sequence asc limit ?',
-    [runId, afterSequence, limit],
-  );
+  const rows = await query(em, READ_RUN_EVENTS, [runId, afterSequence, limit]);
   return rows.map(mapEventRow);
 }
