@@ -2,6 +2,8 @@ import type { Em } from '../db/orm.ts';
 import { json } from '../db/sql.ts';
 import { query } from '../db/statement.ts';
 import { NODE_STREAM_SO_FAR } from '../sql/run-events.ts';
+import { READ_RUN_SECRETS } from '../sql/run-secrets.ts';
+import { ACCOUNT_PROVIDER_KEY } from '../sql/provider-keys.ts';
 import { renderTemplate } from '../domain/graph/template.ts';
 import { isStepKind, type Graph, type GraphNode, type NodeResult, type Provider } from '../domain/graph/types.ts';
 import { overComputeLimit, usd, ZERO, type Usd } from '../domain/money.ts';
@@ -161,10 +163,7 @@ async function executionContext(
   node: GraphNode,
   signal: AbortSignal,
 ): Promise<NodeExecutionContext> {
-  const secrets = await em.execute<{ kind: string; name: string; ciphertext: string }[]>(
-    'select kind, name, ciphertext from run_secrets where run_id = ?',
-    [runId],
-  );
+  const secrets = await query<{ kind: string; name: string; ciphertext: string }>(em, READ_RUN_SECRETS, [runId]);
   const passwordIds = new Set(graph.nodes.filter((n) => n.kind === 'input.password').map((n) => n.id));
   const passwords = new Map<string, string>();
   let byokKey: string | undefined;
@@ -175,10 +174,7 @@ async function executionContext(
   }
   for (const id of passwordIds) if (!passwords.has(id)) passwords.set(id, '');
   if (provider && run.credentialMode === 'byok' && byokKey === undefined) {
-    const [stored] = await em.execute<{ ciphertext: string }[]>('select ciphertext from provider_keys where account_id = ? and provider = ?', [
-      run.accountId,
-      provider,
-    ]);
+    const [stored] = await query<{ ciphertext: string }>(em, ACCOUNT_PROVIDER_KEY, [run.accountId, provider]);
     if (stored) byokKey = deps.sealer.open(stored.ciphertext);
   }
   const lookup = valueLookup(graph, run.progress.results, run.inputs, passwords);

@@ -7,6 +7,8 @@ import { finishRun, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
+import { query } from '../db/statement.ts';
+import { LOCK_RUN_TO_PREPARE } from '../sql/runs.ts';
 
 /** Preparation: an admitted run is funded and started (or fails for insufficient funds). */
 
@@ -81,10 +83,7 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
   let last: number | null = null;
   let failed: FinishedRun | null = null;
   const result = await fork(deps).transactional(async (tx): Promise<PrepareResult> => {
-    const [run] = await tx.execute<Record<string, unknown>[]>(
-      `select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = ? for update`,
-      [runId],
-    );
+    const [run] = await query(tx, LOCK_RUN_TO_PREPARE, [runId]);
     if (!run) throw new Error(`run ${runId} does not exist`);
     if (run.status !== 'pending' || run.phase === 'queued') return { status: run.status as RunStatus, started: false };
     const preparing = await fencedWrite(tx, runId, {

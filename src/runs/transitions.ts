@@ -3,6 +3,8 @@ import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, publish, publishTerminal } from './fenced-write.ts';
 import { finishRun } from './finish-run.ts';
 import type { RunStatus } from '../domain/run-status.ts';
+import { query } from '../db/statement.ts';
+import { RUN_STATUS } from '../sql/runs.ts';
 
 /** Suspend, resume, fail: the transitions of a running run other than its completion. */
 
@@ -19,7 +21,7 @@ export interface TransitionResult {
 }
 
 async function currentStatus(em: Em, runId: string): Promise<RunStatus | null> {
-  const [r] = await em.execute<{ status: RunStatus }[]>('select status from runs where id = ?', [runId]);
+  const [r] = await query<{ status: RunStatus }>(em, RUN_STATUS, [runId]);
   return r?.status ?? null;
 }
 
