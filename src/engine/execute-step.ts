@@ -1,12 +1,16 @@
 import type { Em } from '../db/orm.ts';
 import { json } from '../db/sql.ts';
+import { query } from '../db/statement.ts';
+import { NODE_STREAM_SO_FAR } from '../sql/run-events.ts';
+import { READ_RUN_SECRETS } from '../sql/run-secrets.ts';
+import { ACCOUNT_PROVIDER_KEY } from '../sql/provider-keys.ts';
 import { renderTemplate } from '../domain/graph/template.ts';
 import { isStepKind, type Graph, type GraphNode, type NodeResult, type Provider } from '../domain/graph/types.ts';
 import { overComputeLimit, usd, ZERO, type Usd } from '../domain/money.ts';
 import { resultEvent, valueLookup, type NewRunEvent } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from '../runs/deps.ts';
 import { hasSuppliedCredential } from '../runs/credentials.ts';
-import { fencedWrite, publish, recordSets } from '../runs/fenced-write.ts';
+import { fencedWrite, publish, recordResult } from '../runs/fenced-write.ts';
 import { explainRefusal, executeSyncStep, failForComputeLimit, recordKnownSyncStep, type StepArgs, type StepOutcome } from '../runs/record-step.ts';
 import { graphOf, readRun, type RunRowLite } from '../runs/run-state.ts';
 import { getPricing } from '../catalog/pricing.ts';
@@ -74,10 +78,7 @@ async function executeAsync(
 ): Promise<StepOutcome> {
   const nodeId = node.id;
   // A re-execution (after a crash or a wait_signal) continues the node's log instead of repeating it.
-  const prior = await em.execute<{ type: string; data: unknown }[]>(
-    `select type, data from run_events where run_id = ? and node_id = ? and type in ('node.started', 'node.output.delta') order by sequence`,
-    [runId, nodeId],
-  );
+  const prior = await query<{ type: string; data: unknown }>(em, NODE_STREAM_SO_FAR, [runId, nodeId]);
   const startedBefore = prior.some((e) => e.type === 'node.started');
   const published = prior
     .filter((e) => e.type === 'node.output.delta')
@@ -87,7 +88,7 @@ async function executeAsync(
     const last = await fencedWrite(em, runId, {
       statuses: ['running'],
       absentResults: [nodeId],
-      withinComputeLimit: true,
+      computeLimitSteps: 1,
       events: [{ type: 'node.started', nodeId }],
     });
     if (last === null) return explainRefusal(deps, runId, nodeId);
@@ -122,13 +123,8 @@ async function executeAsync(
     const last = await fencedWrite(em, runId, {
       statuses: ['running'],
       absentResults: [nodeId],
-      where: [
-        {
-          sql: `not exists (select 1 from run_secrets s where s.run_id = runs.id and s.kind = 'provider_credential' and s.name = ?)`,
-          params: [outcome.provider],
-        },
-      ],
-      set: [{ sql: `status = 'suspended', suspend_reason = 'wait_signal', resume_at = null` }],
+      noCredentialFor: outcome.provider,
+      move: { to: 'suspend', reason: 'wait_signal', resumeAt: null },
       events: [...leftover, { type: 'run.suspended', data: { status: 'suspended', reason: 'wait_signal' } }],
     });
     if (last !== null) {
@@ -149,7 +145,7 @@ async function executeAsync(
   const last = await fencedWrite(em, runId, {
     statuses: ['running', 'suspended'],
     absentResults: [nodeId],
-    set: recordSets(nodeId, result, compute),
+    ...recordResult(nodeId, result, compute),
     events: [...leftover, resultEvent(nodeId, result)],
   });
   if (last === null) return explainRefusal(deps, runId, nodeId);
@@ -167,10 +163,7 @@ async function executionContext(
   node: GraphNode,
   signal: AbortSignal,
 ): Promise<NodeExecutionContext> {
-  const secrets = await em.execute<{ kind: string; name: string; ciphertext: string }[]>(
-    'select kind, name, ciphertext from run_secrets where run_id = ?',
-    [runId],
-  );
+  const secrets = await query<{ kind: string; name: string; ciphertext: string }>(em, READ_RUN_SECRETS, [runId]);
   const passwordIds = new Set(graph.nodes.filter((n) => n.kind === 'input.password').map((n) => n.id));
   const passwords = new Map<string, string>();
   let byokKey: string | undefined;
@@ -181,10 +174,7 @@ async function executionContext(
   }
   for (const id of passwordIds) if (!passwords.has(id)) passwords.set(id, '');
   if (provider && run.credentialMode === 'byok' && byokKey === undefined) {
-    const [stored] = await em.execute<{ ciphertext: string }[]>('select ciphertext from provider_keys where account_id = ? and provider = ?', [
-      run.accountId,
-      provider,
-    ]);
+    const [stored] = await query<{ ciphertext: string }>(em, ACCOUNT_PROVIDER_KEY, [run.accountId, provider]);
     if (stored) byokKey = deps.sealer.open(stored.ciphertext);
   }
   const lookup = valueLookup(graph, run.progress.results, run.inputs, passwords);

@@ -2,14 +2,13 @@ import type { Provider } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import type { Em } from '../db/orm.ts';
 import { graphOf, readRun } from './run-state.ts';
+import { query } from '../db/statement.ts';
+import { SUPPLIED_CREDENTIAL, SUPPLIED_CREDENTIALS } from '../sql/run-secrets.ts';
 
 /** Credentials supplied to a run (run_secrets of kind provider_credential). */
 
 export async function hasSuppliedCredential(em: Em, runId: string, provider: string): Promise<boolean> {
-  const rows = await em.execute<{ name: string }[]>(
-    `select name from run_secrets where run_id = ? and kind = 'provider_credential' and name = ?`,
-    [runId, provider],
-  );
+  const rows = await query(em, SUPPLIED_CREDENTIAL, [runId, provider]);
   return rows.length > 0;
 }
 
@@ -26,7 +25,7 @@ export async function credentialsAvailable(deps: RunsDeps, runId: string): Promi
     graph.nodes.filter((n) => n.kind === 'llm.chat' && !run.progress.results[n.id]).map((n) => (n.kind === 'llm.chat' ? n.provider : '')),
   );
   if (wanted.size === 0) return false;
-  const rows = await em.execute<{ name: string }[]>(`select name from run_secrets where run_id = ? and kind = 'provider_credential'`, [runId]);
+  const rows = await query<{ name: string }>(em, SUPPLIED_CREDENTIALS, [runId]);
   return rows.some((r) => wanted.has(r.name as Provider));
 }
 

@@ -2,7 +2,7 @@ import type { Config } from '../config/config.ts';
 import type { Em, Orm } from '../db/orm.ts';
 import type { Logger } from '../logger.ts';
 import type { Sealer } from '../security/crypto.ts';
-import type { RunEventBus } from '../services/events/bus.ts';
+import type { RunEventBus } from './run-event-bus.ts';
 
 /**
  * What the runs module's operations touch: the database, the bus that tells live readers about new

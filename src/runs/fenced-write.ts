@@ -1,5 +1,6 @@
 import type { Em } from '../db/orm.ts';
-import { prepared } from '../db/prepared.ts';
+import { query } from '../db/statement.ts';
+import { FENCED_WRITE, FENCED_WRITE_STATE } from '../sql/fenced-write.ts';
 import type { NodeResult } from '../domain/graph/types.ts';
 import type { Usd } from '../domain/money.ts';
 import type { NewRunEvent } from '../domain/run-steps.ts';
@@ -23,87 +24,72 @@ export interface FencedWrite {
   absentResults?: string[];
   /** These delay nodes must not have a started timer. */
   absentTimers?: string[];
-  /** compute_usd + step_usd must stay within compute_limit_usd (the step may start). */
-  withinComputeLimit?: boolean;
-  /** Extra `where` conditions with their parameters. */
-  where?: { sql: string; params?: unknown[] }[];
-  /** Extra `set` fragments with their parameters. */
-  set?: { sql: string; params?: unknown[] }[];
+  /** compute_usd + n × step_usd must stay within compute_limit_usd (the n-th step may start). */
+  computeLimitSteps?: number;
+  /** The run must be in one of these phases. */
+  phases?: string[];
+  /** The run must be suspended for this reason. */
+  suspendedFor?: 'wait_timer' | 'wait_signal';
+  /** No credential may have been supplied to the run for this provider. */
+  noCredentialFor?: string;
+  /** The status move written with the events (see FENCED_WRITE); `resumeAt` in epoch ms. */
+  move?: { to: 'prepare' } | { to: 'start' } | { to: 'suspend'; reason: 'wait_timer' | 'wait_signal'; resumeAt: number | null } | { to: 'resume' };
+  /** Results merged into `progress`, timers added and removed. */
+  progress?: ProgressChange;
+  /** Completed steps charged: each one step_usd, plus `extra` (LLM usage). */
+  compute?: { steps: number; extra?: Usd };
   events: NewRunEvent[];
+}
+
+export interface ProgressChange {
+  results?: Record<string, NodeResult>;
+  /** Started delay timers: nodeId → due time (epoch ms). */
+  addTimers?: Record<string, number>;
+  removeTimers?: string[];
 }
 
 /**
  * One fenced update of the run row that allocates the events' sequences (bumping last_sequence) and
- * inserts the events, as a single statement (a data-modifying CTE): atomic without a transaction, and
- * one round trip. Returns the new last sequence, or null when the fence did not hold (nothing written).
+ * inserts the events, as a single statement (FENCED_WRITE, a data-modifying CTE): atomic without a
+ * transaction, and one round trip. Returns the new last sequence, or null when the fence did not hold
+ * (nothing written).
  */
 export async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<number | null> {
-  const row = await fencedUpdate(em, runId, w, 'last_sequence');
+  const [row] = await query(em, FENCED_WRITE, fencedParams(runId, w));
   return row ? Number(row.last_sequence) : null;
 }
 
-/** fencedWrite returning the updated run row's `returning` columns (new values), or null. */
-export async function fencedUpdate(em: Em, runId: string, w: FencedWrite, returning: string): Promise<Record<string, unknown> | null> {
-  const n = w.events.length;
-  const sets = [`last_sequence = last_sequence + ${n}`, 'updated_at = now()'];
-  const params: unknown[] = [];
-  for (const s of w.set ?? []) {
-    sets.push(s.sql);
-    params.push(...(s.params ?? []));
-  }
-  const where = ['id = ?', `status in (${w.statuses.map((s) => `'${s}'`).join(', ')})`];
-  params.push(runId);
-  if (w.absentResults?.length) {
-    where.push(`not jsonb_exists_any(coalesce(progress->'results', '{}'::jsonb), array[?]::text[])`);
-    params.push(w.absentResults);
-  }
-  if (w.absentTimers?.length) {
-    where.push(`not jsonb_exists_any(coalesce(progress->'timers', '{}'::jsonb), array[?]::text[])`);
-    params.push(w.absentTimers);
-  }
-  if (w.withinComputeLimit) where.push('compute_usd + step_usd <= compute_limit_usd');
-  for (const c of w.where ?? []) {
-    where.push(c.sql);
-    params.push(...(c.params ?? []));
-  }
-  const update = `update runs set ${sets.join(', ')} where ${where.join(' and ')} returning ${returning}`;
-  if (n === 0) {
-    const [row] = await em.execute<Record<string, unknown>[]>(prepared('fenced_update', update, { variant: true }), params);
-    return row ?? null;
-  }
-  params.push(runId); // the `?::uuid` before the values list
-  const tuples = w.events.map((e, i) => {
-    params.push(e.type, e.nodeId ?? null, JSON.stringify(e.data ?? {}));
-    return `(${i + 1}, ?, ?, ?)`;
-  });
-  const [row] = await em.execute<Record<string, unknown>[]>(
-    prepared('fenced_write', `with u as (${update}),
-     e as (
-       insert into run_events (run_id, sequence, type, node_id, data, ts)
-       select v.run_id, u.last_sequence - ${n} + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
-         from u cross join (select t.*, ?::uuid as run_id from (values ${tuples.join(', ')}) as t(ord, type, node_id, data)) v
-        order by v.ord)
-     select * from u`, { variant: true }),
-    params,
-  );
+/** fencedWrite returning the run's state columns and what funding reads (new values), or null. */
+export async function fencedWriteState(em: Em, runId: string, w: FencedWrite): Promise<Record<string, unknown> | null> {
+  const [row] = await query(em, FENCED_WRITE_STATE, fencedParams(runId, w));
   return row ?? null;
 }
 
-/** `progress` with results merged in and timers added/removed, as one SQL expression. */
-export function progressSet(p: { results?: Record<string, NodeResult>; addTimers?: Record<string, number>; removeTimers?: string[] }) {
-  const params: unknown[] = [JSON.stringify(p.results ?? {}), JSON.stringify(p.addTimers ?? {})];
-  let timers = `(coalesce(progress->'timers', '{}'::jsonb) || ?::jsonb)`;
-  if (p.removeTimers?.length) {
-    timers = `(${timers} - array[?]::text[])`;
-    params.push(p.removeTimers);
-  }
-  return {
-    sql: `progress = progress || jsonb_build_object('results', coalesce(progress->'results', '{}'::jsonb) || ?::jsonb, 'timers', ${timers})`,
-    params,
-  };
+/** FENCED_WRITE's parameters, in the order src/sql/fenced-write.ts documents. */
+function fencedParams(runId: string, w: FencedWrite): unknown[] {
+  const move = w.move;
+  return [
+    runId,
+    w.statuses,
+    w.absentResults ?? [],
+    w.absentTimers ?? [],
+    w.computeLimitSteps ?? null,
+    w.phases ?? null,
+    w.suspendedFor ?? null,
+    w.noCredentialFor ?? null,
+    move?.to ?? null,
+    move?.to === 'suspend' ? move.reason : null,
+    move?.to === 'suspend' ? move.resumeAt : null,
+    w.progress ? JSON.stringify(w.progress.results ?? {}) : null,
+    JSON.stringify(w.progress?.addTimers ?? {}),
+    w.progress?.removeTimers ?? [],
+    w.compute?.steps ?? 0,
+    w.compute?.extra?.toFixed() ?? '0',
+    w.events.map((e) => e.type),
+    w.events.map((e) => e.nodeId ?? null),
+    w.events.map((e) => JSON.stringify(e.data ?? {})),
+  ];
 }
-
-export const timestampFromMs = (ms: number) => ({ sql: 'resume_at = to_timestamp(?::float8 / 1000)', params: [ms] });
 
 export function publish(deps: RunsDeps, runId: string, last: number | null | undefined): void {
   if (typeof last === 'number' && last > 0) deps.bus.publish(runId, last);
@@ -115,13 +101,11 @@ export function publishTerminal(deps: RunsDeps, runId: string, finished: Finishe
 }
 
 /** The result into progress and, for a completed step, one step_usd plus `extra` (LLM usage) into compute. */
-export function recordSets(nodeId: string, result: NodeResult, compute: 'step' | { extra: Usd } | null) {
-  const sets: { sql: string; params?: unknown[] }[] = [progressSet({ results: { [nodeId]: result } })];
-  if (compute === 'step') sets.push({ sql: 'compute_usd = compute_usd + step_usd, steps_executed = steps_executed + 1' });
-  else if (compute) {
-    sets.push({ sql: 'compute_usd = compute_usd + step_usd + ?::numeric, steps_executed = steps_executed + 1', params: [compute.extra.toFixed()] });
-  }
-  return sets;
+export function recordResult(nodeId: string, result: NodeResult, compute: 'step' | { extra: Usd } | null): Pick<FencedWrite, 'progress' | 'compute'> {
+  const progress = { results: { [nodeId]: result } };
+  if (compute === 'step') return { progress, compute: { steps: 1 } };
+  if (compute) return { progress, compute: { steps: 1, extra: compute.extra } };
+  return { progress };
 }
 
 /**

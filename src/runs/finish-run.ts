@@ -3,7 +3,7 @@ import { query } from '../db/statement.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
 import { toDb, usd } from '../domain/money.ts';
 import { finalCharge, settleRun, type SettleInput } from '../billing/settle-run.ts';
-import { mapRunRow, toPublicRun } from '../services/runs/run-views.ts';
+import { mapRunRow, toPublicRun } from './run-row.ts';
 import { enqueueRunWebhooks } from './enqueue-run-webhooks.ts';
 import { isTerminal } from '../domain/run-status.ts';
 import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
@@ -129,8 +129,9 @@ export async function finishRun(
     billed === null ? 'not_charged' : 'settled',
     billed,
     billed ?? '0',
-    type,
-    JSON.stringify(data),
+    [type],
+    [null],
+    [JSON.stringify(data)],
   ]);
   const run = toPublicRun(mapRunRow(updated!), null);
 

@@ -2,7 +2,7 @@ import type { Em } from '../db/orm.ts';
 import type { Action, FreeAction } from '../domain/graph/interpreter.ts';
 import { freeActionEffects, pendingActions } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedWrite, progressSet, publish } from './fenced-write.ts';
+import { fencedWrite, publish } from './fenced-write.ts';
 import { isTerminal, type RunStatus } from '../domain/run-status.ts';
 import { graphOf, readRun, runMeta } from './run-state.ts';
 
@@ -23,7 +23,7 @@ async function applyActionsFast(em: Em, runId: string, actions: FreeAction[]): P
     statuses: ['running', 'suspended'],
     absentResults: actions.map((a) => a.nodeId),
     absentTimers: actions.filter((a) => a.type === 'start_timer').map((a) => a.nodeId),
-    set: [progressSet({ results: fx.results, addTimers: fx.addTimers, removeTimers: fx.removeTimers })],
+    progress: { results: fx.results, addTimers: fx.addTimers, removeTimers: fx.removeTimers },
     events: fx.events,
   });
 }
@@ -38,7 +38,7 @@ async function applyActionsLocked(tx: Em, runId: string, actions: FreeAction[]):
   const fx = freeActionEffects(await graphOf(tx, run.versionId), todo);
   const last = await fencedWrite(tx, runId, {
     statuses: ['running', 'suspended'],
-    set: [progressSet({ results: fx.results, addTimers: fx.addTimers, removeTimers: fx.removeTimers })],
+    progress: { results: fx.results, addTimers: fx.addTimers, removeTimers: fx.removeTimers },
     events: fx.events,
   });
   return { last, status: run.status };

@@ -2,11 +2,13 @@ import type { Em } from '../db/orm.ts';
 import type { BatchEntry } from '../domain/run-steps.ts';
 import { fundRun } from '../billing/fund-run.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedUpdate, fencedWrite, publish, publishTerminal } from './fenced-write.ts';
+import { fencedWrite, fencedWriteState, publish, publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
 import type { RunStatus } from '../domain/run-status.ts';
-import { STATE_COLUMNS, stateFromRow, type RunState } from './run-state.ts';
+import { stateFromRow, type RunState } from './run-state.ts';
+import { query } from '../db/statement.ts';
+import { LOCK_RUN_TO_PREPARE } from '../sql/runs.ts';
 
 /** Preparation: an admitted run is funded and started (or fails for insufficient funds). */
 
@@ -57,23 +59,13 @@ export async function startAdmitted(tx: Em, runId: string, entries: BatchEntry[]
   // A batch rides in the same statement: its results, compute and events after run.started.
   const batch = entries.length ? await batchWrite(tx, runId, entries) : null;
   if (entries.length && !batch) return null;
-  return fencedUpdate(
-    tx,
-    runId,
-    {
-      statuses: ['pending'],
-      absentResults: batch?.absentResults,
-      absentTimers: batch?.absentTimers,
-      where: [{ sql: `phase in ('starting', 'preparing')` }, ...(batch?.where ?? [])],
-      set: [{ sql: `status = 'running', phase = null, started_at = clock_timestamp()` }, ...(batch?.set ?? [])],
-      events: [
-        { type: 'run.preparing', data: { status: 'pending' } },
-        { type: 'run.started', data: { status: 'running' } },
-        ...(batch?.events ?? []),
-      ],
-    },
-    `${STATE_COLUMNS}, workflow_id, displayed_price_usd, creator_price_usd`,
-  );
+  return fencedWriteState(tx, runId, {
+    ...batch,
+    statuses: ['pending'],
+    phases: ['starting', 'preparing'],
+    move: { to: 'start' },
+    events: [{ type: 'run.preparing', data: { status: 'pending' } }, { type: 'run.started', data: { status: 'running' } }, ...(batch?.events ?? [])],
+  });
 }
 
 export function fundingArgs(runId: string, run: Record<string, unknown>) {
@@ -91,15 +83,12 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
   let last: number | null = null;
   let failed: FinishedRun | null = null;
   const result = await fork(deps).transactional(async (tx): Promise<PrepareResult> => {
-    const [run] = await tx.execute<Record<string, unknown>[]>(
-      `select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = ? for update`,
-      [runId],
-    );
+    const [run] = await query(tx, LOCK_RUN_TO_PREPARE, [runId]);
     if (!run) throw new Error(`run ${runId} does not exist`);
     if (run.status !== 'pending' || run.phase === 'queued') return { status: run.status as RunStatus, started: false };
     const preparing = await fencedWrite(tx, runId, {
       statuses: ['pending'],
-      set: [{ sql: `phase = 'preparing'` }],
+      move: { to: 'prepare' },
       events: [{ type: 'run.preparing', data: { status: 'pending' } }],
     });
     if (preparing === null) return { status: 'pending', started: false };
@@ -110,7 +99,7 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
     }
     last = await fencedWrite(tx, runId, {
       statuses: ['pending'],
-      set: [{ sql: `status = 'running', phase = null, started_at = clock_timestamp()` }],
+      move: { to: 'start' },
       events: [{ type: 'run.started', data: { status: 'running' } }],
     });
     return { status: 'running', started: true };

@@ -2,7 +2,7 @@ import type { Em } from '../db/orm.ts';
 import { freeActionEffects, syncStepEvents, type BatchEntry, type NewRunEvent, type StepBatch } from '../domain/run-steps.ts';
 import type { NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedWrite, progressSet, publish, type FencedWrite } from './fenced-write.ts';
+import { fencedWrite, publish, type FencedWrite } from './fenced-write.ts';
 import { applyActions } from './free-actions.ts';
 import { recordKnownSyncStep } from './record-step.ts';
 import { graphOf, runMeta } from './run-state.ts';
@@ -50,14 +50,13 @@ export async function batchWrite(em: Em, runId: string, entries: BatchEntry[]): 
     absentResults.push(...e.actions.map((a) => a.nodeId));
     absentTimers.push(...e.actions.filter((a) => a.type === 'start_timer').map((a) => a.nodeId));
   }
-  const set: { sql: string; params?: unknown[] }[] = [progressSet({ results, addTimers, removeTimers })];
-  if (completed > 0) set.push({ sql: `compute_usd = compute_usd + ${completed} * step_usd, steps_executed = steps_executed + ${completed}` });
   return {
     statuses: ['running'],
     absentResults,
     absentTimers,
-    where: limitSteps > 0 ? [{ sql: `compute_usd + ${limitSteps} * step_usd <= compute_limit_usd` }] : [],
-    set,
+    computeLimitSteps: limitSteps > 0 ? limitSteps : undefined,
+    progress: { results, addTimers, removeTimers },
+    compute: { steps: completed },
     events,
   };
 }

@@ -3,7 +3,7 @@ import type { Graph, GraphNode, JsonValue, NodeResult } from '../domain/graph/ty
 import { overComputeLimit } from '../domain/money.ts';
 import { computeSyncStep, isInMemoryStep, syncStepEvents } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedWrite, publish, publishTerminal, recordSets } from './fenced-write.ts';
+import { fencedWrite, publish, publishTerminal, recordResult } from './fenced-write.ts';
 import { finishRun } from './finish-run.ts';
 import { COMPUTE_LIMIT_REASON, isTerminal, type RunStatus } from '../domain/run-status.ts';
 import { graphOf, readRun, runMeta } from './run-state.ts';
@@ -85,8 +85,8 @@ export async function executeSyncStep(
   const last = await fencedWrite(em, runId, {
     statuses: ['running'],
     absentResults: [nodeId],
-    withinComputeLimit: true,
-    set: recordSets(nodeId, result, result.status === 'completed' ? 'step' : null),
+    computeLimitSteps: 1,
+    ...recordResult(nodeId, result, result.status === 'completed' ? 'step' : null),
     events,
   });
   if (last !== null) {

@@ -3,6 +3,9 @@ import { dateOrNull, json } from '../db/sql.ts';
 import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import type { RunStatus } from '../domain/run-status.ts';
+import { READ_RUN, READ_RUN_FOR_UPDATE, RUN_META, RUN_STATE, STATE_COLUMNS } from '../sql/runs.ts';
+import { query } from '../db/statement.ts';
+import { VERSION_GRAPH } from '../sql/version-graph.ts';
 
 /** A run's state as the engines drive it, read from its row (and its version's graph). */
 
@@ -48,7 +51,7 @@ function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
 export async function graphOf(em: Em, versionId: string): Promise<Graph> {
   const hit = graphCache.get(versionId);
   if (hit) return hit;
-  const [row] = await em.execute<{ graph: unknown }[]>('select graph from workflow_versions where id = ?', [versionId]);
+  const [row] = await query<{ graph: unknown }>(em, VERSION_GRAPH, [versionId]);
   if (!row) throw new Error(`workflow version ${versionId} does not exist`);
   return remember(graphCache, versionId, json<Graph>(row.graph));
 }
@@ -59,7 +62,7 @@ export const knownRunAccount = (runId: string): string | undefined => runMetaCac
 export async function runMeta(em: Em, runId: string): Promise<{ versionId: string; accountId: string } | null> {
   const hit = runMetaCache.get(runId);
   if (hit) return hit;
-  const [row] = await em.execute<{ version_id: string; account_id: string }[]>('select version_id, account_id from runs where id = ?', [runId]);
+  const [row] = await query<{ version_id: string; account_id: string }>(em, RUN_META, [runId]);
   if (!row) return null;
   return remember(runMetaCache, runId, { versionId: String(row.version_id), accountId: String(row.account_id) });
 }
@@ -77,11 +80,7 @@ export interface RunRowLite {
 }
 
 export async function readRun(em: Em, runId: string, lock = false): Promise<RunRowLite | null> {
-  const [r] = await em.execute<Record<string, unknown>[]>(
-    `select status, progress, inputs, compute_usd, step_usd, compute_limit_usd, credential_mode, version_id, account_id
-       from runs where id = ?${lock ? ' for update' : ''}`,
-    [runId],
-  );
+  const [r] = await query(em, lock ? READ_RUN_FOR_UPDATE : READ_RUN, [runId]);
   if (!r) return null;
   return {
     status: r.status as RunStatus,
@@ -101,8 +100,7 @@ function normaliseProgress(raw: unknown): RunProgress {
   return { results: p.results ?? {}, timers: p.timers ?? {} };
 }
 
-export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
-  compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
+export { STATE_COLUMNS };
 
 export async function stateFromRow(em: Em, runId: string, r: Record<string, unknown>): Promise<RunState> {
   const versionId = String(r.version_id);
@@ -129,6 +127,6 @@ export async function stateFromRow(em: Em, runId: string, r: Record<string, unkn
 
 export async function loadRunState(deps: RunsDeps, runId: string): Promise<RunState | null> {
   const em = fork(deps);
-  const [r] = await em.execute<Record<string, unknown>[]>(`select ${STATE_COLUMNS} from runs where id = ?`, [runId]);
+  const [r] = await query(em, RUN_STATE, [runId]);
   return r ? stateFromRow(em, runId, r) : null;
 }

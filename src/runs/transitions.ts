@@ -1,8 +1,10 @@
 import type { Em } from '../db/orm.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { fencedWrite, publish, publishTerminal, timestampFromMs } from './fenced-write.ts';
+import { fencedWrite, publish, publishTerminal } from './fenced-write.ts';
 import { finishRun } from './finish-run.ts';
 import type { RunStatus } from '../domain/run-status.ts';
+import { query } from '../db/statement.ts';
+import { RUN_STATUS } from '../sql/runs.ts';
 
 /** Suspend, resume, fail: the transitions of a running run other than its completion. */
 
@@ -19,7 +21,7 @@ export interface TransitionResult {
 }
 
 async function currentStatus(em: Em, runId: string): Promise<RunStatus | null> {
-  const [r] = await em.execute<{ status: RunStatus }[]>('select status from runs where id = ?', [runId]);
+  const [r] = await query<{ status: RunStatus }>(em, RUN_STATUS, [runId]);
   return r?.status ?? null;
 }
 
@@ -28,7 +30,7 @@ export async function suspendRun(deps: RunsDeps, runId: string, args: SuspendArg
   const em = fork(deps);
   const last = await fencedWrite(em, runId, {
     statuses: ['running'],
-    set: [{ sql: `status = 'suspended', suspend_reason = ?`, params: [args.reason] }, timestampFromMs(args.resumeAt)],
+    move: { to: 'suspend', reason: args.reason, resumeAt: args.resumeAt },
     events: [{ type: 'run.suspended', data: { status: 'suspended', reason: args.reason } }],
   });
   publish(deps, runId, last);
@@ -43,8 +45,8 @@ export async function resumeRun(deps: RunsDeps, runId: string, opts: { reason?: 
   const em = fork(deps);
   const last = await fencedWrite(em, runId, {
     statuses: ['suspended'],
-    where: opts.reason ? [{ sql: 'suspend_reason = ?', params: [opts.reason] }] : [],
-    set: [{ sql: `status = 'running', suspend_reason = null, resume_at = null` }],
+    suspendedFor: opts.reason,
+    move: { to: 'resume' },
     events: [{ type: 'run.resumed', data: { status: 'running' } }],
   });
   publish(deps, runId, last);

@@ -1,7 +1,12 @@
 import { statement } from '../db/statement.ts';
-import { positionSql } from '../services/runs/queue-line.ts';
+import { positionSql } from './queue-line.ts';
+import { runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its `run_events` and `run_secrets`). */
+
+/** The columns of a run the engines drive it by (src/runs/run-state.ts maps them). */
+export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
+  compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
 
 /** The columns of a run as the API shows it (src/services/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
@@ -28,7 +33,7 @@ export const LOCK_RUN_TO_FINISH = statement(
 /**
  * The terminal state, its event and the deletion of the run's secrets in one statement. $1 run id,
  * $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 billing status, $7 charge,
- * $8 cap, $9 event type, $10 event data (JSON).
+ * $8 cap, $9–$11 the terminal event (one-element arrays: type, node id, JSON data; src/sql/run-events.ts).
  */
 export const FINISH_RUN = statement(
   'finish_run',
@@ -36,11 +41,62 @@ export const FINISH_RUN = statement(
      update runs set status = $2, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), billing_status = $6,
             charge_usd = $7, cap_usd = $8, phase = null, suspend_reason = null, resume_at = null,
             lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
-            last_sequence = last_sequence + 1
+            last_sequence = last_sequence + cardinality($9::text[])
       where id = $1 returning ${RUN_COLUMNS}),
-   e as (
-     insert into run_events (run_id, sequence, type, node_id, data, ts)
-     select u.id, u.last_sequence, $9, null, $10::jsonb, clock_timestamp() from u),
+   ${runEventsCte('$9', '$10', '$11')},
    s as (delete from run_secrets where run_id = $1)
    select * from u`,
 );
+
+/** $1 run id: the run's state as the engines drive it (src/runs/run-state.ts). */
+export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS} from runs where id = $1`);
+
+/** $1 run id: what never changes of a run (cached by src/runs/run-state.ts). */
+export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1');
+
+/** The columns of readRun (src/runs/run-state.ts). */
+const READ_COLUMNS = 'status, progress, inputs, compute_usd, step_usd, compute_limit_usd, credential_mode, version_id, account_id';
+
+/** $1 run id: what a step's recording reads of the run. */
+export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs where id = $1`);
+
+/** $1 run id: READ_RUN under the run's row lock. */
+export const READ_RUN_FOR_UPDATE = statement('read_run_for_update', `select ${READ_COLUMNS} from runs where id = $1 for update`);
+
+/** $1 run id. */
+export const RUN_STATUS = statement('run_status', 'select status from runs where id = $1');
+
+/** $1 run id: what the careful preparation path reads, under the run's row lock (src/runs/prepare-run.ts). */
+export const LOCK_RUN_TO_PREPARE = statement(
+  'lock_run_to_prepare',
+  'select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = $1 for update',
+);
+
+/** $1 run id: what the Temporal workflow asks of its run (src/engine/temporal/activities.ts). */
+export const RUN_SCHEDULE = statement(
+  'run_schedule',
+  'select status, phase, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = $1',
+);
+
+/**
+ * An account's runs, newest first (src/services/runs/list-runs.ts): $1 account, $2 statuses or null
+ * (any), $3 workflow or null (any), $4 limit, $5 offset. Without outputs (the list item has none).
+ */
+export const LIST_RUNS = statement(
+  'list_runs',
+  `select ${RUN_COLUMNS.replace('outputs, ', '')} from runs
+    where account_id = $1 and ($2::text[] is null or status = any($2::text[])) and ($3::uuid is null or workflow_id = $3::uuid)
+    order by created_at desc, id desc limit $4 offset $5`,
+);
+
+/** The mean duration in seconds of the 50 runs completed last (the queue's ETA). */
+export const RECENT_RUN_MEAN = statement(
+  'recent_run_mean',
+  `select avg(extract(epoch from completed_at - started_at))::float8 as mean from (
+     select started_at, completed_at from runs
+      where completed_at is not null and started_at is not null
+      order by completed_at desc limit 50) recent`,
+);
+
+/** $1 run id: the run's status and account, under its row lock (ordered with finish_run, which deletes its secrets). */
+export const LOCK_RUN_TO_SUPPLY = statement('lock_run_to_supply', 'select status, account_id from runs where id = $1 for update');

@@ -232,13 +232,23 @@ t('followers of one run at the same cursor share one log read per event, and eac
       return {
         fork: () => {
           const em = target.em.fork();
-          return new Proxy(em, {
-            get(e, p2, r2) {
-              if (p2 !== 'execute') return Reflect.get(e, p2, r2);
-              return (sql: string, params?: unknown[]) => {
+          // Statements reach the database through the connection's executeQuery (src/db/statement.ts).
+          const connection = em.getConnection();
+          const counted = new Proxy(connection, {
+            get(c, p3) {
+              const v = Reflect.get(c, p3, c) as unknown;
+              if (p3 !== 'executeQuery' || typeof v !== 'function') return typeof v === 'function' ? v.bind(c) : v;
+              return (sql: string, ...rest: unknown[]) => {
                 if (/from run_events/.test(sql)) reads++;
-                return e.execute(sql, params as never);
+                return (v as (...a: unknown[]) => unknown).call(c, sql, ...rest);
               };
+            },
+          });
+          return new Proxy(em, {
+            get(e, p2) {
+              if (p2 === 'getConnection') return () => counted;
+              const v = Reflect.get(e, p2, e) as unknown;
+              return typeof v === 'function' ? v.bind(e) : v;
             },
           });
         },

@@ -3,12 +3,14 @@ import { commitCancellation } from '../../runs/cancel-run.ts';
 import { fork } from '../../runs/deps.ts';
 import { traceStep } from '../../observability/trace-spans.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
-import type { RunEventBus } from '../../services/events/bus.ts';
+import type { RunEventBus } from '../../runs/run-event-bus.ts';
 import { advanceRun, type AdvanceResult } from '../drive-run.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepOutcome } from '../../runs/record-step.ts';
 import { isTerminal, type RunStatus } from '../../domain/run-status.ts';
 import { executeStep } from '../execute-step.ts';
+import { query } from '../../db/statement.ts';
+import { RUN_SCHEDULE } from '../../sql/runs.ts';
 
 /**
  * The Temporal activities: the run operations shared with the embedded engine (the runs module,
@@ -57,8 +59,9 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
 
   return {
     async runStatus(runId: string): Promise<RunStatusView | null> {
-      const [r] = await fork(deps).execute<{ status: RunStatus; phase: string | null; suspend_reason: string | null; resume_ms: string | number | null }[]>(
-        `select status, phase, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = ?`,
+      const [r] = await query<{ status: RunStatus; phase: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
+        fork(deps),
+        RUN_SCHEDULE,
         [runId],
       );
       if (!r) return null;

@@ -7,6 +7,8 @@ import type { RunsDeps } from '../../runs/deps.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
+import { query } from '../../db/statement.ts';
+import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
 /**
  * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
@@ -260,13 +262,7 @@ export class TemporalEngine implements EnginePort {
       try {
         const em = fork(this.#deps);
         const graceSecs = this.#startGraceMs / 1000;
-        const unstarted = await em.execute<{ id: string; phase: string | null }[]>(
-          `select id, phase from runs
-            where engine = 'temporal' and status in ('pending', 'running', 'suspended') and lease_owner is null
-              and created_at < clock_timestamp() - make_interval(secs => ?)
-            order by created_at, id limit 200`,
-          [graceSecs],
-        );
+        const unstarted = await query<{ id: string; phase: string | null }>(em, UNSTARTED_TEMPORAL_RUNS, [graceSecs]);
         if (unstarted.length) {
           const memos = await this.#memos(unstarted.map((r) => String(r.id)));
           const phases = new Map(unstarted.map((r) => [String(r.id), r.phase]));
@@ -282,13 +278,7 @@ export class TemporalEngine implements EnginePort {
           await this.#markStarted(done);
           if (done.length) this.#deps.log.info({ runs: done }, 'started run workflows that were never started');
         }
-        const stalled = await em.execute<{ id: string }[]>(
-          `select id from runs
-            where engine = 'temporal' and status = 'pending' and phase in ('starting', 'preparing')
-              and updated_at < clock_timestamp() - make_interval(secs => ?)
-            order by updated_at, id limit 200`,
-          [graceSecs],
-        );
+        const stalled = await query<{ id: string }>(em, STALLED_TEMPORAL_RUNS, [graceSecs]);
         if (stalled.length) await this.#signalAdmitted(stalled.map((r) => String(r.id)));
       } catch (err) {
         this.#deps.log.error({ err }, 'temporal engine sweep failed');
@@ -305,10 +295,9 @@ export class TemporalEngine implements EnginePort {
 
   async #memos(runIds: string[]): Promise<TracedMemo[]> {
     if (runIds.length === 0) return [];
-    const rows = await fork(this.#deps).execute<{ id: string; handle: string; workflow_id: string; version_id: string; name: string; trace_context: unknown }[]>(
-      `select r.id, a.handle, r.workflow_id, r.version_id, w.name, r.trace_context
-         from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
-        where r.id in (?)`,
+    const rows = await query<{ id: string; handle: string; workflow_id: string; version_id: string; name: string; trace_context: unknown }>(
+      fork(this.#deps),
+      TEMPORAL_RUN_MEMOS,
       [runIds],
     );
     return rows.map((r) => ({
@@ -323,9 +312,6 @@ export class TemporalEngine implements EnginePort {
 
   async #markStarted(runIds: string[]): Promise<void> {
     if (runIds.length === 0) return;
-    await fork(this.#deps).execute(
-      `update runs set lease_owner = ? where id in (?) and lease_owner is null and status in ('pending', 'running', 'suspended')`,
-      [TEMPORAL_STARTED_MARK, runIds],
-    );
+    await query(fork(this.#deps), MARK_TEMPORAL_STARTED, [TEMPORAL_STARTED_MARK, runIds]);
   }
 }

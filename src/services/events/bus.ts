@@ -1,22 +1,8 @@
 import { EventEmitter } from 'node:events';
+import type { RunEventBus } from '../../runs/run-event-bus.ts';
 
-/**
- * Tells live readers (SSE, GraphQL subscriptions) that a run's log grew. It carries only the run id and
- * its newest sequence: readers re-read the log from their own cursor, so a missed or duplicated
- * notification can delay an event but never lose or repeat one.
- */
-export interface RunEventBus {
-  publish(runId: string, lastSequence: number): void;
-  subscribe(runId: string, listener: (lastSequence: number) => void): () => void;
-  /**
-   * After a cancel committed: tells the other processes on the database, whose engines may be executing
-   * the run (this process's engine is told directly). Nothing to do within one process.
-   */
-  publishCancel(runId: string): void;
-  /** Runs cancelled by other processes (see publishCancel); returns the unsubscribe. */
-  onCancel(listener: (runId: string) => void): () => void;
-  close(): Promise<void>;
-}
+/** The bus of one process (src/runs/run-event-bus.ts says what a bus promises); pg-bus.ts spans processes. */
+export type { RunEventBus };
 
 export class InProcessRunEventBus implements RunEventBus {
   readonly #emitter = new EventEmitter();

@@ -2,6 +2,8 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import type { RunEventBus } from './bus.ts';
+import { NOTIFY_EACH, NOTIFY_ONE, RUN_LAST_SEQUENCES } from '../../sql/run-notifications.ts';
+import type { Statement } from '../../db/statement.ts';
 
 /**
  * The run event bus across processes (ENGINE=temporal with DATABASE_URL): the worker writes run events,
@@ -143,10 +145,7 @@ export class PostgresRunEventBus implements RunEventBus {
     const ids = this.#emitter.eventNames().filter((n): n is string => typeof n === 'string'); // not CANCEL
     if (ids.length === 0) return;
     try {
-      const { rows } = await client.query<{ id: string; last_sequence: number }>(
-        'select id::text as id, last_sequence from runs where id = any($1::uuid[])',
-        [ids],
-      );
+      const { rows } = await client.query<{ id: string; last_sequence: number }>(named(RUN_LAST_SEQUENCES, [ids]));
       for (const r of rows) this.#emitter.emit(r.id, Number(r.last_sequence));
     } catch (err) {
       this.#opts.log?.warn({ err }, 'run event bus could not resynchronise its subscribers');
@@ -172,7 +171,7 @@ export class PostgresRunEventBus implements RunEventBus {
     // Rare and urgent: sent at once on the pool-less listening connection (or a short-lived one before it exists).
     const send = async () => {
       if (!this.#client) await this.connect();
-      await this.#client!.query('select pg_notify($1, $2)', [RUN_CANCELS_CHANNEL, runId]);
+      await this.#client!.query(named(NOTIFY_ONE, [RUN_CANCELS_CHANNEL, runId]));
     };
     send().catch((err) => this.#opts.log?.warn({ err, runId }, 'could not tell other processes of a cancel (their lease check stops the run)'));
   }
@@ -220,7 +219,7 @@ export class PostgresRunEventBus implements RunEventBus {
     const payloads: string[] = [];
     for (let i = 0; i < batch.length; i += 150) payloads.push(batch.slice(i, i + 150).map(([id, seq]) => `${id}:${seq}`).join(','));
     this.#flushing = client
-      .query(`select pg_notify($1, p) from unnest($2::text[]) as p`, [RUN_EVENTS_CHANNEL, payloads])
+      .query(named(NOTIFY_EACH, [RUN_EVENTS_CHANNEL, payloads]))
       .then(
         () => undefined,
         (err) => {
@@ -259,4 +258,9 @@ export class PostgresRunEventBus implements RunEventBus {
     }
     this.#emitter.removeAllListeners();
   }
+}
+
+/** A src/sql statement as a named prepared statement of this bus's own `pg` connection. */
+function named(s: Statement, values: unknown[]): pg.QueryConfig {
+  return { name: s.name, text: s.text, values };
 }

@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm.ts';
 import { fork, type RunsDeps } from '../../runs/deps.ts';
-import { query, statement } from '../../db/statement.ts';
+import { query } from '../../db/statement.ts';
+import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
 
 /**
  * The line of queued runs, with places that are exact and cheap at any depth (docs/design/rules.md,
@@ -23,43 +24,18 @@ import { query, statement } from '../../db/statement.ts';
  * Numbers are assigned in one transaction from the highest number in use, so they have no gaps.
  */
 
-/** Advisory lock key: numbering takes it exclusively, every acceptance shared (see above). */
-export const QUEUE_GATE = 727_002;
+/** The SQL of the line: src/sql/queue-line.ts. GATE_CTE stays importable from here (src/sql/accept-run.ts). */
+export { GATE_CTE } from '../../sql/queue-line.ts';
 
-/** A CTE for the statement that inserts a queued run: holds the gate shared until the commit. */
-export const GATE_CTE = `gate as (select pg_advisory_xact_lock_shared(${QUEUE_GATE}))`;
-
-/** The order of the line (admission follows it); columns of `runs`, optionally qualified. */
-export const lineOrder = (t = '') => `${t}queue_seq, ${t}queued_at, ${t}id`;
-
-/** Queued runs (the predicate of the runs_queue_* indexes), columns of table alias `t`. */
-const queued = (t: string) => `${t}.status = 'pending' and ${t}.phase = 'queued'`;
-/** Numbered runs that have left the line (the predicate of runs_queue_left_idx). */
-const left = (t: string) => `${t}.queue_seq is not null and (${t}.status <> 'pending' or ${t}.phase <> 'queued')`;
-/** Runs numbered per transaction (bounds how long acceptances wait on the gate). */
-const BATCH = 5000;
 /** How soon after an acceptance the process numbers the runs accepted meanwhile. */
 const NUMBER_AFTER_MS = 50;
 
 /** Numbers unnumbered queued runs, oldest first; returns how many. */
 export async function numberQueuedRuns(em: Em): Promise<number> {
   return em.transactional(async (tx) => {
-    await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
-    // A fresh snapshot after the lock: every acceptance that could be seen before has committed. The
-    // update does not check the status again: a run admitted or cancelled meanwhile keeps its number
-    // and counts as having left, so the numbers stay gapless.
-    const rows = await tx.execute<{ n: number }[]>(
-      `with last as (
-         select greatest((select max(q.queue_seq) from runs q where ${queued('q')} and q.queue_seq is not null),
-                         (select max(d.queue_seq) from runs d where ${left('d')}), 0) as n),
-       fresh as (
-         select id, row_number() over (order by queued_at, id) as k
-           from (select f.id, f.queued_at from runs f where ${queued('f')} and f.queue_seq is null
-                  order by f.queued_at, f.id limit ${BATCH}) f)
-       update runs r set queue_seq = last.n + fresh.k from last, fresh where r.id = fresh.id
-       returning 1 as n`,
-    );
-    return rows.length;
+    await query(tx, LOCK_QUEUE_GATE, []);
+    // A fresh snapshot after the lock: every acceptance that could be seen before has committed.
+    return (await query(tx, NUMBER_QUEUED_RUNS, [])).length;
   });
 }
 
@@ -81,7 +57,7 @@ export function scheduleNumbering(deps: Pick<RunsDeps, 'orm' | 'log'>): void {
   state.timer = setTimeout(() => {
     state.running = (async () => {
       try {
-        while ((await numberQueuedRuns(fork(deps))) === BATCH);
+        while ((await numberQueuedRuns(fork(deps))) === NUMBER_BATCH);
       } catch (err) {
         // The database may be closing; the next acceptance (in any process) numbers these runs too.
         deps.log.debug({ err }, 'queued runs were not numbered');
@@ -94,32 +70,9 @@ export function scheduleNumbering(deps: Pick<RunsDeps, 'orm' | 'log'>): void {
   state.timer.unref();
 }
 
-// Ends of the numbered part of the line, in runs_queue_line_idx's own order so that the plan reads one
-// index entry whatever the statistics say (a queue filled in the last seconds has none yet).
-const HEAD = `(select q.queue_seq from runs q where ${queued('q')} and q.queue_seq is not null order by q.queue_seq, q.queued_at, q.id limit 1)`;
-const TAIL = `(select q.queue_seq from runs q where ${queued('q')} and q.queue_seq is not null
-               order by q.queue_seq desc, q.queued_at desc, q.id desc limit 1)`;
-/** Numbered runs that left the line with numbers strictly between `from` and `to`. */
-const leftBetween = (from: string, to: string) => `(select count(*) from runs d where ${left('d')} and d.queue_seq > ${from} and d.queue_seq < ${to})`;
-
-/**
- * A column expression: the exact place (1 = next) of run `t` when it is queued, else null. Its
- * subqueries run only for a queued run, and in the statement that reads the run, so the place and the
- * status come from one snapshot.
- */
-export const positionSql = (t: string) => `case when ${queued(t)} then
-  case when ${t}.queue_seq is not null
-       then ${t}.queue_seq - ${HEAD} + 1 - ${leftBetween(HEAD, `${t}.queue_seq`)}
-       else coalesce(${TAIL} - ${HEAD} + 1 - ${leftBetween(HEAD, TAIL)}, 0)
-            + (select count(*) from runs u where ${queued('u')} and u.queue_seq is null and (u.queued_at, u.id) <= (${t}.queued_at, ${t}.id))
-  end
-end`;
-
-const POSITIONS = statement('line_positions', `select r.id, ${positionSql('r')} as position from runs r where r.id = any($1::uuid[])`);
-
 /** Exact places of the given runs (those queued now), read in one statement. */
 export async function linePositions(em: Em, ids: string[]): Promise<Map<string, number>> {
   if (!ids.length) return new Map();
-  const rows = await query<{ id: string; position: string | number | null }>(em, POSITIONS, [ids]);
+  const rows = await query<{ id: string; position: string | number | null }>(em, LINE_POSITIONS, [ids]);
   return new Map(rows.filter((r) => r.position !== null).map((r) => [String(r.id), Number(r.position)]));
 }

@@ -3,7 +3,9 @@ import type { Em } from '../../db/orm.ts';
 import type { Deps } from '../deps.ts';
 import { fork } from '../deps.ts';
 import { linePositions } from './queue-line.ts';
-import type { RunQueue, RunRow } from './run-views.ts';
+import type { RunQueue, RunRow } from '../../runs/run-row.ts';
+import { query } from '../../db/statement.ts';
+import { RECENT_RUN_MEAN } from '../../sql/runs.ts';
 
 /**
  * Queue state of pending runs. The place is exact on every read, at any depth, on every process: it is
@@ -28,12 +30,7 @@ const instances = new WeakMap<Config, InstanceState>();
 
 async function readMean(em: Em): Promise<Mean> {
   const takenAt = Date.now();
-  const [avg] = await em.execute<{ mean: number | null }[]>(
-    `select avg(extract(epoch from completed_at - started_at))::float8 as mean from (
-       select started_at, completed_at from runs
-        where completed_at is not null and started_at is not null
-        order by completed_at desc limit 50) recent`,
-  );
+  const [avg] = await query<{ mean: number | null }>(em, RECENT_RUN_MEAN, []);
   return { takenAt, seconds: avg?.mean === null || avg?.mean === undefined ? null : Number(avg.mean) };
 }
 

@@ -1,10 +1,13 @@
 import type { Em } from '../../db/orm.ts';
 import { isoOrNull, json } from '../../db/sql.ts';
-import type { RunOutputField } from '../../domain/graph/types.ts';
 import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { query } from '../../db/statement.ts';
 import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
+import { READ_RUN_EVENTS } from '../../sql/run-events.ts';
+import { mapRunRow, type RunRow } from '../../runs/run-row.ts';
+
+export { mapRunRow, toPublicRun, type PublicRun, type RunQueue, type RunRow } from '../../runs/run-row.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 
@@ -21,52 +24,6 @@ export function runUrls(baseUrl: string, runId: string) {
   return { statusUrl, eventsUrl: `${statusUrl}/events`, streamUrl: `${statusUrl}/stream` };
 }
 
-export interface RunRow {
-  id: string;
-  accountId: string;
-  workflowId: string;
-  versionId: string;
-  status: 'pending' | 'running' | 'suspended' | 'completed' | 'failed' | 'cancelled';
-  phase: string | null;
-  reason: string | null;
-  suspendReason: string | null;
-  outcome: 'completed' | 'completed_with_issues' | null;
-  billingStatus: 'pending' | 'settled' | 'not_charged';
-  chargeUsd: string | null;
-  outputs: RunOutputField[];
-  createdAt: string;
-  queuedAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  lastSequence: number;
-  /** The exact queue place, when the row was read with it (null: not queued). */
-  queuePosition?: number | null;
-}
-
-
-export function mapRunRow(r: Record<string, unknown>): RunRow {
-  return {
-    id: String(r.id),
-    accountId: String(r.account_id),
-    workflowId: String(r.workflow_id),
-    versionId: String(r.version_id),
-    status: r.status as RunRow['status'],
-    phase: (r.phase as string | null) ?? null,
-    reason: (r.reason as string | null) ?? null,
-    suspendReason: (r.suspend_reason as string | null) ?? null,
-    outcome: (r.outcome as RunRow['outcome']) ?? null,
-    billingStatus: r.billing_status as RunRow['billingStatus'],
-    chargeUsd: r.charge_usd === null || r.charge_usd === undefined ? null : String(r.charge_usd),
-    outputs: r.outputs === undefined ? [] : json<RunOutputField[]>(r.outputs),
-    createdAt: isoOrNull(r.created_at)!,
-    queuedAt: isoOrNull(r.queued_at)!,
-    startedAt: isoOrNull(r.started_at),
-    completedAt: isoOrNull(r.completed_at),
-    lastSequence: Number(r.last_sequence ?? 0),
-    ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
-  };
-}
-
 /** A run of this account, or null (another account's run is as unknown as a missing one). */
 export async function findAccountRun(em: Em, accountId: string, runId: string): Promise<RunRow | null> {
   const rows = await query(em, FIND_ACCOUNT_RUN, [runId, accountId]);
@@ -77,33 +34,6 @@ export async function findRun(em: Em, runId: string): Promise<RunRow | null> {
   const rows = await query(em, FIND_RUN, [runId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
-
-/** A pending run's place in the queue (src/services/runs/queue-positions.ts computes it). */
-export interface RunQueue {
-  state: 'waiting' | 'starting';
-  position: number;
-  etaSeconds: number | null;
-}
-
-export function toPublicRun(run: RunRow, queue: RunQueue | null) {
-  return {
-    id: run.id,
-    status: run.status,
-    reason: run.status === 'failed' ? (run.reason ?? 'the run failed') : null,
-    suspended: run.status === 'suspended',
-    workflowId: run.workflowId,
-    workflowVersionId: run.versionId,
-    startedAt: run.startedAt,
-    completedAt: run.completedAt,
-    displayedChargeUsd: run.chargeUsd === null ? null : toJson(run.chargeUsd),
-    billingStatus: run.billingStatus,
-    outcome: run.status === 'completed' ? run.outcome : null,
-    queue,
-    outputs: run.outputs,
-  };
-}
-
-export type PublicRun = ReturnType<typeof toPublicRun>;
 
 /** Outputs beyond MAX_OUTPUT_BYTES are not returned inline (docs/design/rules.md, `output_too_large`). */
 export function assertOutputsFit(run: RunRow, maxBytes: number): void {
@@ -148,9 +78,6 @@ export function mapEventRow(r: Record<string, unknown>): PublicRunEvent {
 
 /** Events after a sequence, in order, at most `limit`. */
 export async function readEvents(em: Em, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
-  const rows = await em.execute<Record<string, unknown>[]>(
-    'select type, sequence, ts, node_id, data from run_events where run_id = ? and sequence > ? order by sequence asc limit ?',
-    [runId, afterSequence, limit],
-  );
+  const rows = await query(em, READ_RUN_EVENTS, [runId, afterSequence, limit]);
   return rows.map(mapEventRow);
 }

@@ -6,6 +6,9 @@ import { isUuid } from '../../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';
 import { findRun, toPublicRun, type PublicRun } from './run-views.ts';
 import { isTerminal } from '../../domain/run-status.ts';
+import { query } from '../../db/statement.ts';
+import { LOCK_RUN_TO_SUPPLY } from '../../sql/runs.ts';
+import { STORE_CREDENTIALS } from '../../sql/run-secrets.ts';
 
 export interface SuppliedCredential {
   provider: string;
@@ -33,20 +36,16 @@ export async function supplyRunCredentials(deps: Deps, runId: string, credential
   const em = fork(deps);
   const stored = await em.transactional(async (tx) => {
     // The run row lock orders this with finishRun, which deletes a run's secrets when it ends.
-    const [run] = await tx.execute<{ status: string; account_id: string }[]>('select status, account_id from runs where id = ? for update', [runId]);
+    const [run] = await query<{ status: string; account_id: string }>(tx, LOCK_RUN_TO_SUPPLY, [runId]);
     if (!run) throw notFound('run');
     if (isTerminal(run.status)) return null;
-    const params: unknown[] = [];
-    const tuples: string[] = [];
-    for (const [provider, key] of byProvider) {
-      params.push(randomUUID(), runId, provider, deps.sealer.seal(key));
-      tuples.push(`(?, ?, 'provider_credential', ?, ?, now())`);
-    }
-    await tx.execute(
-      `insert into run_secrets (id, run_id, kind, name, ciphertext, created_at) values ${tuples.join(', ')}
-       on conflict (run_id, kind, name) do update set ciphertext = excluded.ciphertext, created_at = excluded.created_at`,
-      params,
-    );
+    const providers = [...byProvider.keys()];
+    await query(tx, STORE_CREDENTIALS, [
+      runId,
+      providers.map(() => randomUUID()),
+      providers,
+      providers.map((p) => deps.sealer.seal(byProvider.get(p)!)),
+    ]);
     return { accountId: String(run.account_id) };
   });
 

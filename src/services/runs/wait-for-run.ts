@@ -1,6 +1,9 @@
 import { ApiError } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
 import { getRun } from './get-run.ts';
+import { query } from '../../db/statement.ts';
+import { RUN_STATUS } from '../../sql/runs.ts';
+import { isTerminal } from '../../domain/run-status.ts';
 
 /**
  * `Prefer: wait=N` on POST /runs (docs/design/prefer-wait.md): holds the answer until the run is terminal
@@ -12,7 +15,6 @@ import { getRun } from './get-run.ts';
  */
 
 export const MAX_WAIT_SECONDS = 60;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /**
  * Resolves true once the run is terminal, false when `ms` pass, `signal` aborts (the client went away)
@@ -45,8 +47,8 @@ export function waitForTerminalRun(deps: Pick<Deps, 'bus' | 'orm' | 'log'>, runI
       try {
         do {
           again = false;
-          const [row] = await fork(deps).execute<{ status: string }[]>('select status from runs where id = ?', [runId]);
-          if (!row || TERMINAL.has(row.status)) return finish(Boolean(row));
+          const [row] = await query<{ status: string }>(fork(deps), RUN_STATUS, [runId]);
+          if (!row || isTerminal(row.status)) return finish(Boolean(row));
         } while (again && !done);
       } catch (err) {
         deps.log.warn({ err, runId }, 'Prefer: wait could not read the run; answering 202');

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../domain/errors.ts';
 import type { Orm } from '../../db/orm.ts';
 import type { Logger } from '../../logger.ts';
-import { prepared } from '../../db/prepared.ts';
+import { query } from '../../db/statement.ts';
+import { ACQUIRE_STREAM_SLOT, DROP_STREAM_SLOT_LEASES, RELEASE_STREAM_SLOT, RENEW_STREAM_SLOT_LEASES } from '../../sql/stream-slots.ts';
 import { requestRateLimited } from '../../observability/metrics.ts';
 
 /**
@@ -60,33 +61,12 @@ export class MemoryStreamSlots implements StreamSlots {
 }
 
 /**
- * Counts in Postgres: a total per holder (`stream_slot_totals`, the row every process updates, so the
- * check and the count are one atomic step under its row lock) and what each process holds of it
- * (`stream_slot_leases`, with a lease this process renews). A process that dies without giving its
- * slots back (kill -9) stops renewing; any process then subtracts its expired leases from the totals.
+ * Counts in Postgres (src/sql/stream-slots.ts): a total per holder (`stream_slot_totals`, the row every
+ * process updates, so the check and the count are one atomic step under its row lock) and what each
+ * process holds of it (`stream_slot_leases`, with a lease this process renews). A process that dies
+ * without giving its slots back (kill -9) stops renewing; any process then subtracts its expired
+ * leases from the totals.
  */
-const ACQUIRE_SQL = prepared('acquire_stream_slot', `with t as (
-  insert into stream_slot_totals as t (holder, open) values (?, 1)
-  on conflict (holder) do update set open = t.open + 1 where t.open < ?
-  returning holder)
-insert into stream_slot_leases as l (holder, process_id, open, lease_until)
-select holder, ?, 1, now() + make_interval(secs => ?) from t
-on conflict (holder, process_id) do update set open = l.open + 1, lease_until = excluded.lease_until
-returning open`);
-
-/** The total first, then the lease: the same row order as ACQUIRE_SQL, so the two never deadlock. */
-const RELEASE_SQL = prepared('release_stream_slot', `with t as (
-  update stream_slot_totals set open = open - 1
-   where holder = ? and open > 0
-     and exists (select 1 from stream_slot_leases where holder = ? and process_id = ? and open > 0)
-  returning holder)
-update stream_slot_leases l set open = l.open - 1 from t where l.holder = t.holder and l.process_id = ?`);
-
-/** Drops leases (expired ones, or this process's at shutdown) and takes their slots off the totals. */
-const dropLeasesSql = (where: string) => `with dead as (delete from stream_slot_leases where ${where} returning holder, open)
-update stream_slot_totals t set open = greatest(0, t.open - d.open)
-  from (select holder, sum(open)::int as open from dead group by holder) d where t.holder = d.holder`;
-
 export class PostgresStreamSlots implements StreamSlots {
   readonly processId = `streams-${randomUUID()}`;
   readonly #timer: NodeJS.Timeout;
@@ -102,28 +82,26 @@ export class PostgresStreamSlots implements StreamSlots {
   }
 
   async acquire(holder: string): Promise<void> {
-    const rows = await this.#em().execute<{ open: number }[]>(ACQUIRE_SQL, [holder, this.limit, this.processId, this.leaseSeconds]);
+    const rows = await query(this.#em(), ACQUIRE_STREAM_SLOT, [holder, this.limit, this.processId, this.leaseSeconds]);
     if (rows.length === 0) refuse(this.limit);
   }
 
   release(holder: string): void {
-    this.#em()
-      .execute(RELEASE_SQL, [holder, holder, this.processId, this.processId])
+    query(this.#em(), RELEASE_STREAM_SLOT, [holder, this.processId])
       .catch((err) => this.log.warn({ err }, 'could not give back a stream slot (its lease expires instead)'));
   }
 
   async close(): Promise<void> {
     clearInterval(this.#timer);
-    await this.#em()
-      .execute(dropLeasesSql('process_id = ?'), [this.processId])
+    await query(this.#em(), DROP_STREAM_SLOT_LEASES, [this.processId])
       .catch((err) => this.log.warn({ err }, 'could not give back the stream slots (their leases expire instead)'));
   }
 
   async #renew(): Promise<void> {
     try {
       const em = this.#em();
-      await em.execute(`update stream_slot_leases set lease_until = now() + make_interval(secs => ?) where process_id = ?`, [this.leaseSeconds, this.processId]);
-      await em.execute(dropLeasesSql('lease_until < now()'));
+      await query(em, RENEW_STREAM_SLOT_LEASES, [this.leaseSeconds, this.processId]);
+      await query(em, DROP_STREAM_SLOT_LEASES, [null]);
     } catch (err) {
       this.log.warn({ err }, 'could not renew the stream slot leases');
     }

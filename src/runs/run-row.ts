@@ -1,0 +1,82 @@
+import { isoOrNull, json } from '../db/sql.ts';
+import type { RunOutputField } from '../domain/graph/types.ts';
+import { toJson } from '../domain/money.ts';
+
+/**
+ * A run's row as read (RUN_COLUMNS of src/sql/runs.ts) and the spec's Run built from it: the runs module
+ * needs it for the terminal webhook's payload, the services and adapters for their responses.
+ */
+
+export interface RunRow {
+  id: string;
+  accountId: string;
+  workflowId: string;
+  versionId: string;
+  status: 'pending' | 'running' | 'suspended' | 'completed' | 'failed' | 'cancelled';
+  phase: string | null;
+  reason: string | null;
+  suspendReason: string | null;
+  outcome: 'completed' | 'completed_with_issues' | null;
+  billingStatus: 'pending' | 'settled' | 'not_charged';
+  chargeUsd: string | null;
+  outputs: RunOutputField[];
+  createdAt: string;
+  queuedAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  lastSequence: number;
+  /** The exact queue place, when the row was read with it (null: not queued). */
+  queuePosition?: number | null;
+}
+
+
+export function mapRunRow(r: Record<string, unknown>): RunRow {
+  return {
+    id: String(r.id),
+    accountId: String(r.account_id),
+    workflowId: String(r.workflow_id),
+    versionId: String(r.version_id),
+    status: r.status as RunRow['status'],
+    phase: (r.phase as string | null) ?? null,
+    reason: (r.reason as string | null) ?? null,
+    suspendReason: (r.suspend_reason as string | null) ?? null,
+    outcome: (r.outcome as RunRow['outcome']) ?? null,
+    billingStatus: r.billing_status as RunRow['billingStatus'],
+    chargeUsd: r.charge_usd === null || r.charge_usd === undefined ? null : String(r.charge_usd),
+    outputs: r.outputs === undefined ? [] : json<RunOutputField[]>(r.outputs),
+    createdAt: isoOrNull(r.created_at)!,
+    queuedAt: isoOrNull(r.queued_at)!,
+    startedAt: isoOrNull(r.started_at),
+    completedAt: isoOrNull(r.completed_at),
+    lastSequence: Number(r.last_sequence ?? 0),
+    ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
+  };
+}
+
+/** A pending run's place in the queue (src/services/runs/queue-positions.ts computes it). */
+export interface RunQueue {
+  state: 'waiting' | 'starting';
+  position: number;
+  etaSeconds: number | null;
+}
+
+export function toPublicRun(run: RunRow, queue: RunQueue | null) {
+  return {
+    id: run.id,
+    status: run.status,
+    reason: run.status === 'failed' ? (run.reason ?? 'the run failed') : null,
+    suspended: run.status === 'suspended',
+    workflowId: run.workflowId,
+    workflowVersionId: run.versionId,
+    startedAt: run.startedAt,
+    completedAt: run.completedAt,
+    displayedChargeUsd: run.chargeUsd === null ? null : toJson(run.chargeUsd),
+    billingStatus: run.billingStatus,
+    outcome: run.status === 'completed' ? run.outcome : null,
+    queue,
+    outputs: run.outputs,
+  };
+}
+
+export type PublicRun = ReturnType<typeof toPublicRun>;
+

@@ -1,0 +1,4 @@
+import { statement } from '../db/statement.ts';
+
+/** $1 workflow version id: the graph its runs execute (immutable; src/runs/run-state.ts caches it). */
+export const VERSION_GRAPH = statement('version_graph', 'select graph from workflow_versions where id = $1');
