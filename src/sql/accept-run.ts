@@ -1,5 +1,5 @@
 import { statement } from '../db/statement.ts';
-import { GATE_CTE } from '../services/runs/queue-line.ts';
+import { GATE_CTE } from './queue-line.ts';
 import { rateHitCte } from './rate-windows.ts';
 
 /**

@@ -18,14 +18,12 @@ import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } fro
  * the count of unnumbered runs up to it (`runs_queue_fresh_idx`, the runs of the last moments).
  *
  * Numbering is done by `numberQueuedRuns` under an exclusive advisory lock (QUEUE_GATE); every insert of a
- * queued run takes the same lock shared until its commit (GATE_CTE). So while numbers are handed out no
+ * queued run takes the same lock shared until its commit (GATE_CTE, src/sql/queue-line.ts). So while numbers are handed out no
  * acceptance is in flight: every unnumbered run any reader can see is numbered in the same transaction,
  * in the order readers saw it, and no run accepted later can commit in between and change the order.
  * Numbers are assigned in one transaction from the highest number in use, so they have no gaps.
  */
 
-/** The SQL of the line: src/sql/queue-line.ts. GATE_CTE stays importable from here (src/sql/accept-run.ts). */
-export { GATE_CTE } from '../../sql/queue-line.ts';
 
 /** How soon after an acceptance the process numbers the runs accepted meanwhile. */
 const NUMBER_AFTER_MS = 50;
