@@ -1,13 +1,12 @@
-import { admitFromQueue } from '../sql/admit-queued.ts';
+import { query } from '../db/statement.ts';
+import { admitFromQueue, EXPIRED_QUEUED, LOCK_ADMISSION } from '../sql/admit-queued.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
 import { QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
-import { STATE_COLUMNS, stateFromRow, type RunState } from './run-state.ts';
+import { stateFromRow, type RunState } from './run-state.ts';
 
 /** Admission: queued runs become admitted (phase `starting`) within RUN_CAPACITY, in the line's order. */
-
-const ADMISSION_LOCK = 727_001;
 
 export interface AdmitArgs {
   /** Runs that may be in flight at once (RUN_CAPACITY), over every process and engine. */
@@ -43,14 +42,9 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
   const published: [string, FinishedRun][] = [];
   const window = Math.max(args.capacity * 4, 100);
   const result = await fork(deps).transactional(async (tx) => {
-    await tx.execute(`select pg_advisory_xact_lock(${ADMISSION_LOCK})`);
+    await query(tx, LOCK_ADMISSION, []);
     if (args.expireQueued !== false) {
-      const expired = await tx.execute<{ id: string }[]>(
-        `select id from runs where status = 'pending' and phase = 'queued'
-            and queued_at < clock_timestamp() - make_interval(secs => ?)
-          order by queued_at, id limit 500`,
-        [deps.config.queueMaxWaitSeconds],
-      );
+      const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
       for (const { id } of expired) {
         const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
         if (finished !== null) published.push([String(id), finished]);
@@ -58,7 +52,7 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
     }
 
     // The last statement of the transaction: its COMMIT travels with it (src/sql/admit-queued.ts).
-    return admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease, stateColumns: STATE_COLUMNS });
+    return admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease });
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
   if (result.rows.length === 0) return { admitted: [], states: [], more: result.more };

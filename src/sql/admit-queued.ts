@@ -1,6 +1,18 @@
 import type { Em } from '../db/orm.ts';
 import { lastOfTransaction } from '../db/prepared.ts';
-import { query, statement, type Statement } from '../db/statement.ts';
+import { query, statement } from '../db/statement.ts';
+import { STATE_COLUMNS } from './runs.ts';
+
+/** Admission rounds run one at a time across processes: each transaction takes this lock first. */
+export const LOCK_ADMISSION = statement('lock_admission', 'select pg_advisory_xact_lock(727001)');
+
+/** $1 seconds: queued runs that waited longer than that (QUEUE_MAX_WAIT_SECONDS), oldest first, 500 at most. */
+export const EXPIRED_QUEUED = statement(
+  'expired_queued',
+  `select id from runs where status = 'pending' and phase = 'queued'
+    and queued_at < clock_timestamp() - make_interval(secs => $1::float8)
+  order by queued_at, id limit 500`,
+);
 
 /**
  * One admission round as ONE statement, run under the admission lock (the caller's transaction holds
@@ -10,14 +22,16 @@ import { query, statement, type Statement } from '../db/statement.ts';
  * $4 is given, for $5 seconds). It picks as the loop it replaces did: in queue order, a run of an account
  * is admissible while the account's in-flight runs plus its earlier admissible queued runs stay below
  * `max_concurrent_runs`, and at most $1 − in flight runs are admitted. Returns one row per admitted run
- * (its id and the requested state columns), or one row with a null id when none was; every row carries
+ * (its id and its state columns, STATE_COLUMNS), or one row with a null id when none was; every row carries
  * how many queued runs were looked at and how many were picked.
  *
  * It is the last statement of the admission's transaction: on a Postgres server its COMMIT travels with
  * it (src/db/prepared.ts withCommit), so the admission lock is released without a round trip to this
  * process, and the caller runs nothing else in that transaction.
  */
-const text = (stateColumns: string) => `with inflight as (
+export const ADMIT_QUEUED = statement(
+  'admit_queued',
+  lastOfTransaction(`with inflight as (
   select account_id, count(*)::int as n from runs
    where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))
    group by account_id),
@@ -37,26 +51,21 @@ u as (
          lease_owner = case when $4::text is null then r.lease_owner else $4::text end,
          lease_until = case when $4::text is null then r.lease_until else clock_timestamp() + make_interval(secs => $5::float8) end
     from picked where r.id = picked.id and r.status = 'pending' and r.phase = 'queued'
-  returning r.id, ${stateColumns.replace(/(\w+)/g, 'r.$1')})
+  returning r.id, ${STATE_COLUMNS.replace(/(\w+)/g, 'r.$1')})
 select u.*, (select count(*) from q)::int as looked_at, (select count(*) from picked)::int as picked_count
-  from (select 1) one left join u on true`;
-
-const statements = new Map<string, Statement>();
+  from (select 1) one left join u on true`),
+);
 
 export interface AdmitFromQueueArgs {
   capacity: number;
   engine?: string;
   window: number;
   lease?: { owner: string; ttlMs: number };
-  /** The runs' state columns to return (the engine's STATE_COLUMNS). */
-  stateColumns: string;
 }
 
 /** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
 export async function admitFromQueue(tx: Em, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
-  let stmt = statements.get(a.stateColumns);
-  if (!stmt) statements.set(a.stateColumns, (stmt = statement(`admit_queued${statements.size ? `_${statements.size + 1}` : ''}`, lastOfTransaction(text(a.stateColumns)))));
-  const out = await query(tx, stmt, [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null]);
+  const out = await query(tx, ADMIT_QUEUED, [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null]);
   const first = out[0];
   const lookedAt = Number(first?.looked_at ?? 0);
   const picked = Number(first?.picked_count ?? 0);

@@ -15,6 +15,7 @@ import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, findVersion, findVisibleWorkflow, type WorkflowAccess } from '../workflows/workflow-access.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
 import { query } from '../../db/statement.ts';
+import { ACCOUNT_CONNECTIONS } from '../../sql/account-connections.ts';
 import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import { runAccepted, requestSpendCapped } from '../../observability/metrics.ts';
 import { currentTraceCarrier } from '../../observability/tracing.ts';
@@ -162,7 +163,7 @@ async function resolveVersion(em: Em, a: WorkflowAccess, requested: string | nul
 async function checkIntegrations(em: Em, deps: Deps, accountId: string, graph: Graph): Promise<void> {
   const needed = graph.nodes.filter((n) => n.integration).map((n) => n.integration!);
   if (needed.length === 0) return;
-  const [acct] = await em.execute<{ connections: unknown }[]>('select connections from accounts where id = ?', [accountId]);
+  const [acct] = await query<{ connections: unknown }>(em, ACCOUNT_CONNECTIONS, [accountId]);
   const connected = new Set(json<string[]>(acct?.connections ?? '[]'));
   const origin = new URL(deps.baseUrl()).origin;
   const missing = new Map<string, IntegrationErrorDetail>();

@@ -1,0 +1,4 @@
+import { statement } from '../db/statement.ts';
+
+/** $1 account id: the integrations the account has connected (a JSON array of provider ids). */
+export const ACCOUNT_CONNECTIONS = statement('account_connections', 'select connections from accounts where id = $1');
