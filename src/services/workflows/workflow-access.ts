@@ -47,8 +47,9 @@ export interface WorkflowAccess {
   isOwner: boolean;
 }
 
-/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (settle-run.ts). */
-export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
+/** A workflow's completed runs, as an SQL expression over `workflows w` (read by tests). */
+export { RUNS_COUNT_SQL } from '../../sql/workflows.ts';
+import { RUNS_COUNT_SQL } from '../../sql/workflows.ts';
 
 /** Columns and joins shared by every workflow read; `?` 1 is the caller's account id. */
 const select = (runsCount: string) => `
