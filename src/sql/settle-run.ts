@@ -9,9 +9,8 @@ import { statement, type Statement } from '../db/statement.ts';
  * transaction.
  */
 
-/** The same text, marked as the last statement of its transaction. */
-function andCommit(s: Statement): Statement {
-  const name = `${s.name}_and_commit`;
+/** `s`'s text under `name`, marked as the last statement of its transaction. */
+function andCommit(name: string, s: Statement): Statement {
   return statement(name, withCommit(prepared(name, s.text)));
 }
 
@@ -25,7 +24,7 @@ export const COUNT_COMPLETED_RUN = statement(
   `insert into workflow_run_tallies (workflow_id, shard, runs) values ($1::uuid, pg_backend_pid() % 16, 1)
      on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + 1`,
 );
-export const COUNT_COMPLETED_RUN_AND_COMMIT = andCommit(COUNT_COMPLETED_RUN);
+export const COUNT_COMPLETED_RUN_AND_COMMIT = andCommit('count_completed_run_and_commit', COUNT_COMPLETED_RUN);
 
 /**
  * COUNT_COMPLETED_RUN as a CTE of a settlement, for workflow `$n` when it is not null. Nothing reads it,
@@ -41,7 +40,7 @@ export const SETTLE_BUNDLE_RUN = statement(
   `with ${countCompletedRunCte(2)}
      update bundles set runs_left = runs_left + 1 where id = $1::uuid`,
 );
-export const SETTLE_BUNDLE_RUN_AND_COMMIT = andCommit(SETTLE_BUNDLE_RUN);
+export const SETTLE_BUNDLE_RUN_AND_COMMIT = andCommit('settle_bundle_run_and_commit', SETTLE_BUNDLE_RUN);
 
 /**
  * The wallet settlement, one statement: `taken` of the hold is taken first (0 when it was taken at
@@ -77,4 +76,4 @@ export const SETTLE_WALLET = statement(
      select case when exists (select 1 from w) then 1
                  when $6::boolean then wr_refuse('the wallet balance does not cover the run price') else 0 end as settled`,
 );
-export const SETTLE_WALLET_AND_COMMIT = andCommit(SETTLE_WALLET);
+export const SETTLE_WALLET_AND_COMMIT = andCommit('settle_wallet_and_commit', SETTLE_WALLET);
