@@ -9,6 +9,40 @@ import { hashApiKey, type Sealer } from '../security/crypto.ts';
 import { keyPrefix, moneyOrNull, normalisePricing, workflowFields } from './catalog-fields.ts';
 import { canonicalGraphHash, CatalogError } from './parse-catalog.ts';
 import { readPricing, savePricing, type Pricing } from './pricing.ts';
+import { query, type Statement } from '../db/statement.ts';
+import {
+  CATALOG_ACCOUNT_BY_HANDLE,
+  CATALOG_ACCOUNT_BY_ID,
+  CATALOG_ACCOUNT_ID_BY_HANDLE,
+  CATALOG_API_KEY_BY_HASH,
+  CATALOG_ENSURE_WALLET,
+  CATALOG_INSERT_ACCOUNT,
+  CATALOG_INSERT_API_KEY,
+  CATALOG_INSERT_PROVIDER_KEY,
+  CATALOG_INSERT_WEBHOOK_ENDPOINT,
+  CATALOG_OPEN_WALLET,
+  CATALOG_OPENING_CREDIT,
+  CATALOG_PROVIDER_KEY,
+  CATALOG_UPDATE_ACCOUNT,
+  CATALOG_UPDATE_API_KEY,
+  CATALOG_UPDATE_PROVIDER_KEY,
+  CATALOG_UPDATE_WEBHOOK_ENDPOINT,
+  CATALOG_WEBHOOK_ENDPOINT,
+  LOCK_CATALOG_LOAD,
+} from '../sql/catalog-accounts.ts';
+import {
+  CATALOG_INSERT_VERSION,
+  CATALOG_INSERT_WORKFLOW,
+  CATALOG_UPDATE_WORKFLOW,
+  CATALOG_VERSION_BY_ID,
+  CATALOG_VERSION_ID,
+  CATALOG_VERSION_ID_BY_LABEL,
+  CATALOG_VERSIONS_OF_WORKFLOW,
+  CATALOG_WORKFLOW_BY_ID,
+  CATALOG_WORKFLOW_ID,
+  CATALOG_WORKFLOWS_BY_NAME,
+} from '../sql/catalog-workflows.ts';
+import { CATALOG_BUNDLE, CATALOG_INSERT_BUNDLE, CATALOG_INSERT_PURCHASE, CATALOG_PURCHASE } from '../sql/catalog-purchases.ts';
 import type { Catalog } from './schema.ts';
 
 /**
@@ -110,13 +144,13 @@ class Loader {
     this.errors.push(`${at}: ${message}`);
   }
 
-  private q<T = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
-    return this.em.execute<T[]>(sql, params);
+  private q<T = Record<string, unknown>>(s: Statement, params: unknown[] = []): Promise<T[]> {
+    return query<T>(this.em, s, params);
   }
 
   async run(): Promise<LoadReport> {
     // Two processes starting together (API and worker) load the same file: serialise them.
-    await this.q(`select pg_advisory_xact_lock(7348190021)`);
+    await this.q(LOCK_CATALOG_LOAD);
     await this.accounts();
     await this.workflows();
     await this.purchases();
@@ -136,10 +170,10 @@ class Loader {
   private async accounts(): Promise<void> {
     for (const [i, a] of this.catalog.accounts.entries()) {
       const at = `accounts[${i}]`;
-      const byHandle = (await this.q(`select * from accounts where handle = ?`, [a.handle]))[0];
+      const byHandle = (await this.q(CATALOG_ACCOUNT_BY_HANDLE, [a.handle]))[0];
       let row = byHandle;
       if (a.id) {
-        row = (await this.q(`select * from accounts where id = ?`, [a.id]))[0];
+        row = (await this.q(CATALOG_ACCOUNT_BY_ID, [a.id]))[0];
         if (!row && byHandle) {
           this.err(`${at}.id`, `account "${a.handle}" already exists with id ${String(byHandle.id)}`);
           continue;
@@ -153,19 +187,11 @@ class Loader {
       let accountId: string;
       if (!row) {
         accountId = a.id ?? randomUUID();
-        await this.q(
-          `insert into accounts (id, handle, restricted, listings_paused, max_concurrent_runs, connections, created_at)
-           values (?, ?, ?, ?, ?, ?::jsonb, now())`,
-          [accountId, a.handle, a.restricted, a.listingsPaused, a.maxConcurrentRuns, JSON.stringify(a.connections)],
-        );
+        await this.q(CATALOG_INSERT_ACCOUNT, [accountId, a.handle, a.restricted, a.listingsPaused, a.maxConcurrentRuns, JSON.stringify(a.connections)]);
         // The only time the catalog sets money: the opening balance of a new account.
-        await this.q(`insert into wallets (account_id, balance_usd, held_usd, updated_at) values (?, ?, 0, now())`, [accountId, a.walletUsd]);
+        await this.q(CATALOG_OPEN_WALLET, [accountId, a.walletUsd]);
         if (usd(a.walletUsd).greaterThan(0)) {
-          await this.q(
-            `insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-             values (?, null, 'credit', ?, ?, ?, now())`,
-            [accountId, a.walletUsd, a.walletUsd, 'opening balance from the catalog'],
-          );
+          await this.q(CATALOG_OPENING_CREDIT, [accountId, a.walletUsd]);
         }
         this.report.accounts.created++;
       } else {
@@ -177,14 +203,11 @@ class Loader {
           (row.max_concurrent_runs === null ? null : Number(row.max_concurrent_runs)) !== a.maxConcurrentRuns ||
           !same(json(row.connections), a.connections);
         if (changed) {
-          await this.q(
-            `update accounts set handle = ?, restricted = ?, listings_paused = ?, max_concurrent_runs = ?, connections = ?::jsonb where id = ?`,
-            [a.handle, a.restricted, a.listingsPaused, a.maxConcurrentRuns, JSON.stringify(a.connections), accountId],
-          );
+          await this.q(CATALOG_UPDATE_ACCOUNT, [a.handle, a.restricted, a.listingsPaused, a.maxConcurrentRuns, JSON.stringify(a.connections), accountId]);
           this.report.accounts.updated++;
         } else this.report.accounts.unchanged++;
         // An account created by an older catalog always has a wallet; make sure, without touching a balance.
-        await this.q(`insert into wallets (account_id, balance_usd, held_usd, updated_at) values (?, 0, 0, now()) on conflict do nothing`, [accountId]);
+        await this.q(CATALOG_ENSURE_WALLET, [accountId]);
       }
       this.accountIds.set(a.handle, accountId);
 
@@ -206,9 +229,9 @@ class Loader {
   private async providerKeys(accountId: string, keys: Partial<Record<string, string>>): Promise<void> {
     for (const [provider, secret] of Object.entries(keys)) {
       if (secret === undefined) continue;
-      const row = (await this.q(`select id, ciphertext from provider_keys where account_id = ? and provider = ?`, [accountId, provider]))[0];
+      const row = (await this.q(CATALOG_PROVIDER_KEY, [accountId, provider]))[0];
       if (!row) {
-        await this.q(`insert into provider_keys (id, account_id, provider, ciphertext, created_at) values (?, ?, ?, ?, now())`, [
+        await this.q(CATALOG_INSERT_PROVIDER_KEY, [
           randomUUID(),
           accountId,
           provider,
@@ -216,7 +239,7 @@ class Loader {
         ]);
         this.report.providerKeys.created++;
       } else if (!this.sealedEquals(row.ciphertext, secret)) {
-        await this.q(`update provider_keys set ciphertext = ? where id = ?`, [this.sealer.seal(secret), row.id]);
+        await this.q(CATALOG_UPDATE_PROVIDER_KEY, [this.sealer.seal(secret), row.id]);
         this.report.providerKeys.updated++;
       } else this.report.providerKeys.unchanged++;
     }
@@ -224,16 +247,23 @@ class Loader {
 
   private async apiKey(at: string, accountId: string, k: Catalog['accounts'][number]['apiKeys'][number]): Promise<void> {
     const hash = hashApiKey(k.secret);
-    const row = (await this.q(`select * from api_keys where key_hash = ?`, [hash]))[0];
+    const row = (await this.q(CATALOG_API_KEY_BY_HASH, [hash]))[0];
     const capWindow = k.spendCap?.window ?? null;
     const capUsd = k.spendCap?.usd ?? null;
     const expires = k.expiresAt ? k.expiresAt.toISOString() : null;
     if (!row) {
-      await this.q(
-        `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute, spend_cap_window, spend_cap_usd, expires_at, revoked, created_at)
-         values (?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?::timestamptz, ?, now())`,
-        [randomUUID(), accountId, hash, keyPrefix(k.secret), JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked],
-      );
+      await this.q(CATALOG_INSERT_API_KEY, [
+        randomUUID(),
+        accountId,
+        hash,
+        keyPrefix(k.secret),
+        JSON.stringify(k.scopes),
+        k.rateLimitPerMinute,
+        capWindow,
+        capUsd,
+        expires,
+        k.revoked,
+      ]);
       this.report.apiKeys.created++;
       return;
     }
@@ -249,19 +279,16 @@ class Loader {
       timeOrNull(dateOrNull(row.expires_at)) !== timeOrNull(k.expiresAt) ||
       Boolean(row.revoked) !== k.revoked;
     if (changed) {
-      await this.q(
-        `update api_keys set scopes = ?::jsonb, rate_limit_per_minute = ?, spend_cap_window = ?, spend_cap_usd = ?, expires_at = ?::timestamptz, revoked = ? where id = ?`,
-        [JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked, row.id],
-      );
+      await this.q(CATALOG_UPDATE_API_KEY, [JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked, row.id]);
       this.report.apiKeys.updated++;
     } else this.report.apiKeys.unchanged++;
   }
 
   private async webhook(accountId: string, w: Catalog['accounts'][number]['webhooks'][number]): Promise<void> {
-    const row = (await this.q(`select id, secret_ciphertext, events from webhook_endpoints where account_id = ? and url = ?`, [accountId, w.url]))[0];
+    const row = (await this.q(CATALOG_WEBHOOK_ENDPOINT, [accountId, w.url]))[0];
     const events = w.events === null ? null : JSON.stringify(w.events);
     if (!row) {
-      await this.q(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext, events, created_at) values (?, ?, ?, ?, ?::jsonb, now())`, [
+      await this.q(CATALOG_INSERT_WEBHOOK_ENDPOINT, [
         randomUUID(),
         accountId,
         w.url,
@@ -277,7 +304,7 @@ class Loader {
       this.report.webhooks.unchanged++;
       return;
     }
-    await this.q(`update webhook_endpoints set secret_ciphertext = ?, events = ?::jsonb where id = ?`, [
+    await this.q(CATALOG_UPDATE_WEBHOOK_ENDPOINT, [
       secretSame ? row.secret_ciphertext : this.sealer.seal(w.secret),
       events,
       row.id,
@@ -288,7 +315,7 @@ class Loader {
   /** An account of the file, or one already stored; null (and an error at `at`) when neither. */
   private async accountId(handle: string, at: string): Promise<string | null> {
     if (!this.accountIds.has(handle)) {
-      const row = (await this.q<{ id: string }>(`select id from accounts where handle = ?`, [handle]))[0];
+      const row = (await this.q<{ id: string }>(CATALOG_ACCOUNT_ID_BY_HANDLE, [handle]))[0];
       this.accountIds.set(handle, row ? String(row.id) : null);
     }
     const id = this.accountIds.get(handle) ?? null;
@@ -306,9 +333,9 @@ class Loader {
       if (!ownerId) continue;
 
       let row: Record<string, unknown> | undefined;
-      if (w.id) row = (await this.q(`select * from workflows where id = ?`, [w.id]))[0];
+      if (w.id) row = (await this.q(CATALOG_WORKFLOW_BY_ID, [w.id]))[0];
       else {
-        const rows = await this.q(`select * from workflows where owner_id = ? and name = ? order by created_at, id`, [ownerId, w.name]);
+        const rows = await this.q(CATALOG_WORKFLOWS_BY_NAME, [ownerId, w.name]);
         if (rows.length > 1) {
           this.err(`${at}.name`, `"${w.owner}" has ${rows.length} workflows named "${w.name}"; give this one an id`);
           continue;
@@ -322,7 +349,7 @@ class Loader {
       const workflowId = row ? String(row.id) : (w.id ?? randomUUID());
 
       // Resolve every version first (ids, immutability) so the active version id is known up front.
-      const stored = row ? await this.q<VersionRow>(`select id, workflow_id, label, graph_hash from workflow_versions where workflow_id = ?`, [workflowId]) : [];
+      const stored = row ? await this.q<VersionRow>(CATALOG_VERSIONS_OF_WORKFLOW, [workflowId]) : [];
       const labels = new Map<string, string>(stored.map((v) => [v.label, String(v.id)]));
       const inserts: { id: string; label: string; graph: Graph; hash: string }[] = [];
       let versionErrors = false;
@@ -332,7 +359,7 @@ class Loader {
         const byLabel = stored.find((s) => s.label === v.label);
         let existing: VersionRow | undefined = byLabel;
         if (v.id) {
-          existing = (await this.q<VersionRow>(`select id, workflow_id, label, graph_hash from workflow_versions where id = ?`, [v.id]))[0];
+          existing = (await this.q<VersionRow>(CATALOG_VERSION_BY_ID, [v.id]))[0];
           if (existing && existing.workflow_id !== workflowId) {
             this.err(`${vat}.id`, `version ${v.id} belongs to another workflow`);
             versionErrors = true;
@@ -371,29 +398,16 @@ class Loader {
 
       const fields = workflowFields(w, activeVersionId);
       if (!row) {
-        await this.q(
-          `insert into workflows (id, owner_id, name, description, service_code, run_model, price_usd, listing, unlock, api_access,
-                                  credential_mode, compute_limit_usd, active_version_id, runs_count, created_at)
-           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, now())`,
-          [workflowId, ownerId, ...fields.values],
-        );
+        await this.q(CATALOG_INSERT_WORKFLOW, [workflowId, ownerId, ...fields.values]);
         this.report.workflows.created++;
       } else if (fields.differsFrom(row)) {
-        await this.q(
-          `update workflows set name = ?, description = ?, service_code = ?, run_model = ?, price_usd = ?, listing = ?, unlock = ?,
-                                api_access = ?, credential_mode = ?, compute_limit_usd = ?, active_version_id = ?
-            where id = ?`,
-          [...fields.values, workflowId],
-        );
+        await this.q(CATALOG_UPDATE_WORKFLOW, [...fields.values, workflowId]);
         this.report.workflows.updated++;
       } else this.report.workflows.unchanged++;
 
       // Created one by one so created_at orders them as listed (newest last).
       for (const v of inserts) {
-        await this.q(
-          `insert into workflow_versions (id, workflow_id, label, graph, graph_hash, created_at) values (?, ?, ?, ?::jsonb, ?, clock_timestamp())`,
-          [v.id, workflowId, v.label, JSON.stringify(v.graph), v.hash],
-        );
+        await this.q(CATALOG_INSERT_VERSION, [v.id, workflowId, v.label, JSON.stringify(v.graph), v.hash]);
         this.report.versions.created++;
       }
       this.workflowIds[i] = workflowId;
@@ -406,7 +420,7 @@ class Loader {
     if (isUuid(ref)) {
       const i = this.catalog.workflows.findIndex((w) => w.id?.toLowerCase() === ref.toLowerCase());
       if (i >= 0) return this.workflowIds[i] ?? null;
-      const row = (await this.q(`select id from workflows where id = ?`, [ref]))[0];
+      const row = (await this.q(CATALOG_WORKFLOW_ID, [ref]))[0];
       if (row) return String(row.id);
       this.err(at, `unknown workflow ${ref}`);
       return null;
@@ -422,10 +436,7 @@ class Loader {
     const known = this.versionIds.get(workflowId);
     if (known?.has(ref)) return known.get(ref)!;
     if (known && [...known.values()].includes(ref.toLowerCase())) return ref.toLowerCase();
-    const rows = await this.q<{ id: string }>(
-      isUuid(ref) ? `select id from workflow_versions where workflow_id = ? and id = ?` : `select id from workflow_versions where workflow_id = ? and label = ?`,
-      [workflowId, ref],
-    );
+    const rows = await this.q<{ id: string }>(isUuid(ref) ? CATALOG_VERSION_ID : CATALOG_VERSION_ID_BY_LABEL, [workflowId, ref]);
     if (rows[0]) return String(rows[0].id);
     this.err(at, `unknown version "${ref}" of workflow ${workflowId}`);
     return null;
@@ -441,16 +452,13 @@ class Loader {
       if (!accountId || !workflowId) continue;
       const versionId = await this.resolveVersion(workflowId, p.version, `${at}.version`);
       if (!versionId) continue;
-      const row = (await this.q(`select id from purchases where account_id = ? and workflow_id = ?`, [accountId, workflowId]))[0];
+      const row = (await this.q(CATALOG_PURCHASE, [accountId, workflowId]))[0];
       if (row) {
         // The pin belongs to the buyer now (accept-update moves it); a reload never resets it.
         this.report.purchases.unchanged++;
         continue;
       }
-      await this.q(
-        `insert into purchases (id, account_id, workflow_id, version_id, created_at, updated_at) values (?, ?, ?, ?, now(), now())`,
-        [randomUUID(), accountId, workflowId, versionId],
-      );
+      await this.q(CATALOG_INSERT_PURCHASE, [randomUUID(), accountId, workflowId, versionId]);
       this.report.purchases.created++;
     }
   }
@@ -463,16 +471,13 @@ class Loader {
       if (!accountId || !workflowId) continue;
       const versionId = await this.resolveVersion(workflowId, b.version, `${at}.version`);
       if (!versionId) continue;
-      const row = (await this.q(`select id from bundles where account_id = ? and workflow_id = ? and version_id = ?`, [accountId, workflowId, versionId]))[0];
+      const row = (await this.q(CATALOG_BUNDLE, [accountId, workflowId, versionId]))[0];
       if (row) {
         // Runs left and the price paid are money state: never reset by a reload.
         this.report.bundles.unchanged++;
         continue;
       }
-      await this.q(
-        `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run, created_at) values (?, ?, ?, ?, ?, ?, ?, now())`,
-        [randomUUID(), accountId, workflowId, versionId, b.runs, b.runs, b.usdPerRun],
-      );
+      await this.q(CATALOG_INSERT_BUNDLE, [randomUUID(), accountId, workflowId, versionId, b.runs, b.usdPerRun]);
       this.report.bundles.created++;
     }
   }

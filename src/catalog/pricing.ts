@@ -1,4 +1,6 @@
 import type { Em } from '../db/orm.ts';
+import { query } from '../db/statement.ts';
+import { FIND_SETTING, SAVE_SETTING } from '../sql/settings.ts';
 
 /** Service pricing from the catalog (docs/design/catalog.md), kept in `settings` so every process sees the same. */
 export interface Pricing {
@@ -26,7 +28,7 @@ export async function getPricing(em: Em): Promise<Pricing> {
 
 /** The stored pricing, uncached (the catalog loader compares with this, not with the cache). */
 export async function readPricing(em: Em): Promise<Pricing> {
-  const [row] = await em.execute<{ value: unknown }[]>('select value from settings where key = ?', [PRICING_KEY]);
+  const [row] = await query<{ value: unknown }>(em, FIND_SETTING, [PRICING_KEY]);
   if (!row) return DEFAULT_PRICING;
   const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;
   return { stepUsd: value.stepUsd ?? DEFAULT_PRICING.stepUsd, models: value.models ?? {} };
@@ -34,9 +36,5 @@ export async function readPricing(em: Em): Promise<Pricing> {
 
 export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
   cached = null;
-  await em.execute(
-    `insert into settings (key, value, updated_at) values (?, ?::jsonb, now())
-     on conflict (key) do update set value = excluded.value, updated_at = now()`,
-    [PRICING_KEY, JSON.stringify(pricing)],
-  );
+  await query(em, SAVE_SETTING, [PRICING_KEY, JSON.stringify(pricing)]);
 }

@@ -1,4 +1,6 @@
+import { query } from '../db/statement.ts';
 import type { Deps } from '../services/deps.ts';
+import { READINESS_CHECK } from '../sql/readiness.ts';
 import { sendJson } from './respond.ts';
 import type { HttpServer } from './server.ts';
 
@@ -8,7 +10,7 @@ export function mountHealth(http: HttpServer, deps: Deps): void {
   http.mount('/readyz', async (_req, res) => {
     const checks = { database: false, engine: false };
     try {
-      await deps.orm.em.fork().execute('select 1');
+      await query(deps.orm.em.fork(), READINESS_CHECK, []);
       checks.database = true;
     } catch (err) {
       deps.log.warn({ err }, 'readiness: database unreachable');

@@ -1,5 +1,7 @@
 import { Gauge } from 'prom-client';
 import type { Pool } from 'pg';
+import { query } from '../db/statement.ts';
+import { QUEUE_SNAPSHOT } from '../sql/queue-snapshot.ts';
 import { metricsEnabled, registry } from './metrics.ts';
 
 /**
@@ -15,7 +17,7 @@ interface QueueSnapshot {
 
 /** The part of the ORM used here (typed structurally: src/db/orm.ts reports PGlite statements here). */
 interface QueueDb {
-  em: { fork(): { execute<T>(sql: string): Promise<T> } };
+  em: { fork(): Parameters<typeof query>[0] };
 }
 
 interface Source {
@@ -38,14 +40,6 @@ export function bindQueueSource(orm: QueueDb, capacity: number): () => void {
 /** The queue depth is counted up to this (a scrape stays cheap however deep the queue grows). */
 export const QUEUE_COUNT_CAP = 10_000;
 
-// The in-flight predicate is admission's (src/sql/admit-queued.ts): running or suspended, or
-// admitted and being prepared. The queue's count and its head come from the line's partial index
-// (runs_queue_line_idx, src/services/runs/queue-line.ts): a bounded index-only count and one index probe.
-const QUEUE_SQL = `select
-    (select count(*) from runs where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing')))::int as in_flight,
-    (select count(*) from (select 1 from runs where status = 'pending' and phase = 'queued' limit ${QUEUE_COUNT_CAP}) q)::int as queued,
-    coalesce(extract(epoch from clock_timestamp() - (select queued_at from runs where status = 'pending' and phase = 'queued' order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`;
-
 /** One statement per scrape: the three gauges' collectors share the snapshot of the scrape in progress. */
 function snapshot(): Promise<QueueSnapshot | null> {
   if (pending) return pending;
@@ -53,7 +47,7 @@ function snapshot(): Promise<QueueSnapshot | null> {
   if (!s) return Promise.resolve(null);
   pending = (async () => {
     try {
-      const [row] = await s.orm.em.fork().execute<{ in_flight: number; queued: number; oldest: number }[]>(QUEUE_SQL);
+      const [row] = await query<{ in_flight: number; queued: number; oldest: number }>(s.orm.em.fork(), QUEUE_SNAPSHOT, [QUEUE_COUNT_CAP]);
       return { inFlight: Number(row?.in_flight ?? 0), queued: Number(row?.queued ?? 0), oldestSeconds: Number(row?.oldest ?? 0) };
     } catch {
       // An unreachable database leaves the gauges out of this scrape (/readyz says why).

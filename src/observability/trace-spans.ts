@@ -16,6 +16,8 @@ import {
 } from '@opentelemetry/semantic-conventions';
 import type { Orm } from '../db/orm.ts';
 import { fork } from '../runs/deps.ts';
+import { query } from '../db/statement.ts';
+import { RUN_TRACE_CONTEXT } from '../sql/run-trace-context.ts';
 import { activeTracer, contextFromCarrier } from './tracing.ts';
 
 /**
@@ -116,7 +118,7 @@ export function traceRoute(method: string | undefined, template: string): void {
 export async function traceRun<T>(deps: { orm: Orm }, runId: string, fn: () => Promise<T>): Promise<T> {
   const tracer = activeTracer();
   if (!tracer) return fn();
-  const rows = await fork(deps).execute<{ trace_context: unknown }[]>('select trace_context from runs where id = ?', [runId]);
+  const rows = await query<{ trace_context: unknown }>(fork(deps), RUN_TRACE_CONTEXT, [runId]);
   const parent = contextFromCarrier(rows[0]?.trace_context);
   const span = tracer.startSpan('run', { attributes: { 'wr.run.id': runId } }, parent);
   return within(span, parent, fn);

@@ -180,6 +180,29 @@ t('a hold taken by the settlement that the balance does not cover throws and wri
   }
 });
 
+t('on a server, a settlement that ends its transaction is committed with its statement (settle_wallet_and_commit)', async ({ orm }) => {
+  if (!process.env.DATABASE_URL) {
+    console.log('  (skipped on PGlite: there the settlement is committed by the ORM as usual)');
+    return;
+  }
+  const em = orm.em.fork() as unknown as Em;
+  const f = await fixture(em, '1.000000');
+  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.500000' }));
+  let seenBeforeCommit: unknown;
+  await em.transactional(async (tx) => {
+    await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.500000' }, '0.200000', {
+      commit: true,
+      countCompletedRunOf: f.workflowId,
+    });
+    // Another connection sees the settlement before the ORM's own COMMIT: it travelled with the statement.
+    seenBeforeCommit = await wallet(orm.em.fork() as unknown as Em, f.accountId);
+  });
+  assert.equal(seenBeforeCommit, { balance_usd: '0.800000', held_usd: '0.000000' });
+  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.800000', held_usd: '0.000000' });
+  const count = await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]);
+  assert.is(Number(count[0]!.runs_count), 1);
+});
+
 t('funding at settlement takes an eligible bundle at once and leaves the wallet alone', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');

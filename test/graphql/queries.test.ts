@@ -246,10 +246,11 @@ test('lists are batched: the number of SQL statements does not grow with the pag
     account { handle wallet { balanceUsd } apiKeys { prefix } ledger(limit: 2) { kind } }
     workflow { name owner { handle } versions { label } } workflowVersion { label } } } }`;
   const count = async (limit: number) => {
-    const proto = Object.getPrototypeOf(h.app.deps.orm.em) as { execute: (...args: unknown[]) => unknown };
-    const original = proto.execute;
+    // Every statement, em.execute's and src/sql's (query() in src/db/statement.ts), runs through executeQuery.
+    const connection = h.app.deps.orm.em.getConnection() as unknown as { executeQuery: (...args: unknown[]) => unknown };
+    const original = connection.executeQuery;
     let n = 0;
-    proto.execute = function (this: unknown, ...args: unknown[]) {
+    connection.executeQuery = function (this: unknown, ...args: unknown[]) {
       n++;
       return original.apply(this, args);
     };
@@ -258,7 +259,7 @@ test('lists are batched: the number of SQL statements does not grow with the pag
       assert.is(res.status, 200, res.text);
       assert.is(res.body.data!.runs.runs.length, limit);
     } finally {
-      proto.execute = original;
+      connection.executeQuery = original;
     }
     return n;
   };

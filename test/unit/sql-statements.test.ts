@@ -1,73 +1,61 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { suite } from 'uvu';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Statement } from '../../src/db/statement.ts';
 
 /**
- * The SQL under src/sql/ is where a newcomer looks for it: every statement has a constant text with `$n`
- * placeholders and a snake_case name that is also its prepared-statement name, and that name, read in a
- * Postgres log, leads to exactly one file.
+ * The SQL statements of src/sql/ (src/db/statement.ts): a statement's name is its prepared-statement
+ * name, so the name a Postgres log shows must lead to one file, and its text must be constant with
+ * `$n` placeholders.
  */
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const SQL_DIR = path.join(ROOT, 'src/sql');
+const root = new URL('../../', import.meta.url).pathname;
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const full = path.join(dir, e.name);
-    if (e.isDirectory()) return e.name === 'node_modules' || e.name === 'generated' ? [] : sourceFiles(full);
-    return e.name.endsWith('.ts') ? [full] : [];
+function tsFiles(dir: string): string[] {
+  return readdirSync(join(root, dir)).flatMap((f) => {
+    const path = join(dir, f);
+    if (statSync(join(root, path)).isDirectory()) return tsFiles(path);
+    return path.endsWith('.ts') ? [path] : [];
   });
 }
 
-const isStatement = (v: unknown): v is Statement =>
-  typeof v === 'object' && v !== null && typeof (v as Statement).name === 'string' && typeof (v as Statement).text === 'string';
+const sources = [...tsFiles('src'), ...tsFiles('workflows')].map((path) => ({ path, text: readFileSync(join(root, path), 'utf8') }));
 
-const t = suite<{ statements: { file: string; s: Statement }[] }>('SQL statements in src/sql');
+async function sqlStatements(): Promise<Statement[]> {
+  const found = new Set<Statement>();
+  for (const path of tsFiles('src/sql')) {
+    const mod = (await import(join(root, path))) as Record<string, unknown>;
+    for (const v of Object.values(mod)) {
+      if (v && typeof v === 'object' && typeof (v as Statement).name === 'string' && typeof (v as Statement).text === 'string') found.add(v as Statement);
+    }
+  }
+  return [...found];
+}
 
-t.before(async (ctx) => {
-  ctx.statements = [];
-  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.ts'))) {
-    const mod = (await import(path.join(SQL_DIR, file))) as Record<string, unknown>;
-    for (const v of Object.values(mod)) if (isStatement(v)) ctx.statements.push({ file: `src/sql/${file}`, s: v });
+test('every statement of src/sql has its own snake_case name', async () => {
+  const statements = await sqlStatements();
+  assert.ok(statements.length > 50, `${statements.length} statements found`);
+  const names = statements.map((s) => s.name);
+  const twice = names.filter((n, i) => names.indexOf(n) !== i);
+  assert.equal(twice, [], `names used twice: ${twice.join(', ')}`);
+  for (const n of names) assert.match(n, /^[a-z][a-z0-9_]*$/, n);
+});
+
+test("a statement's name, as a Postgres log shows it, is written in exactly one source file", async () => {
+  for (const { name } of await sqlStatements()) {
+    const files = sources.filter((f) => f.text.includes(`'${name}'`)).map((f) => f.path);
+    assert.is(files.length, 1, `'${name}' is written in ${files.length ? files.join(', ') : 'no file'}`);
   }
 });
 
-t('every file under src/sql exports named statements', ({ statements }) => {
-  const files = new Set(statements.map((x) => x.file));
-  assert.ok(statements.length >= 20, `only ${statements.length} statements found`);
-  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.ts'))) {
-    const text = readFileSync(path.join(SQL_DIR, file), 'utf8');
-    // A file may hold only shared fragments (CTEs) used by statements elsewhere.
-    if (/statement\(/.test(text)) assert.ok(files.has(`src/sql/${file}`), `${file} defines statements but exports none`);
+test('statement texts use $1…$n, each number at least once, and no ? placeholder', async () => {
+  for (const s of await sqlStatements()) {
+    const numbers = new Set([...s.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+    const max = Math.max(0, ...numbers);
+    for (let i = 1; i <= max; i++) assert.ok(numbers.has(i), `${s.name}: $${i} is never used (up to $${max})`);
+    assert.not.match(s.text, /(^|[\s(,=])\?(?=[\s,)]|::|$)/, `${s.name} has a ? placeholder`);
   }
 });
 
-t('statement names are snake_case and unique', ({ statements }) => {
-  const seen = new Map<string, string>();
-  for (const { file, s } of statements) {
-    assert.match(s.name, /^[a-z][a-z0-9_]*$/, `${file}: ${s.name}`);
-    const prior = seen.get(s.name);
-    assert.ok(prior === undefined || prior === file, `${s.name} is defined in ${prior} and ${file}`);
-    seen.set(s.name, file);
-  }
-});
-
-t('each statement name leads to exactly one file of src/', ({ statements }) => {
-  const sources = sourceFiles(path.join(ROOT, 'src')).map((f) => ({ f: path.relative(ROOT, f), text: readFileSync(f, 'utf8') }));
-  for (const { file, s } of statements) {
-    const defining = sources.filter((x) => x.text.includes(`'${s.name}'`) || x.text.includes(`"${s.name}"`)).map((x) => x.f);
-    assert.equal(defining, [file], `the name ${s.name}`);
-  }
-});
-
-t('statement texts use $n placeholders, never ?', ({ statements }) => {
-  for (const { file, s } of statements) {
-    // `?` is also a jsonb operator (`?`, `?|`, `?&`); a placeholder stands where a value does.
-    assert.not.match(s.text, /(=|,|\(|\bin|\blimit|\boffset)\s*\?(?![|&])/i, `${file}: ${s.name}`);
-  }
-});
-
-t.run();
+test.run();

@@ -1,5 +1,16 @@
 import type { Em } from '../../db/orm.ts';
-import { groupPages, iso, isoOrNull, json, marks, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
+import { query } from '../../db/statement.ts';
+import {
+  GRAPHQL_ACCOUNTS_BY_HANDLES,
+  GRAPHQL_ACCOUNTS_BY_IDS,
+  GRAPHQL_API_KEYS,
+  GRAPHQL_LEDGER_PAGES,
+  GRAPHQL_PURCHASES,
+  GRAPHQL_WALLETS,
+  GRAPHQL_WEBHOOK_DELIVERY_PAGES,
+  GRAPHQL_WEBHOOK_ENDPOINTS,
+} from '../../sql/graphql-accounts.ts';
+import { groupPages, iso, isoOrNull, json, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
 
 /**
  * Internal reads of accounts and what hangs off them: wallet, ledger, API key metadata, webhook
@@ -76,8 +87,6 @@ export interface PurchaseRecord {
   updatedAt: string;
 }
 
-const ACCOUNT = 'select id, handle, restricted, listings_paused, max_concurrent_runs, connections, created_at from accounts';
-
 function toAccount(r: Record<string, unknown>): AccountRecord {
   return {
     id: str(r.id),
@@ -93,24 +102,21 @@ function toAccount(r: Record<string, unknown>): AccountRecord {
 export async function accountsByIds(em: Em, ids: readonly string[]): Promise<Map<string, AccountRecord>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(`${ACCOUNT} where id in (${marks(wanted.length)})`, wanted);
+  const rows = await query(em, GRAPHQL_ACCOUNTS_BY_IDS, [wanted]);
   return new Map(rows.map((r) => [String(r.id), toAccount(r)]));
 }
 
 export async function accountsByHandles(em: Em, handles: readonly string[]): Promise<Map<string, AccountRecord>> {
   const wanted = [...new Set(handles)];
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(`${ACCOUNT} where handle in (${marks(wanted.length)})`, wanted);
+  const rows = await query(em, GRAPHQL_ACCOUNTS_BY_HANDLES, [wanted]);
   return new Map(rows.map((r) => [String(r.handle), toAccount(r)]));
 }
 
 export async function walletsByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, WalletRecord>> {
   const wanted = uuids(accountIds);
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select account_id, balance_usd, held_usd, updated_at from wallets where account_id in (${marks(wanted.length)})`,
-    wanted,
-  );
+  const rows = await query(em, GRAPHQL_WALLETS, [wanted]);
   return new Map(
     rows.map((r) => [String(r.account_id), { balanceUsd: str(r.balance_usd), heldUsd: str(r.held_usd), updatedAt: iso(r.updated_at) }]),
   );
@@ -121,14 +127,7 @@ export async function ledgerForAccounts(em: Em, keys: readonly ChildPageKey[]): 
   const out = new Map<string, LedgerEntryRecord[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await em.execute<Record<string, unknown>[]>(
-      `select * from (
-         select id, account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at,
-                row_number() over (partition by account_id order by id desc) as rn
-           from ledger_entries where account_id in (${marks(g.parentIds.length)})
-       ) x where rn > ? and rn <= ? order by account_id, rn`,
-      [...g.parentIds, g.offset, g.offset + g.limit],
-    );
+    const rows = await query(em, GRAPHQL_LEDGER_PAGES, [g.parentIds, g.offset, g.limit]);
     for (const r of rows) {
       const key = `${String(r.account_id)}|${g.offset}|${g.limit}`;
       out.set(key, [
@@ -153,11 +152,7 @@ export async function apiKeysByAccounts(em: Em, accountIds: readonly string[]): 
   const wanted = uuids(accountIds);
   const out = new Map<string, ApiKeyRecord[]>();
   if (!wanted.length) return out;
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select id, account_id, prefix, scopes, rate_limit_per_minute, spend_cap_window, spend_cap_usd, expires_at, revoked, created_at
-       from api_keys where account_id in (${marks(wanted.length)}) order by created_at asc, id asc`,
-    wanted,
-  );
+  const rows = await query(em, GRAPHQL_API_KEYS, [wanted]);
   for (const r of rows) {
     const key = String(r.account_id);
     out.set(key, [
@@ -181,11 +176,7 @@ export async function webhookEndpointsByAccounts(em: Em, accountIds: readonly st
   const wanted = uuids(accountIds);
   const out = new Map<string, WebhookEndpointRecord[]>();
   if (!wanted.length) return out;
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select id, account_id, url, events, created_at from webhook_endpoints
-      where account_id in (${marks(wanted.length)}) order by created_at asc, id asc`,
-    wanted,
-  );
+  const rows = await query(em, GRAPHQL_WEBHOOK_ENDPOINTS, [wanted]);
   for (const r of rows) {
     const key = String(r.account_id);
     const events = r.events === null || r.events === undefined ? null : json<string[] | null>(r.events);
@@ -199,16 +190,7 @@ export async function webhookDeliveriesForAccounts(em: Em, keys: readonly ChildP
   const out = new Map<string, WebhookDeliveryRecord[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await em.execute<Record<string, unknown>[]>(
-      `select * from (
-         select d.id, d.endpoint_id, e.url as endpoint_url, e.account_id, d.run_id, d.event_type, d.status, d.attempts,
-                d.next_attempt_at, d.last_status_code, d.last_error, d.created_at, d.delivered_at,
-                row_number() over (partition by e.account_id order by d.created_at desc, d.id desc) as rn
-           from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
-          where e.account_id in (${marks(g.parentIds.length)})
-       ) x where rn > ? and rn <= ? order by account_id, rn`,
-      [...g.parentIds, g.offset, g.offset + g.limit],
-    );
+    const rows = await query(em, GRAPHQL_WEBHOOK_DELIVERY_PAGES, [g.parentIds, g.offset, g.limit]);
     for (const r of rows) {
       const key = `${String(r.account_id)}|${g.offset}|${g.limit}`;
       out.set(key, [
@@ -237,12 +219,7 @@ export async function purchasesByAccounts(em: Em, accountIds: readonly string[])
   const wanted = uuids(accountIds);
   const out = new Map<string, PurchaseRecord[]>();
   if (!wanted.length) return out;
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select p.account_id, p.workflow_id, p.version_id, w.active_version_id, p.created_at, p.updated_at
-       from purchases p join workflows w on w.id = p.workflow_id
-      where p.account_id in (${marks(wanted.length)}) order by p.created_at asc, p.id asc`,
-    wanted,
-  );
+  const rows = await query(em, GRAPHQL_PURCHASES, [wanted]);
   for (const r of rows) {
     const key = String(r.account_id);
     const active = strOrNull(r.active_version_id);

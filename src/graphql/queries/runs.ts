@@ -1,7 +1,8 @@
 import type { Em } from '../../db/orm.ts';
-import { RUN_COLUMNS } from '../../sql/runs.ts';
+import { query } from '../../db/statement.ts';
+import { GRAPHQL_EVENT_PAGES, GRAPHQL_RUNS_BY_IDS, GRAPHQL_SEARCH_RUNS } from '../../sql/graphql-runs.ts';
 import { mapEventRow, mapRunRow, toPublicRun, type PublicRunEvent, type RunQueue, type RunRow } from '../../services/runs/run-views.ts';
-import { groupPages, marks, uuids, type ChildPageKey } from './sql.ts';
+import { groupPages, uuids, type ChildPageKey } from './sql.ts';
 
 /**
  * Internal (cross-account) reads of runs, their events and queue positions. They read the same tables
@@ -33,11 +34,6 @@ export interface RunRecord {
   row: RunRow;
 }
 
-const COLUMNS = RUN_COLUMNS.split(',')
-  .map((c) => `r.${c.trim()}`)
-  .join(', ');
-const SELECT = `select ${COLUMNS}, a.handle as account_handle from runs r join accounts a on a.id = r.account_id`;
-
 export function toRunRecord(r: Record<string, unknown>): RunRecord {
   const row = mapRunRow(r);
   const pub = toPublicRun(row, null);
@@ -67,7 +63,7 @@ export function toRunRecord(r: Record<string, unknown>): RunRecord {
 export async function runsByIds(em: Em, ids: readonly string[]): Promise<Map<string, RunRecord>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(`${SELECT} where r.id in (${marks(wanted.length)})`, wanted);
+  const rows = await query(em, GRAPHQL_RUNS_BY_IDS, [wanted]);
   return new Map(rows.map((r) => [String(r.id), toRunRecord(r)]));
 }
 
@@ -83,35 +79,16 @@ export interface RunSearch {
 
 /** Runs of every account, newest first (createdAt desc, then id), with the REST pagination. */
 export async function searchRuns(em: Em, f: RunSearch): Promise<{ runs: RunRecord[]; hasMore: boolean }> {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  if (f.accountHandle != null) {
-    where.push('a.handle = ?');
-    params.push(f.accountHandle);
-  }
-  if (f.status != null) {
-    where.push('r.status = ?');
-    params.push(f.status);
-  }
-  if (f.workflowId != null) {
-    if (!uuids([f.workflowId]).length) return { runs: [], hasMore: false };
-    where.push('r.workflow_id = ?');
-    params.push(f.workflowId.toLowerCase());
-  }
-  if (f.createdAfter != null) {
-    where.push('r.created_at >= ?');
-    params.push(f.createdAfter);
-  }
-  if (f.createdBefore != null) {
-    where.push('r.created_at < ?');
-    params.push(f.createdBefore);
-  }
-  params.push(f.limit + 1, f.offset);
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `${SELECT} ${where.length ? `where ${where.join(' and ')}` : ''}
-      order by r.created_at desc, r.id desc limit ? offset ?`,
-    params,
-  );
+  if (f.workflowId != null && !uuids([f.workflowId]).length) return { runs: [], hasMore: false };
+  const rows = await query(em, GRAPHQL_SEARCH_RUNS, [
+    f.accountHandle ?? null,
+    f.status ?? null,
+    f.workflowId?.toLowerCase() ?? null,
+    f.createdAfter?.toISOString() ?? null,
+    f.createdBefore?.toISOString() ?? null,
+    f.limit + 1,
+    f.offset,
+  ]);
   return { runs: rows.slice(0, f.limit).map(toRunRecord), hasMore: rows.length > f.limit };
 }
 
@@ -120,14 +97,7 @@ export async function eventsForRuns(em: Em, keys: readonly ChildPageKey[]): Prom
   const out = new Map<string, PublicRunEvent[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await em.execute<Record<string, unknown>[]>(
-      `select run_id, type, sequence, ts, node_id, data from (
-         select e.run_id, e.type, e.sequence, e.ts, e.node_id, e.data,
-                row_number() over (partition by e.run_id order by e.sequence) as rn
-           from run_events e where e.run_id in (${marks(g.parentIds.length)}) and e.sequence > ?
-       ) x where rn <= ? order by run_id, sequence`,
-      [...g.parentIds, g.offset, g.limit],
-    );
+    const rows = await query(em, GRAPHQL_EVENT_PAGES, [g.parentIds, g.offset, g.limit]);
     for (const r of rows) {
       const key = `${String(r.run_id)}|${g.offset}|${g.limit}`;
       const list = out.get(key) ?? [];

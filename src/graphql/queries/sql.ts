@@ -1,12 +1,7 @@
 import { isoOrNull, json } from '../../db/sql.ts';
 import { isUuid } from '../../domain/ids.ts';
 
-/** Small helpers for the internal read queries (plain Postgres, both drivers). */
-
-/** `?, ?, ?` for an `in (…)` list of n values (n ≥ 1). */
-export function marks(n: number): string {
-  return Array.from({ length: n }, () => '?').join(', ');
-}
+/** Small helpers for the internal read queries (their statements are in src/sql/graphql-*.ts). */
 
 /** Distinct valid UUIDs: anything else cannot match a uuid column and would make Postgres throw. */
 export function uuids(ids: readonly string[]): string[] {

@@ -1,8 +1,9 @@
 import type { Em } from '../../db/orm.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { inputSchema } from '../../domain/graph/validate.ts';
-import { groupPages, iso, json, marks, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
-import { RUNS_COUNT_SQL } from '../../services/workflows/workflow-access.ts';
+import { query } from '../../db/statement.ts';
+import { GRAPHQL_SEARCH_WORKFLOWS, GRAPHQL_VERSION_PAGES, GRAPHQL_VERSIONS_BY_IDS, GRAPHQL_WORKFLOWS_BY_IDS } from '../../sql/graphql-workflows.ts';
+import { groupPages, iso, json, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
 
 /**
  * Internal reads of workflows and versions. These are the catalog's facts, not a caller's view: no
@@ -37,11 +38,6 @@ export interface WorkflowVersionRecord {
   isActive: boolean;
 }
 
-const SELECT = `select w.id, w.name, w.description, w.service_code, w.owner_id, o.handle as owner_handle, w.run_model,
-       w.price_usd, w.listing, w.unlock, w.api_access, w.credential_mode, w.compute_limit_usd,
-       w.active_version_id, ${RUNS_COUNT_SQL} as runs_count, w.created_at
-  from workflows w join accounts o on o.id = w.owner_id`;
-
 function toWorkflow(r: Record<string, unknown>): WorkflowRecord {
   return {
     id: str(r.id),
@@ -66,7 +62,7 @@ function toWorkflow(r: Record<string, unknown>): WorkflowRecord {
 export async function workflowsByIds(em: Em, ids: readonly string[]): Promise<Map<string, WorkflowRecord>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(`${SELECT} where w.id in (${marks(wanted.length)})`, wanted);
+  const rows = await query(em, GRAPHQL_WORKFLOWS_BY_IDS, [wanted]);
   return new Map(rows.map((r) => [String(r.id), toWorkflow(r)]));
 }
 
@@ -80,30 +76,10 @@ export interface WorkflowSearch {
 
 /** Every workflow (any listing), ordered by name then id like the REST list. */
 export async function searchWorkflows(em: Em, f: WorkflowSearch): Promise<{ workflows: WorkflowRecord[]; hasMore: boolean }> {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  if (f.ownerHandle != null) {
-    where.push('o.handle = ?');
-    params.push(f.ownerHandle);
-  }
-  if (f.listing != null) {
-    where.push('w.listing = ?');
-    params.push(f.listing);
-  }
-  if (f.q) {
-    const like = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    where.push(`(w.name ilike ? or coalesce(w.description, '') ilike ?)`);
-    params.push(like, like);
-  }
-  params.push(f.limit + 1, f.offset);
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `${SELECT} ${where.length ? `where ${where.join(' and ')}` : ''} order by w.name asc, w.id asc limit ? offset ?`,
-    params,
-  );
+  const like = f.q ? `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
+  const rows = await query(em, GRAPHQL_SEARCH_WORKFLOWS, [f.ownerHandle ?? null, f.listing ?? null, like, f.limit + 1, f.offset]);
   return { workflows: rows.slice(0, f.limit).map(toWorkflow), hasMore: rows.length > f.limit };
 }
-
-const VERSION_COLUMNS = `v.id, v.workflow_id, v.label, v.graph, v.created_at, (w.active_version_id = v.id) as is_active`;
 
 function toVersion(r: Record<string, unknown>): WorkflowVersionRecord {
   return {
@@ -119,10 +95,7 @@ function toVersion(r: Record<string, unknown>): WorkflowVersionRecord {
 export async function versionsByIds(em: Em, ids: readonly string[]): Promise<Map<string, WorkflowVersionRecord>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select ${VERSION_COLUMNS} from workflow_versions v join workflows w on w.id = v.workflow_id where v.id in (${marks(wanted.length)})`,
-    wanted,
-  );
+  const rows = await query(em, GRAPHQL_VERSIONS_BY_IDS, [wanted]);
   return new Map(rows.map((r) => [String(r.id), toVersion(r)]));
 }
 
@@ -131,15 +104,7 @@ export async function versionsForWorkflows(em: Em, keys: readonly ChildPageKey[]
   const out = new Map<string, WorkflowVersionRecord[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await em.execute<Record<string, unknown>[]>(
-      `select * from (
-         select ${VERSION_COLUMNS},
-                row_number() over (partition by v.workflow_id order by v.created_at desc, v.id desc) as rn
-           from workflow_versions v join workflows w on w.id = v.workflow_id
-          where v.workflow_id in (${marks(g.parentIds.length)})
-       ) x where rn > ? and rn <= ? order by workflow_id, rn`,
-      [...g.parentIds, g.offset, g.offset + g.limit],
-    );
+    const rows = await query(em, GRAPHQL_VERSION_PAGES, [g.parentIds, g.offset, g.limit]);
     for (const r of rows) {
       const key = `${String(r.workflow_id)}|${g.offset}|${g.limit}`;
       out.set(key, [...(out.get(key) ?? []), toVersion(r)]);

@@ -10,6 +10,8 @@ import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError } 
 import { injectTraceHeaders } from '../../observability/tracing.ts';
 import { traceWebhookDelivery } from '../../observability/trace-spans.ts';
 import { fork } from '../deps.ts';
+import { query } from '../../db/statement.ts';
+import { CLAIM_WEBHOOK_DELIVERIES, RECORD_WEBHOOK_DELIVERED, RECORD_WEBHOOK_FAILED, RECORD_WEBHOOK_RETRY } from '../../sql/webhook-deliveries.ts';
 import { webhookAttempted } from '../../observability/metrics.ts';
 
 /**
@@ -82,8 +84,7 @@ export interface ClaimedDelivery {
   traceContext?: unknown;
 }
 
-const NOW_SQL = 'coalesce(?::timestamptz, now())';
-
+/** "Now" as the statements take it: the given time, or null for the database clock. */
 function nowParam(now: Date | undefined): string | null {
   return now ? now.toISOString() : null;
 }
@@ -97,25 +98,7 @@ export async function claimDueDeliveries(deps: Pick<WebhookDeps, 'orm'>, opts: C
   const limit = Math.max(1, Math.floor(opts.limit));
   const leaseMs = opts.leaseMs ?? WEBHOOK_LEASE_MS;
   const now = nowParam(opts.now);
-  const rows = await fork(deps).execute<Record<string, unknown>[]>(
-    `with due as (
-       select id from webhook_deliveries
-        where status = 'pending' and next_attempt_at <= ${NOW_SQL}
-        order by next_attempt_at, id
-        limit ?
-        for update skip locked
-     ), claimed as (
-       update webhook_deliveries d
-          set next_attempt_at = ${NOW_SQL} + (?::float8 * interval '1 millisecond')
-         from due
-        where d.id = due.id
-        returning d.id, d.endpoint_id, d.run_id, d.event_type, d.payload, d.attempts
-     )
-     select c.id, c.endpoint_id, c.run_id, c.event_type, c.payload, c.attempts, e.url, e.secret_ciphertext, e.account_id,
-            (select r.trace_context from runs r where r.id = c.run_id) as trace_context
-       from claimed c join webhook_endpoints e on e.id = c.endpoint_id`,
-    [now, limit, now, leaseMs],
-  );
+  const rows = await query(fork(deps), CLAIM_WEBHOOK_DELIVERIES, [now, limit, leaseMs]);
   return rows.map((r) => ({
     id: String(r.id),
     endpointId: String(r.endpoint_id),
@@ -237,37 +220,19 @@ interface Recorded {
 async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<Outcome, { kind: 'aborted' }>, opts: DeliverOptions): Promise<Recorded> {
   const em = fork(deps);
   const now = nowParam(opts.now);
-  // `attempts = ?` makes the write conditional on this worker still owning the attempt.
+  // Each write is conditional on the attempts count seen at claim: this worker still owns the attempt.
   if (o.kind === 'delivered') {
-    const [row] = await em.execute<{ lag: number | string }[]>(
-      `update webhook_deliveries
-          set status = 'delivered', attempts = attempts + 1, last_status_code = ?, last_error = null,
-              delivered_at = ${NOW_SQL}
-        where id = ? and status = 'pending' and attempts = ?
-        returning extract(epoch from delivered_at - created_at)::float8 as lag`,
-      [o.statusCode, now, d.id, d.attempts],
-    );
+    const [row] = await query<{ lag: number | string }>(em, RECORD_WEBHOOK_DELIVERED, [o.statusCode, now, d.id, d.attempts]);
     return { result: 'delivered', lag: row ? Number(row.lag) : null };
   }
   const backoff = opts.backoffMs ?? WEBHOOK_BACKOFF_MS;
   const wait = o.kind === 'final' ? undefined : backoff[d.attempts];
   const error = o.error.length > MAX_ERROR_LENGTH ? `${o.error.slice(0, MAX_ERROR_LENGTH - 1)}…` : o.error;
   if (wait === undefined) {
-    await em.execute(
-      `update webhook_deliveries
-          set status = 'failed', attempts = attempts + 1, last_status_code = ?, last_error = ?
-        where id = ? and status = 'pending' and attempts = ?`,
-      [o.statusCode, error, d.id, d.attempts],
-    );
+    await query(em, RECORD_WEBHOOK_FAILED, [o.statusCode, error, d.id, d.attempts]);
     return { result: 'failed', lag: null };
   }
-  await em.execute(
-    `update webhook_deliveries
-        set attempts = attempts + 1, last_status_code = ?, last_error = ?,
-            next_attempt_at = ${NOW_SQL} + (?::float8 * interval '1 millisecond')
-      where id = ? and status = 'pending' and attempts = ?`,
-    [o.statusCode, error, now, Math.max(0, wait), d.id, d.attempts],
-  );
+  await query(em, RECORD_WEBHOOK_RETRY, [o.statusCode, error, now, Math.max(0, wait), d.id, d.attempts]);
   return { result: 'retry', lag: null };
 }
 

@@ -2,6 +2,8 @@ import { forbidden, notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
+import { query } from '../../db/statement.ts';
+import { ACCEPT_WORKFLOW_UPDATE } from '../../sql/purchases.ts';
 
 /** Re-pins the caller's purchase to the active version (docs/design/rules.md). Fenced on the old pin. */
 export async function acceptWorkflowUpdate(deps: Deps, accountId: string, workflowId: string) {
@@ -12,10 +14,7 @@ export async function acceptWorkflowUpdate(deps: Deps, accountId: string, workfl
   if (!wf.pinnedVersionId) throw forbidden('you have no purchase of this workflow to update');
   const previous = wf.pinnedVersionId;
   if (wf.activeVersionId && previous !== wf.activeVersionId) {
-    await em.execute(
-      'update purchases set version_id = ?, updated_at = now() where account_id = ? and workflow_id = ? and version_id = ?',
-      [wf.activeVersionId, accountId, workflowId, previous],
-    );
+    await query(em, ACCEPT_WORKFLOW_UPDATE, [wf.activeVersionId, accountId, workflowId, previous]);
   }
   return {
     workflowId,

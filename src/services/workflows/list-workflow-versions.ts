@@ -6,21 +6,18 @@ import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { checkPage } from '../pagination.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
+import { query } from '../../db/statement.ts';
+import { LIST_WORKFLOW_VERSIONS } from '../../sql/workflows.ts';
 
 /** Owners see every version; others the active version and the one they are pinned to (docs/design/rules.md). */
-export async function listWorkflowVersions(deps: Deps, accountId: string, workflowId: string, query: { offset?: number; limit?: number }) {
-  const page = checkPage(query.offset, query.limit);
+export async function listWorkflowVersions(deps: Deps, accountId: string, workflowId: string, paging: { offset?: number; limit?: number }) {
+  const page = checkPage(paging.offset, paging.limit);
   if (!isUuid(workflowId)) throw notFound('workflow');
   const em = fork(deps);
   const wf = await findVisibleWorkflow(em, accountId, workflowId);
   if (!wf) throw notFound('workflow');
   const owner = wf.ownerId === accountId;
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `select id, label, graph, created_at from workflow_versions
-      where workflow_id = ? and (? or id = ? or id = ?)
-      order by created_at desc, id desc limit ? offset ?`,
-    [workflowId, owner, wf.activeVersionId, wf.pinnedVersionId, page.limit + 1, page.offset],
-  );
+  const rows = await query(em, LIST_WORKFLOW_VERSIONS, [workflowId, owner, wf.activeVersionId, wf.pinnedVersionId, page.limit + 1, page.offset]);
   return {
     workflowId,
     activeVersionId: wf.activeVersionId,

@@ -5,7 +5,8 @@ import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Pricing } from '../../catalog/pricing.ts';
-import { prepared } from '../../db/prepared.ts';
+import { query } from '../../db/statement.ts';
+import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
 
 /**
  * What one caller may see and do with one workflow: the single place that applies the visibility,
@@ -47,26 +48,8 @@ export interface WorkflowAccess {
   isOwner: boolean;
 }
 
-/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (settle-run.ts). */
-export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
-
-/** Columns and joins shared by every workflow read; `?` 1 is the caller's account id. */
-const select = (runsCount: string) => `
-  select w.id, w.owner_id, o.handle as owner_handle, o.listings_paused as owner_listings_paused,
-         w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock,
-         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, ${runsCount} as runs_count,
-         p.version_id as pinned_version_id,
-         v.id as shown_version_id, v.label as shown_version_label, v.graph as shown_version_graph
-    from workflows w
-    join accounts o on o.id = w.owner_id
-    left join purchases p on p.workflow_id = w.id and p.account_id = ?
-    left join workflow_versions v on v.id = coalesce(p.version_id, w.active_version_id)`;
-
-/** Public listings, the caller's own workflows and what the caller purchased (docs/design/rules.md). */
-const VISIBLE = `(w.listing = 'public' or w.owner_id = ? or p.id is not null)`;
-
-const ACCESS_SQL = `(case when w.owner_id = ? then 'owned' when p.id is not null then 'purchased'
-                          when w.unlock then 'purchase_required' else 'wallet' end)`;
+/** A workflow's completed runs, as an SQL expression over `workflows w` (read by tests). */
+export { RUNS_COUNT_SQL } from '../../sql/workflows.ts';
 
 function mapRow(r: Record<string, unknown>): WorkflowRow {
   return {
@@ -115,12 +98,9 @@ export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing):
 
 /** One workflow as the caller sees it, or null when it does not exist or is not visible to them. */
 export async function findVisibleWorkflow(em: Em, accountId: string, workflowId: string): Promise<WorkflowRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(FIND_VISIBLE, [accountId, workflowId, accountId]);
+  const rows = await query(em, FIND_VISIBLE_WORKFLOW, [accountId, workflowId]);
   return rows[0] ? mapRow(rows[0]) : null;
 }
-
-// One workflow (its detail, a run's acceptance): no run count to add up.
-const FIND_VISIBLE = prepared('find_visible_workflow', `${select('null::int')} where w.id = ? and ${VISIBLE}`);
 
 export interface WorkflowFilter {
   q?: string;
@@ -132,26 +112,8 @@ export interface WorkflowFilter {
 
 /** A page of visible workflows ordered by name then id, plus whether another page follows. */
 export async function listVisibleWorkflows(em: Em, accountId: string, f: WorkflowFilter): Promise<{ rows: WorkflowRow[]; hasMore: boolean }> {
-  const where = [VISIBLE];
-  const params: unknown[] = [accountId, accountId];
-  if (f.q) {
-    where.push(`(w.name ilike ? or coalesce(w.description, '') ilike ?)`);
-    const like = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    params.push(like, like);
-  }
-  if (f.runModel) {
-    where.push('w.run_model = ?');
-    params.push(f.runModel);
-  }
-  if (f.access) {
-    where.push(`${ACCESS_SQL} = ?`);
-    params.push(accountId, f.access);
-  }
-  params.push(f.limit + 1, f.offset);
-  const rows = await em.execute<Record<string, unknown>[]>(
-    `${select(RUNS_COUNT_SQL)} where ${where.join(' and ')} order by w.name asc, w.id asc limit ? offset ?`,
-    params,
-  );
+  const like = f.q ? `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
+  const rows = await query(em, LIST_VISIBLE_WORKFLOWS, [accountId, like, f.runModel || null, f.access || null, f.limit + 1, f.offset]);
   return { rows: rows.slice(0, f.limit).map(mapRow), hasMore: rows.length > f.limit };
 }
 
@@ -164,10 +126,7 @@ export interface VersionRow {
 }
 
 export async function findVersion(em: Em, workflowId: string, versionId: string): Promise<VersionRow | null> {
-  const rows = await em.execute<Record<string, unknown>[]>(
-    'select id, workflow_id, label, graph, created_at from workflow_versions where id = ? and workflow_id = ?',
-    [versionId, workflowId],
-  );
+  const rows = await query(em, FIND_WORKFLOW_VERSION, [versionId, workflowId]);
   const r = rows[0];
   return r ? { id: String(r.id), workflowId: String(r.workflow_id), label: String(r.label), graph: json<Graph>(r.graph), createdAt: r.created_at } : null;
 }

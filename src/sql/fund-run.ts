@@ -1,0 +1,63 @@
+import { statement } from '../db/statement.ts';
+
+/**
+ * Funding a run at preparation (src/billing/fund-run.ts, docs/design/money.md): tables `bundles`,
+ * `wallets`, `ledger_entries` and the run's funding columns.
+ */
+
+/** The oldest eligible bundle with runs left gives one run: $1 account, $2 workflow, $3 version. */
+const TAKE_BUNDLE = `b as (
+   update bundles set runs_left = runs_left - 1
+    where id = (select id from bundles where account_id = $1::uuid and workflow_id = $2::uuid and version_id = $3::uuid and runs_left > 0
+                 order by created_at, id limit 1 for update)
+    returning id, usd_per_run)`;
+
+/**
+ * A bundle run, else a wallet hold fenced on the balance, recorded on the run, with its ledger row.
+ * $1 account, $2 workflow, $3 version (the bundle's keys), $4 the hold (the displayed price), $5 run id.
+ *
+ * The CTEs of one statement share a snapshot and see each other only through RETURNING, so the wallet
+ * is fenced on the bundle CTE having taken nothing (a bundle run never touches, nor locks, the wallet),
+ * a zero hold leaves the wallet alone as a free run always has, and the run row is updated once, from
+ * whichever funding `f` holds (a hold leaves bundle_id as it was, as it always has): a row updated twice
+ * in one statement keeps only one of the updates. The answer is read from `f`, not from the run
+ * update, so a taken bundle or hold is always reported.
+ */
+export const FUND_RUN = statement(
+  'fund_run',
+  `with ${TAKE_BUNDLE},
+ w as (
+   update wallets set balance_usd = balance_usd - $4::numeric, held_usd = held_usd + $4::numeric, updated_at = now()
+    where account_id = $1::uuid and balance_usd >= $4::numeric and $4::numeric <> 0 and not exists (select 1 from b)
+    returning balance_usd),
+ l as (
+   insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
+   select $1::uuid, $5::uuid, 'hold', -($4::numeric), w.balance_usd, 'hold for run', now() from w),
+ f as (
+   select 'bundle' as funding, b.id as bundle_id, 0::numeric as hold_usd from b
+   union all
+   select 'wallet', null::uuid, $4::numeric from w
+   union all
+   select 'wallet', null::uuid, 0::numeric where $4::numeric = 0 and not exists (select 1 from b)),
+ r as (
+   update runs set funding = f.funding, bundle_id = coalesce(f.bundle_id, runs.bundle_id), hold_usd = f.hold_usd
+     from f where runs.id = $5::uuid)
+ select funding from f`,
+);
+
+/**
+ * For a run funded at settlement: a bundle pays as in FUND_RUN, else the run is marked wallet-funded
+ * with its hold and the wallet is left alone. $1 account, $2 workflow, $3 version, $4 hold, $5 run id.
+ */
+export const MARK_RUN_FUNDING = statement(
+  'mark_run_funding',
+  `with ${TAKE_BUNDLE},
+ r as (
+   update runs set funding = case when b.id is null then 'wallet' else 'bundle' end,
+                   bundle_id = coalesce(b.id, runs.bundle_id),
+                   hold_usd = case when b.id is null then $4::numeric else 0 end
+     from (select 1) one left join b on true
+    where runs.id = $5::uuid
+    returning runs.funding, runs.bundle_id, runs.hold_usd)
+ select r.funding, r.bundle_id, r.hold_usd, (select usd_per_run from b) as bundle_usd_per_run from r`,
+);

@@ -1,0 +1,63 @@
+import { statement } from '../db/statement.ts';
+
+/**
+ * Workflows as one caller sees them (src/services/workflows/workflow-access.ts applies the rules of
+ * docs/design/rules.md to these rows): tables `workflows`, `workflow_versions`, with the caller's
+ * `purchases` row and the owner's `accounts` row. $1 is always the caller's account id.
+ */
+
+/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (src/sql/settle-run.ts). */
+export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
+
+/** Columns and joins shared by every workflow read: the caller's pin, and the version shown to them. */
+const select = (runsCount: string) => `
+  select w.id, w.owner_id, o.handle as owner_handle, o.listings_paused as owner_listings_paused,
+         w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock,
+         w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id, ${runsCount} as runs_count,
+         p.version_id as pinned_version_id,
+         v.id as shown_version_id, v.label as shown_version_label, v.graph as shown_version_graph
+    from workflows w
+    join accounts o on o.id = w.owner_id
+    left join purchases p on p.workflow_id = w.id and p.account_id = $1::uuid
+    left join workflow_versions v on v.id = coalesce(p.version_id, w.active_version_id)`;
+
+/** Public listings, the caller's own workflows and what the caller purchased. */
+const VISIBLE = `(w.listing = 'public' or w.owner_id = $1::uuid or p.id is not null)`;
+
+/** The caller's access (userAccess), as accessOf in workflow-access.ts decides it. */
+const ACCESS = `(case when w.owner_id = $1::uuid then 'owned' when p.id is not null then 'purchased'
+                      when w.unlock then 'purchase_required' else 'wallet' end)`;
+
+/** One workflow (its detail, a run's acceptance), with no run count to add up: $1 caller, $2 workflow id. */
+export const FIND_VISIBLE_WORKFLOW = statement('find_visible_workflow', `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`);
+
+/**
+ * A page of visible workflows ordered by name then id; each filter applies when given (null: any).
+ * $1 caller, $2 `ilike` pattern on name or description, $3 run model, $4 access, $5 limit, $6 offset.
+ */
+export const LIST_VISIBLE_WORKFLOWS = statement(
+  'list_visible_workflows',
+  `${select(RUNS_COUNT_SQL)}
+    where ${VISIBLE}
+      and ($2::text is null or w.name ilike $2::text or coalesce(w.description, '') ilike $2::text)
+      and ($3::text is null or w.run_model = $3::text)
+      and ($4::text is null or ${ACCESS} = $4::text)
+    order by w.name asc, w.id asc limit $5::bigint offset $6::bigint`,
+);
+
+/** $1 version id, $2 workflow id. */
+export const FIND_WORKFLOW_VERSION = statement(
+  'find_workflow_version',
+  `select id, workflow_id, label, graph, created_at from workflow_versions where id = $1::uuid and workflow_id = $2::uuid`,
+);
+
+/**
+ * A page of a workflow's versions, newest first: all of them ($2 true, for the owner), else the active
+ * version $3 and the pinned one $4. $1 workflow id, $5 limit, $6 offset.
+ */
+export const LIST_WORKFLOW_VERSIONS = statement(
+  'list_workflow_versions',
+  `select id, label, graph, created_at from workflow_versions
+    where workflow_id = $1::uuid and ($2::boolean or id = $3::uuid or id = $4::uuid)
+    order by created_at desc, id desc limit $5::bigint offset $6::bigint`,
+);
