@@ -1,17 +1,16 @@
-import { prepared, withCommit } from '../db/prepared.ts';
+import { lastOfTransaction } from '../db/prepared.ts';
 import { statement, type Statement } from '../db/statement.ts';
 
 /**
  * Settling a run's funding (src/billing/settle-run.ts, docs/design/money.md): tables `wallets`,
  * `ledger_entries`, `bundles` and `workflow_run_tallies`. Each statement has a variant named
- * `<name>_and_commit`, sent with its transaction's COMMIT on a Postgres server (withCommit in
- * src/db/prepared.ts, which prepares it as `<name>_and_commit_c`), for a settlement that ends its
- * transaction.
+ * `<name>_and_commit`, sent with its transaction's COMMIT on a Postgres server (lastOfTransaction in
+ * src/db/prepared.ts; prepared as `<name>_and_commit_c`), for a settlement that ends its transaction.
  */
 
 /** `s`'s text under `name`, marked as the last statement of its transaction. */
 function andCommit(name: string, s: Statement): Statement {
-  return statement(name, withCommit(prepared(name, s.text)));
+  return statement(name, lastOfTransaction(s.text));
 }
 
 /**
