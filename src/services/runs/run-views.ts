@@ -1,11 +1,10 @@
 import type { Em } from '../../db/orm.ts';
 import { isoOrNull, json } from '../../db/sql.ts';
-import { toJson } from '../../domain/money.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { query } from '../../db/statement.ts';
 import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
 import { READ_RUN_EVENTS } from '../../sql/run-events.ts';
-import { mapRunRow, type RunRow } from '../../runs/run-row.ts';
+import { mapRunRow, toPublicRun, type RunRow } from '../../runs/run-row.ts';
 
 export { mapRunRow, toPublicRun, type PublicRun, type RunQueue, type RunRow } from '../../runs/run-row.ts';
 
@@ -45,17 +44,10 @@ export function assertOutputsFit(run: RunRow, maxBytes: number): void {
 }
 
 export function toRunListItem(run: RunRow) {
-  return {
-    id: run.id,
-    status: run.status === 'suspended' ? ('running' as const) : run.status,
-    workflowId: run.workflowId,
-    workflowVersionId: run.versionId,
-    startedAt: run.startedAt,
-    completedAt: run.completedAt,
-    displayedChargeUsd: run.chargeUsd === null ? null : toJson(run.chargeUsd),
-    billingStatus: run.billingStatus,
-    outcome: run.status === 'completed' ? run.outcome : null,
-  };
+  // A list item is the Run without its reason, queue and outputs, and with `suspended` shown as running.
+  const { id, workflowId, workflowVersionId, startedAt, completedAt, displayedChargeUsd, billingStatus, outcome } = toPublicRun(run, null);
+  const status = run.status === 'suspended' ? ('running' as const) : run.status;
+  return { id, status, workflowId, workflowVersionId, startedAt, completedAt, displayedChargeUsd, billingStatus, outcome };
 }
 
 export interface PublicRunEvent {
