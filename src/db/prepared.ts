@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
+// pg's own conversion of a parameter to its text (arrays as Postgres array literals, objects as JSON).
+// @ts-expect-error pg/lib/utils has no type declarations
+import { prepareValue as pgPrepareValue } from 'pg/lib/utils.js';
+
+const prepareValue = pgPrepareValue as (v: unknown) => unknown;
 
 /**
  * Named prepared statements for the hot statements, on a Postgres server.
@@ -184,6 +189,12 @@ interface QueryResult {
  * first time a connection sees it and only binds it afterwards. `withCommit` statements are prepared
  * with SQL PREPARE instead (their EXECUTE shares a simple-query message with the COMMIT, which the
  * extended protocol of pg cannot do), under names of their own.
+ *
+ * A transaction's BEGIN is not sent on its own either: it is owed to the server and travels with the
+ * transaction's first statement, in the same message (`begin; execute <name>_b(…)` for a named
+ * statement, `begin; <text>` for one without parameters), so a transaction costs one round trip less.
+ * Nothing changes for the transaction but the time `now()` reads (the first statement's, not the
+ * BEGIN's); a transaction that sends nothing before its COMMIT or ROLLBACK sends nothing at all.
  */
 export function nameHotStatements(pool: Pool): void {
   pool.on('connect', (client: PoolClient) => {
@@ -191,21 +202,38 @@ export function nameHotStatements(pool: Pool): void {
     const preparedHere = new Set<string>();
     /** The transaction on this connection was committed with its last statement; its COMMIT is owed no reply. */
     let committed = false;
+    /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
+    let owedBegin = false;
     (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
       if (committed) {
         committed = false;
-        if (config === 'commit') return Promise.resolve<QueryResult>({ command: 'COMMIT', rowCount: null, rows: [], fields: [] });
+        if (config === 'commit') return Promise.resolve(done('COMMIT'));
         // A programming error: the statement marked withCommit was not the last of its transaction.
         return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
       }
+      const noValues = values === undefined || (Array.isArray(values) && values.length === 0);
+      if (config === 'begin' && noValues && cb === undefined && !owedBegin) {
+        owedBegin = true;
+        return Promise.resolve(done('BEGIN'));
+      }
+      const begin = owedBegin;
+      owedBegin = false;
+      if (begin && (config === 'commit' || config === 'rollback') && noValues) return Promise.resolve(done(config === 'commit' ? 'COMMIT' : 'ROLLBACK'));
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && names.has(config)) {
         if (config.startsWith(COMMITS)) {
-          return executeAndCommit(client, query, preparedHere, config, values as Scalar[]).then((result) => {
+          return executeSimple(client, query, preparedHere, config, values, begin, true).then((result) => {
             committed = true;
             return result;
           });
         }
+        if (begin) return executeSimple(client, query, preparedHere, config, values, true, false);
         return query({ name: names.get(config)!, text: config, values }, cb);
+      }
+      if (begin) {
+        if (typeof config === 'string' && noValues && cb === undefined) {
+          return (query(`begin; ${config}`) as Promise<QueryResult[]>).then((results) => results[results.length - 1]!);
+        }
+        return (query('begin') as Promise<unknown>).then(() => query(config, values, cb));
       }
       return query(config, values, cb);
     };
@@ -213,15 +241,31 @@ export function nameHotStatements(pool: Pool): void {
   });
 }
 
-async function executeAndCommit(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: Scalar[]): Promise<QueryResult> {
-  const name = `${names.get(text)!}_c`;
+const done = (command: string): QueryResult => ({ command, rowCount: null, rows: [], fields: [] });
+
+/**
+ * A named statement as SQL EXECUTE in a simple-query message: after the owed BEGIN (`begin`, prepared
+ * as `<name>_b`) and/or before the COMMIT (`commit`, a withCommit text, prepared as `<name>_c`).
+ */
+async function executeSimple(
+  client: PoolClient,
+  query: Query,
+  preparedHere: Set<string>,
+  text: string,
+  values: unknown[],
+  begin: boolean,
+  commit: boolean,
+): Promise<QueryResult> {
+  const name = `${names.get(text)!}_${commit ? 'c' : 'b'}`;
   // PREPARE is not undone by a rollback, so a connection prepares each statement once.
   if (!preparedHere.has(name)) {
-    await query(`prepare ${name} as ${text}`);
+    await query(begin ? `begin; prepare ${name} as ${text}` : `prepare ${name} as ${text}`);
     preparedHere.add(name);
+    begin = false;
   }
   // Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred.
-  const args = values.map((v) => (v === null ? 'null' : client.escapeLiteral(String(v)))).join(', ');
-  const [result] = (await query(`execute ${name}(${args}); commit`)) as QueryResult[];
-  return result!;
+  const args = values.map((v) => (v === null || v === undefined ? 'null' : client.escapeLiteral(String(prepareValue(v))))).join(', ');
+  const results = (await query(`${begin ? 'begin; ' : ''}execute ${name}(${args})${commit ? '; commit' : ''}`)) as QueryResult | QueryResult[];
+  // One statement in the message: one result; more: one per statement, the EXECUTE's after the BEGIN's.
+  return Array.isArray(results) ? results[begin ? 1 : 0]! : results;
 }

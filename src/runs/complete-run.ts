@@ -1,14 +1,14 @@
 import type { Em } from '../db/orm.ts';
 import type { Finished, FreeAction } from '../domain/graph/interpreter.ts';
-import { chargeFor, type StepBatch } from '../domain/run-steps.ts';
-import { fundRunAtSettlement } from '../billing/fund-run.ts';
-import { InsufficientFundsAtSettlement } from '../billing/settle-run.ts';
+import { chargeFor, type NewRunEvent, type StepBatch } from '../domain/run-steps.ts';
+import { query } from '../db/statement.ts';
+import { START_AND_FINISH } from '../sql/start-and-finish.ts';
+import { InsufficientFundsAtSettlement, type SettleInput } from '../billing/settle-run.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { publishTerminal } from './fenced-write.ts';
+import { eventArrays, publishTerminal } from './fenced-write.ts';
 import { applyActionsIn } from './free-actions.ts';
-import { finishRun, type Finish, type FinishedRun, type LockedRun } from './finish-run.ts';
-import { fundingArgs, startAdmitted } from './prepare-run.ts';
-import { recordEntries, writeBatch } from './record-batch.ts';
+import { finishRun, settleFinished, terminalEventData, type Finish, type FinishedRun } from './finish-run.ts';
+import { batchWrite, recordEntries, writeBatch } from './record-batch.ts';
 
 /** Completion: a run ends as the interpreter decided, with its last writes in the same transaction. */
 
@@ -68,28 +68,52 @@ export async function completeRun(
   }
 
   /**
-   * Started here: the start and the batch in one statement, then the funding (a bundle pays now, a
-   * wallet hold is taken by the settlement, the last statement, so the account's wallet row is locked
-   * for one statement and the commit), then the finish, which needs no re-read of the locked run.
+   * Started here: the start, the batch, the funding mark (a bundle pays now, else the wallet hold is
+   * recorded for the settlement to take) and the terminal state in ONE statement (START_AND_FINISH), so
+   * the run's row is written once; then the webhook outbox and the settlement, the last statement, sent
+   * with the COMMIT, so the account's wallet row is locked for one statement and the commit.
    */
   async function startAndFinish(tx: Em): Promise<FinishedRun | null> {
-    const run = await startAdmitted(tx, runId, entries ?? []);
-    if (!run) throw new NotStartedHere();
-    const funding = await fundRunAtSettlement(tx, fundingArgs(runId, run));
-    const locked: LockedRun = {
-      accountId: String(run.account_id),
-      status: 'running',
-      funding: funding.funding,
-      bundleId: funding.bundleId,
-      bundleUsdPerRun: funding.bundleUsdPerRun,
-      holdUsd: funding.holdUsd,
-      computeUsd: String(run.compute_usd),
-      creatorPriceUsd: String(run.creator_price_usd),
-      workflowId: String(run.workflow_id),
+    const w = entries?.length ? await batchWrite(tx, runId, entries) : null;
+    if (entries?.length && !w) throw new NotStartedHere();
+    const [row] = await query(tx, START_AND_FINISH, [
+      runId,
+      w?.absentResults ?? [],
+      w?.absentTimers ?? [],
+      w?.computeLimitSteps ?? null,
+      w?.progress ? JSON.stringify(w.progress.results ?? {}) : null,
+      JSON.stringify(w?.progress?.addTimers ?? {}),
+      w?.progress?.removeTimers ?? [],
+      w?.compute?.steps ?? 0,
+      w?.compute?.extra?.toFixed() ?? '0',
+      ...eventArrays([...STARTED_EVENTS, ...(w?.events ?? []), { type: `run.${finish.status}`, data: terminalEventData(finish) }]),
+      finish.status,
+      finish.status === 'completed' ? (finish.outcome ?? 'completed') : null,
+      finish.status === 'failed' ? (finish.reason ?? 'the run failed') : null,
+      finish.outputs ? JSON.stringify(finish.outputs) : null,
+      finish.charge,
+    ]);
+    if (!row) throw new NotStartedHere();
+    const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+    const settle: SettleInput = {
+      id: runId,
+      accountId: String(row.account_id),
+      funding: String(row.funding),
+      bundleId: text(row.bundle_id),
+      bundleUsdPerRun: text(row.bundle_usd_per_run),
+      holdUsd: String(row.hold_usd),
     };
-    return finishRun(tx, runId, finish, { holdAtSettlement: funding.funding === 'wallet', locked, commit: true });
+    return settleFinished(tx, runId, finish, row, settle, text(row.charge), String(row.workflow_id), {
+      holdAtSettlement: settle.funding === 'wallet',
+      commit: true,
+    });
   }
 }
+
+const STARTED_EVENTS: NewRunEvent[] = [
+  { type: 'run.preparing', data: { status: 'pending' } },
+  { type: 'run.started', data: { status: 'running' } },
+];
 
 /** Rolls back a start-and-complete transaction: the run is left to prepareRun. */
 class NotStartedHere extends Error {}

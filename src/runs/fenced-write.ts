@@ -85,10 +85,13 @@ function fencedParams(runId: string, w: FencedWrite): unknown[] {
     w.progress?.removeTimers ?? [],
     w.compute?.steps ?? 0,
     w.compute?.extra?.toFixed() ?? '0',
-    w.events.map((e) => e.type),
-    w.events.map((e) => e.nodeId ?? null),
-    w.events.map((e) => JSON.stringify(e.data ?? {})),
+    ...eventArrays(w.events),
   ];
+}
+
+/** Events as the three parallel array parameters of runEventsCte (src/sql/run-events.ts): types, node ids, JSON data. */
+export function eventArrays(events: NewRunEvent[]): [string[], (string | null)[], string[]] {
+  return [events.map((e) => e.type), events.map((e) => e.nodeId ?? null), events.map((e) => JSON.stringify(e.data ?? {}))];
 }
 
 export function publish(deps: RunsDeps, runId: string, last: number | null | undefined): void {

@@ -55,7 +55,7 @@ export function announceFinished(deps: Pick<RunsDeps, 'bus' | 'log' | 'webhooks'
 }
 
 /** What finishing reads of the run, under its row lock. */
-export interface LockedRun {
+interface LockedRun {
   accountId: string;
   status: string;
   funding: string | null;
@@ -85,18 +85,16 @@ async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
 }
 
 /**
- * `holdAtSettlement`: the run's wallet hold is taken by the settlement (see settleRun). `locked`: the
- * caller holds the run's row lock (it updated the row in this transaction) and passes what it returned,
- * so the run is not read again. `commit`: the caller's transaction ends with this call, so its last
- * statement (the settlement) is sent with the COMMIT (settleRun's `commit`).
+ * `commit`: the caller's transaction ends with this call, so its last statement (the settlement) is
+ * sent with the COMMIT (settleRun's `commit`).
  */
 export async function finishRun(
   tx: Em,
   runId: string,
   fin: Finish,
-  opts: { holdAtSettlement?: boolean; locked?: LockedRun; commit?: boolean } = {},
+  opts: { commit?: boolean } = {},
 ): Promise<FinishedRun | null> {
-  const row = opts.locked ?? (await lockRun(tx, runId));
+  const row = await lockRun(tx, runId);
   if (!row || isTerminal(row.status)) return null;
 
   const compute = usd(row.computeUsd);
@@ -116,8 +114,7 @@ export async function finishRun(
   };
   const billed = finalCharge(settle, charge);
   const type = `run.${fin.status}`;
-  const data: Record<string, string> = { status: fin.status };
-  if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';
+  const data = terminalEventData(fin);
 
   // The terminal state, its event and the deletion of the run's secrets in one statement.
   const [updated] = await query(tx, FINISH_RUN, [
@@ -133,15 +130,38 @@ export async function finishRun(
     [null],
     [JSON.stringify(data)],
   ]);
-  const run = toPublicRun(mapRunRow(updated!), null);
+  return settleFinished(tx, runId, fin, updated!, settle, charge, row.workflowId, opts);
+}
 
-  const webhooks = await enqueueRunWebhooks(tx, accountId, runId, type, run);
-  // Settlement and the workflow's run counter (hot rows) in one statement, last before the commit.
+/**
+ * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS): the
+ * webhook outbox, then the settlement and the workflow's run counter (hot rows) in one statement, last
+ * before the commit (sent with it when `commit`).
+ */
+export async function settleFinished(
+  tx: Em,
+  runId: string,
+  fin: Finish,
+  updated: Record<string, unknown>,
+  settle: SettleInput,
+  charge: string | null,
+  workflowId: string,
+  opts: { holdAtSettlement?: boolean; commit?: boolean },
+): Promise<FinishedRun> {
+  const type = `run.${fin.status}`;
+  const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, type, toPublicRun(mapRunRow(updated), null));
   await settleRun(tx, settle, charge, {
-    countCompletedRunOf: fin.status === 'completed' ? row.workflowId : undefined,
+    countCompletedRunOf: fin.status === 'completed' ? workflowId : undefined,
     holdAtSettlement: opts.holdAtSettlement,
     commit: opts.commit,
   });
   const outcome = fin.status === 'completed' ? (fin.outcome ?? 'completed') : null;
-  return { last: Number(updated!.last_sequence), webhooks, status: fin.status, outcome, accountId };
+  return { last: Number(updated.last_sequence), webhooks, status: fin.status, outcome, accountId: settle.accountId };
+}
+
+/** The terminal event's data (finishRun, and the start-and-finish statement of src/runs/complete-run.ts). */
+export function terminalEventData(fin: Finish): Record<string, string> {
+  const data: Record<string, string> = { status: fin.status };
+  if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';
+  return data;
 }

@@ -91,7 +91,7 @@ t('the lookups the API does are indexed', async ({ orm }) => {
   const defs = rows.map((r) => r.indexdef).join('\n');
   for (const expected of [
     /runs_account_created_idx ON public\.runs USING btree \(account_id, created_at, id\)/,
-    /run_events_run_sequence_unique ON public\.run_events USING btree \(run_id, sequence\)/,
+    /run_events_pkey ON public\.run_events USING btree \(run_id, sequence\)/,
     /idempotency_account_key_unique ON public\.idempotency_records USING btree \(account_id, key\)/,
     /api_keys_key_hash_unique ON public\.api_keys USING btree \(key_hash\)/,
     /webhook_deliveries_due_idx/,

@@ -3,6 +3,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openOrm, type Orm } from '../../src/db/orm.ts';
 import { numbered, prepared, withCommit } from '../../src/db/prepared.ts';
+import { query, statement } from '../../src/db/statement.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 const unit = suite('prepared statements: placeholders');
@@ -78,6 +79,7 @@ db('on a Postgres server a constant statement is prepared under its site\'s name
   const id = randomUUID();
   await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'named']);
   const names = await orm.em.fork().transactional(async (tx) => {
+    await tx.execute('select 1'); // the first statement goes with the BEGIN, prepared apart
     await tx.execute(ONE, [id]);
     await tx.execute(FIND, ['x', [id]]);
     return (await tx.execute<{ name: string }[]>(`select name from pg_prepared_statements where name like 'test_%' order by name`)).map((r) => r.name);
@@ -186,6 +188,62 @@ db('a withCommit statement that fails commits nothing the transaction wrote', as
     .catch((err) => (caught = err));
   assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
   assert.equal(await handles(orm), ['existing']);
+});
+
+const FIRST = prepared('test_first_in_transaction', 'select transaction_timestamp() = statement_timestamp() as together, ? as note');
+
+db('on a server a transaction\'s BEGIN travels with its first statement, named or not, and only with the first', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: no round trips to save)');
+    return;
+  }
+  // In one message the BEGIN and the statement share their start time; sent apart, the BEGIN is earlier.
+  // A connection prepares the statement first (with the BEGIN), so the last of a few sequential
+  // transactions, on a connection that has it already (the pool hands back the one just released), is looked at.
+  let named: boolean[] = [];
+  for (let i = 0; i < 3; i++) {
+    named = await orm.em.fork().transactional(async (tx) => {
+      const [first] = await tx.execute<{ together: boolean }[]>(FIRST, ['first']);
+      const [second] = await tx.execute<{ together: boolean }[]>(FIRST, ['second']);
+      return [first!.together, second!.together];
+    });
+  }
+  assert.equal(named, [true, false]);
+  const plain = await orm.em.fork().transactional(async (tx) => {
+    const [first] = await tx.execute<{ together: boolean }[]>('select transaction_timestamp() = statement_timestamp() as together');
+    return first!.together;
+  });
+  assert.is(plain, true);
+});
+
+const ARRAYS = statement('test_arrays_after_begin', 'select $1::text[] as a, $2::jsonb as j, $3::int as n, $4::uuid[] as ids');
+
+db('a statement sent with the BEGIN gets its arrays, JSON, nulls and quotes as the extended protocol would', async ({ orm }) => {
+  const values = [['a', null, 'b"c', "it's", 'back\\slash'], { x: "it's", y: [1, null] }, null, []];
+  const alone = await query(orm.em.fork(), ARRAYS, values);
+  const first = await orm.em.fork().transactional((tx) => query(tx, ARRAYS, values));
+  assert.equal(first, alone);
+  assert.equal(first[0]!.a, ['a', null, 'b"c', "it's", 'back\\slash']);
+  assert.equal(first[0]!.j, { x: "it's", y: [1, null] });
+});
+
+db('a transaction whose first statement fails rolls back, and one that sends nothing commits or rolls back without a word', async ({ orm }) => {
+  const id = randomUUID();
+  const em = orm.em.fork();
+  await em.execute('insert into accounts (id, handle) values (?, ?)', [id, 'existing']);
+  const insert = prepared('test_insert_account_first', 'insert into accounts (id, handle) values (?, ?)');
+  let caught: unknown;
+  await em
+    .transactional(async (tx) => {
+      await tx.execute(insert, [id, 'duplicate id']);
+    })
+    .catch((err) => (caught = err));
+  assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
+  await em.transactional(async () => undefined);
+  await em.transactional(async () => Promise.reject(new Error('nothing sent'))).catch(() => undefined);
+  // The connections went back to the pool usable, outside any transaction.
+  await em.transactional((tx) => tx.execute(insert, [randomUUID(), 'after']));
+  assert.equal(await handles(orm), ['after', 'existing']);
 });
 
 db('wr_refuse raises its reason under SQLSTATE WR001, only where the CASE reaches it', async ({ orm }) => {

@@ -324,7 +324,7 @@ async function statementsMentioning(needle: () => string | null, fn: () => Promi
   return seen;
 }
 
-test('a run of template steps only is started, recorded and finished in one transaction, with one event write for all steps', async () => {
+test('a run of template steps only is started, recorded, funded and finished by one write of its row, with one event write for all its events', async () => {
   const f = await seed(threeSteps);
   const h = harness();
   await withEngine(h, async () => {
@@ -339,8 +339,11 @@ test('a run of template steps only is started, recorded and finished in one tran
       },
     );
     const eventWrites = writes.filter((q) => /insert into run_events/i.test(q));
-    // run.preparing, run.started, the three steps and the output node in one statement; run.completed.
-    assert.is(eventWrites.length, 2, eventWrites.map((q) => q.slice(0, 80)).join('\n'));
+    // run.preparing, run.started, the three steps, the output node and run.completed in one statement.
+    assert.is(eventWrites.length, 1, eventWrites.map((q) => q.slice(0, 80)).join('\n'));
+    // Started, funded and made terminal by that same statement: the run's row is written once after acceptance.
+    const runWrites = writes.filter((q) => /update runs/i.test(q));
+    assert.is(runWrites.length, 1, runWrites.map((q) => q.slice(0, 80)).join('\n'));
     const evs = await events(id!);
     assertLogSound(evs);
     // Nothing is published before its commit, and the one commit after acceptance holds the whole run.

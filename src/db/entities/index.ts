@@ -326,15 +326,13 @@ export const RunEventSchema = defineEntity({
   name: 'RunEvent',
   tableName: 'run_events',
   properties: {
-    id: p.bigint('number').primary().autoincrement(),
-    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
-    sequence: p.integer(),
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade').primary(),
+    sequence: p.integer().primary(),
     type: p.string(),
     nodeId: p.string().nullable(),
     data: p.json<Record<string, string>>(),
     ts: createdAt(),
   },
-  uniques: [{ name: 'run_events_run_sequence_unique', properties: ['runId', 'sequence'] }],
 });
 export type RunEvent = InferEntity<typeof RunEventSchema>;
 

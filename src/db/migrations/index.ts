@@ -9,6 +9,8 @@ import { Migration20261126000000RunTraceContext } from './Migration2026112600000
 import { Migration20261126000000QueueLine } from './Migration20261126000000QueueLine.ts';
 import { Migration20261126010000StreamSlots } from './Migration20261126010000StreamSlots.ts';
 import { Migration20261127000000RateWindowBuckets } from './Migration20261127000000RateWindowBuckets.ts';
+import { Migration20261128000000UnloggedRateWindows } from './Migration20261128000000UnloggedRateWindows.ts';
+import { Migration20261128010000RunEventsKey } from './Migration20261128010000RunEventsKey.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -22,4 +24,6 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261126000000QueueLine', class: Migration20261126000000QueueLine },
   { name: 'Migration20261126010000StreamSlots', class: Migration20261126010000StreamSlots },
   { name: 'Migration20261127000000RateWindowBuckets', class: Migration20261127000000RateWindowBuckets },
+  { name: 'Migration20261128000000UnloggedRateWindows', class: Migration20261128000000UnloggedRateWindows },
+  { name: 'Migration20261128010000RunEventsKey', class: Migration20261128010000RunEventsKey },
 ];

@@ -1,0 +1,76 @@
+import { statement } from '../db/statement.ts';
+import { runEventsCte } from './run-events.ts';
+import { RUN_COLUMNS } from './runs.ts';
+
+/**
+ * An admitted run computed entirely in memory (src/runs/complete-run.ts) is started, its steps
+ * recorded, funded and made terminal in ONE update of its row: one row version and one set of index
+ * entries instead of three (start, funding, finish), and one round trip. What it writes is what the
+ * start (FENCED_WRITE_STATE), the funding mark (a bundle pays now, else the wallet hold is recorded for
+ * the settlement to take: docs/design/money.md) and FINISH_RUN write one after another.
+ *
+ * Fences, all on the run as it is now (nothing is written unless every one holds): $1 run id, pending
+ * and admitted (phase starting or preparing); $2 nodes that must have no result, $3 delay nodes that
+ * must have no started timer; $4 n or null: compute_usd + n × step_usd must stay within
+ * compute_limit_usd.
+ * What it writes: $5 results merged into progress with $6 timers added and $7 removed (null $5:
+ * progress kept); $8 completed steps (compute += $8 × step_usd + $9); $10–$12 the events (types, node
+ * ids, JSON data: run.preparing, run.started, the steps', the terminal one); $13 terminal status,
+ * $14 outcome, $15 reason, $16 outputs (JSON or null: kept); $17 what is charged, as finishRun decides
+ * it (src/runs/finish-run.ts): `none`, `compute` (the compute; nothing when it is zero and the run did
+ * not complete), `full` (creator price + compute); a completed run is charged at least 0. A bundle
+ * run is charged the bundle's price instead.
+ * Returns the run's columns (RUN_COLUMNS), its funding, bundle and hold, the bundle's price per run
+ * and `charge` (what the run owes before a bundle's price replaces it, null: not charged, as settleRun
+ * takes it), or no row when a fence did not hold.
+ */
+export const START_AND_FINISH = statement(
+  'start_and_finish',
+  `with f as (
+  select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
+         r.compute_usd + $8::int * r.step_usd + $9::numeric as compute, r.creator_price_usd
+    from runs r
+   where r.id = $1::uuid and r.status = 'pending' and r.phase in ('starting', 'preparing')
+     and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), $2::text[])
+     and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), $3::text[])
+     and ($4::int is null or r.compute_usd + $4::int * r.step_usd <= r.compute_limit_usd)
+     for update of r),
+b as (
+  update bundles set runs_left = runs_left - 1
+   where id = (select x.id from bundles x join f on x.account_id = f.account_id and x.workflow_id = f.workflow_id and x.version_id = f.version_id
+                where x.runs_left > 0 order by x.created_at, x.id limit 1 for update of x)
+  returning id, usd_per_run),
+c as (
+  select f.*, case when owed is null and $13::text = 'completed' then 0::numeric else owed end as charge
+    from f, lateral (select case $17::text when 'full' then f.creator_price_usd + f.compute
+                                           when 'compute' then case when f.compute = 0 and $13::text <> 'completed' then null else f.compute end
+                                      end as owed) o),
+p as (
+  select c.*, b.id as bundle_id, b.usd_per_run,
+         case when c.charge is null then null when b.id is not null then b.usd_per_run else c.charge end as billed
+    from c left join b on true),
+u as (
+  update runs r set
+    last_sequence = r.last_sequence + cardinality($10::text[]),
+    updated_at = now(),
+    status = $13::text, outcome = $14::text, reason = $15::text, outputs = coalesce($16::jsonb, r.outputs),
+    phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
+    started_at = clock_timestamp(), completed_at = clock_timestamp(),
+    progress = case when $5::jsonb is null then r.progress else r.progress || jsonb_build_object(
+      'results', coalesce(r.progress->'results', '{}'::jsonb) || $5::jsonb,
+      'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || $6::jsonb) - $7::text[]) end,
+    compute_usd = p.compute,
+    steps_executed = r.steps_executed + $8::int,
+    funding = case when p.bundle_id is null then 'wallet' else 'bundle' end,
+    bundle_id = coalesce(p.bundle_id, r.bundle_id),
+    hold_usd = case when p.bundle_id is null then p.displayed_price_usd else 0 end,
+    billing_status = case when p.billed is null then 'not_charged' else 'settled' end,
+    charge_usd = p.billed,
+    cap_usd = coalesce(p.billed, 0)
+  from p
+  where r.id = p.id
+  returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd, p.usd_per_run as bundle_usd_per_run, p.charge),
+${runEventsCte('$10', '$11', '$12')},
+s as (delete from run_secrets where run_id in (select id from u))
+select * from u`,
+);
