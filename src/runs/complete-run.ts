@@ -7,7 +7,7 @@ import { InsufficientFundsAtSettlement, type SettleInput } from '../billing/sett
 import { fork, type RunsDeps } from './deps.ts';
 import { eventArrays, publishTerminal } from './fenced-write.ts';
 import { applyActionsIn } from './free-actions.ts';
-import { finishRun, settleFinished, terminalEventData, type Finish, type FinishedRun } from './finish-run.ts';
+import { finishRun, settleFinished, terminalColumns, terminalEventData, type Finish, type FinishedRun } from './finish-run.ts';
 import { batchWrite, recordEntries, writeBatch } from './record-batch.ts';
 
 /** Completion: a run ends as the interpreter decided, with its last writes in the same transaction. */
@@ -87,10 +87,7 @@ export async function completeRun(
       w?.compute?.steps ?? 0,
       w?.compute?.extra?.toFixed() ?? '0',
       ...eventArrays([...STARTED_EVENTS, ...(w?.events ?? []), { type: `run.${finish.status}`, data: terminalEventData(finish) }]),
-      finish.status,
-      finish.status === 'completed' ? (finish.outcome ?? 'completed') : null,
-      finish.status === 'failed' ? (finish.reason ?? 'the run failed') : null,
-      finish.outputs ? JSON.stringify(finish.outputs) : null,
+      ...terminalColumns(finish),
       finish.charge,
     ]);
     if (!row) throw new NotStartedHere();

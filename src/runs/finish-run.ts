@@ -84,6 +84,16 @@ async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
   };
 }
 
+/** The terminal columns FINISH_RUN and START_AND_FINISH write, in their parameter order: status, outcome, reason, outputs (JSON or null: kept). */
+export function terminalColumns(fin: Finish): [string, string | null, string | null, string | null] {
+  return [
+    fin.status,
+    fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,
+    fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
+    fin.outputs ? JSON.stringify(fin.outputs) : null,
+  ];
+}
+
 /**
  * `commit`: the caller's transaction ends with this call, so its last statement (the settlement) is
  * sent with the COMMIT (settleRun's `commit`).
@@ -119,10 +129,7 @@ export async function finishRun(
   // The terminal state, its event and the deletion of the run's secrets in one statement.
   const [updated] = await query(tx, FINISH_RUN, [
     runId,
-    fin.status,
-    fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,
-    fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
-    fin.outputs ? JSON.stringify(fin.outputs) : null,
+    ...terminalColumns(fin),
     billed === null ? 'not_charged' : 'settled',
     billed,
     billed ?? '0',

@@ -5,12 +5,20 @@ import { statement } from '../db/statement.ts';
  * `wallets`, `ledger_entries` and the run's funding columns.
  */
 
-/** The oldest eligible bundle with runs left gives one run: $1 account, $2 workflow, $3 version. */
-const TAKE_BUNDLE = `b as (
+/**
+ * The CTE `b`: the oldest eligible bundle with runs left gives one run (returns its id and price per
+ * run). `from` adds tables to the pick's FROM (e.g. `, f`), `account`, `workflow`, `version` are the
+ * bundle's keys as SQL expressions. Shared with START_AND_FINISH (src/sql/start-and-finish.ts).
+ */
+export const takeBundleCte = (keys: { from?: string; account: string; workflow: string; version: string }) => `b as (
    update bundles set runs_left = runs_left - 1
-    where id = (select id from bundles where account_id = $1::uuid and workflow_id = $2::uuid and version_id = $3::uuid and runs_left > 0
-                 order by created_at, id limit 1 for update)
+    where id = (select x.id from bundles x${keys.from ?? ''}
+                 where x.account_id = ${keys.account} and x.workflow_id = ${keys.workflow} and x.version_id = ${keys.version} and x.runs_left > 0
+                 order by x.created_at, x.id limit 1 for update of x)
     returning id, usd_per_run)`;
+
+/** $1 account, $2 workflow, $3 version. */
+const TAKE_BUNDLE = takeBundleCte({ account: '$1::uuid', workflow: '$2::uuid', version: '$3::uuid' });
 
 /**
  * A bundle run, else a wallet hold fenced on the balance, recorded on the run, with its ledger row.

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { takeBundleCte } from './fund-run.ts';
 import { runEventsCte } from './run-events.ts';
 import { RUN_COLUMNS } from './runs.ts';
 
@@ -35,11 +36,7 @@ export const START_AND_FINISH = statement(
      and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), $3::text[])
      and ($4::int is null or r.compute_usd + $4::int * r.step_usd <= r.compute_limit_usd)
      for update of r),
-b as (
-  update bundles set runs_left = runs_left - 1
-   where id = (select x.id from bundles x join f on x.account_id = f.account_id and x.workflow_id = f.workflow_id and x.version_id = f.version_id
-                where x.runs_left > 0 order by x.created_at, x.id limit 1 for update of x)
-  returning id, usd_per_run),
+${takeBundleCte({ from: ', f', account: 'f.account_id', workflow: 'f.workflow_id', version: 'f.version_id' })},
 c as (
   select f.*, case when owed is null and $13::text = 'completed' then 0::numeric else owed end as charge
     from f, lateral (select case $17::text when 'full' then f.creator_price_usd + f.compute
