@@ -1,20 +1,17 @@
 import { statement } from '../db/statement.ts';
 import { GATE_CTE } from './queue-line.ts';
-import { rateHitCte } from './rate-windows.ts';
 
 /**
- * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the request's
- * rate-limit hit, the idempotency record, the spend-cap reservation, the run, its `run.queued` event
- * and its sealed password inputs.
+ * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the
+ * idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed password
+ * inputs. The request was counted in its key's rate window before, by the workflow read
+ * (FIND_WORKFLOW_TO_RUN in src/sql/workflows.ts).
  *
- * - `hit`: with a limit ($23), the request counts in the key's window first (src/sql/rate-windows.ts);
- *   when the window is full nothing else of the statement writes (`ok` is empty) and the caller answers
- *   429. Without one the caller counted the request already (embedded PGlite's in-memory window).
  * - `claim`: with a key ($14), `insert … on conflict` on (account, key) decides replay vs new. A
  *   concurrent request with the same key waits on the conflicting insert until it commits, then updates
  *   that row, which returns it: its `run_id` is this run's ($1) when the key was new or its record had
  *   expired (then replaced), else the run to replay — or a 409 when its fingerprint differs ($15).
- *   Lock order: the window's row, then the record, then the cap's row (`claim` waits for `ok`).
+ *   Lock order: the record, then the cap's row.
  * - `reserve`: only for a new run and a key with a cap ($18): `wr_reserve_spend_cap` locks the key's row
  *   and raises WR002 when the window's reservations ($17 onwards) plus this price ($6) exceed the cap, so
  *   nothing of the statement is written (the claimed record included).
@@ -25,17 +22,15 @@ import { rateHitCte } from './rate-windows.ts';
  * reservation), $7 user access, $8 creator price, $9 step price, $10 compute limit, $11 credential
  * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
- * request's trace context or null (docs/tracing.md), $23 the key's rate limit per minute or null.
+ * request's trace context or null (docs/tracing.md).
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
   `with ${GATE_CTE},
-${rateHitCte('$3', '$23')},
-ok as (select 1 as one where $23::int is null or (select allowed from hit)),
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
   select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '24 hours'
-   where $14::varchar is not null and exists (select 1 from ok)
+   where $14::varchar is not null
   on conflict (account_id, key) do update set
     id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,
     fingerprint = case when idempotency_records.expires_at <= now() then excluded.fingerprint else idempotency_records.fingerprint end,
@@ -43,7 +38,7 @@ claim as (
     created_at = case when idempotency_records.expires_at <= now() then excluded.created_at else idempotency_records.created_at end,
     expires_at = case when idempotency_records.expires_at <= now() then excluded.expires_at else idempotency_records.expires_at end
   returning run_id, fingerprint),
-fresh as (select 1 as one from ok where $14::varchar is null or exists (select 1 from claim where run_id = $1::uuid)),
+fresh as (select 1 as one where $14::varchar is null or exists (select 1 from claim where run_id = $1::uuid)),
 reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
 r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
@@ -61,7 +56,5 @@ s as (
 e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
-select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms
-  from (select 1) one left join hit on true`,
+select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted`,
 );

@@ -29,5 +29,13 @@ export const rateHitCte = (key: string, limit: string): string => `hit as (
     ((second - 60 + (select min(i) from generate_subscripts(counts, 1) i where counts[i] > 0)) * 1000)::float8 as oldest_ms,
     (extract(epoch from now()) * 1000)::float8 as now_ms)`;
 
+/** What `hit` returns: whether the request was counted, the window's total after it, and the times of the window (ms). */
+export interface HitRow {
+  allowed: boolean;
+  counted: number;
+  oldest_ms: number;
+  now_ms: number;
+}
+
 /** Counts one POST /runs of an API key on its own (a request that does not reach acceptance). $1 API key id, $2 its limit per minute. */
 export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`);

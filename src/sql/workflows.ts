@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { rateHitCte } from './rate-windows.ts';
 
 /**
  * Workflows as one caller sees them (src/services/workflows/workflow-access.ts applies the rules of
@@ -30,6 +31,24 @@ const ACCESS = `(case when w.owner_id = $1::uuid then 'owned' when p.id is not n
 
 /** One workflow (its detail, a run's acceptance), with no run count to add up: $1 caller, $2 workflow id. */
 export const FIND_VISIBLE_WORKFLOW = statement('find_visible_workflow', `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`);
+
+/**
+ * FIND_VISIBLE_WORKFLOW for POST /runs, counting the request in its API key's rate window in the same
+ * statement (`hit`, src/sql/rate-windows.ts; nothing is counted when $4 is null). It is an autocommit
+ * statement whose only write is to the unlogged window table, so its commit waits for no WAL flush and
+ * the key's row is locked only while the statement runs: one key's concurrent requests are not counted
+ * at the pace of the acceptance's commit (docs/design/rules.md#rate-limit).
+ * $1 caller, $2 workflow id, $3 API key id, $4 its limit per minute or null. One row: the hit's columns
+ * (null without a limit), then the workflow's (all null when it is not visible to the caller).
+ */
+export const FIND_WORKFLOW_TO_RUN = statement(
+  'find_workflow_to_run',
+  `with ${rateHitCte('$3', '$4')}
+select hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms, wf.*
+  from (select 1) one
+  left join hit on true
+  left join lateral (${select('null::int')} where w.id = $2::uuid and ${VISIBLE}) wf on true`,
+);
 
 /**
  * A page of visible workflows ordered by name then id; each filter applies when given (null: any).

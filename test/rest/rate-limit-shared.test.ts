@@ -5,6 +5,8 @@ import type { ApiError } from '../../src/domain/errors.ts';
 import { PostgresWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { testOrm } from '../helpers/db.ts';
+import { QUEUE_GATE } from '../../src/sql/queue-line.ts';
+import { hashApiKey } from '../../src/security/crypto.ts';
 
 /**
  * The POST /runs window is one per key for the whole deployment: on a Postgres server every API
@@ -75,7 +77,7 @@ if (!process.env.DATABASE_URL) {
     assert.is(Number(w!.buckets), 60, 'the window is 60 one-second buckets, whatever the limit');
   });
 
-  t('concurrent valid requests of one key counted in their acceptance statements never exceed the limit', async (ctx) => {
+  t('concurrent valid requests of one key counted by their workflow reads never exceed the limit', async (ctx) => {
     const key = 'wr_test_bob_slow'; // 3 per minute
     const db = ctx.a.deps.orm.em.fork();
     await db.execute('delete from api_key_rate_windows');
@@ -99,6 +101,47 @@ if (!process.env.DATABASE_URL) {
     assert.is(runsAfter - runsBefore, 3);
     const [claimed] = await db.execute<{ n: number }[]>(`select count(*)::int as n from idempotency_records where key like 'shared-window-%'`);
     assert.is(Number(claimed!.n), 3, 'refused requests claimed no idempotency key');
+  });
+
+  t('a request is counted and its window row released before its acceptance commits', async (ctx) => {
+    // The queue gate held exclusively makes every acceptance wait (it takes the gate shared): the
+    // requests' counts must be committed meanwhile, so one key's window row is never held across an
+    // acceptance and its commit.
+    const key = 'wr_test_carol';
+    const db = ctx.a.deps.orm.em.fork();
+    await db.execute('delete from api_key_rate_windows');
+    const orm = await testOrm();
+    const holder = orm.em.fork();
+    const gateHeld = holder.transactional(async (tx) => {
+      await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
+      let counted = 0;
+      for (let i = 0; i < 100 && counted < 2; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        const [w] = await tx.execute<{ n: number | null }[]>(
+          `select (select sum(c) from unnest(counts) c) as n from api_key_rate_windows w join api_keys k on k.id = w.api_key_id where k.key_hash = ?`,
+          [hashApiKey(key)],
+        );
+        counted = Number(w?.n ?? 0);
+      }
+      const [waiting] = await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity
+          where pid <> pg_backend_pid() and query like '%insert into idempotency_records%' and wait_event = 'advisory'`);
+      return { counted, waiting: Number(waiting!.n) };
+    });
+    const answers = Promise.all(
+      [0, 1].map(async (i) => {
+        const res = await fetch(`${i ? ctx.a.base : ctx.bBase}/runs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': `gate-held-${i}` },
+          body: JSON.stringify({ workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: `g${i}` } }),
+        });
+        await res.text();
+        return res.status;
+      }),
+    );
+    const seen = await gateHeld;
+    assert.is(seen.counted, 2, 'both requests counted while their acceptances waited');
+    assert.is(seen.waiting, 2, 'both acceptances were still waiting on the gate');
+    assert.equal(await answers, [202, 202]);
   });
 }
 

@@ -61,8 +61,8 @@ export const operations = {
   },
 
   async startRun(c: RestCall) {
-    // Every request that got past authentication and scope counts: a valid one in its acceptance
-    // statement (src/sql/accept-run.ts), any other on its own before its error is answered, so a full
+    // Every request that got past authentication and scope counts: one that reaches the workflow read
+    // in that read's statement (src/services/runs/start-run.ts), any other on its own before its error is answered, so a full
     // window answers 429 whatever else is wrong with the request (docs/design/rules.md#rate-limit).
     const rate = new RequestRate(c.limiter, c.principal.apiKeyId, c.principal.rateLimitPerMinute);
     const prefer = c.req.headers.prefer;

@@ -1,7 +1,7 @@
 import { ApiError, type RateLimitState } from '../../domain/errors.ts';
 import type { Orm } from '../../db/orm.ts';
 import { query } from '../../db/statement.ts';
-import { HIT_RATE_WINDOW } from '../../sql/rate-windows.ts';
+import { HIT_RATE_WINDOW, type HitRow } from '../../sql/rate-windows.ts';
 import { requestRateLimited } from '../../observability/metrics.ts';
 
 /**
@@ -11,8 +11,8 @@ import { requestRateLimited } from '../../observability/metrics.ts';
  * limiter counts, whatever its outcome; a 429 does not.
  *
  * On a Postgres server the window is a row per key (`api_key_rate_windows`, src/sql/rate-windows.ts),
- * so every API process on the database enforces one limit, and a valid request is counted inside its
- * acceptance statement (`RequestRate`); embedded PGlite is one process by construction and keeps the
+ * so every API process on the database enforces one limit, and a request that reaches the workflow read
+ * of POST /runs is counted by that read's statement (`RequestRate`); embedded PGlite is one process by construction and keeps the
  * buckets in memory.
  */
 
@@ -24,17 +24,11 @@ export type RateDecision = RateLimitState;
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
-  /** Whether the acceptance statement can count the request itself (the window is a database row). */
+  /** Whether POST /runs's workflow read can count the request itself (the window is a database row). */
   readonly inStatement: boolean;
 }
 
-/** The window as the database reports it after a hit (src/sql/rate-windows.ts `hit`). */
-export interface HitRow {
-  allowed: boolean;
-  counted: number;
-  oldest_ms: number;
-  now_ms: number;
-}
+export type { HitRow } from '../../sql/rate-windows.ts';
 
 function refuse(limit: number, oldestMs: number, now: number): never {
   requestRateLimited('runs_per_minute');
@@ -112,9 +106,9 @@ export class PostgresWindowLimiter implements RateLimiter {
 }
 
 /**
- * One POST /runs request's place in its key's window, counted exactly once: by the acceptance statement
+ * One POST /runs request's place in its key's window, counted exactly once: by the workflow read
  * when the limiter allows it (`fold`), else on its own (`count`). The handler counts a request that
- * never reached acceptance, or whose acceptance statement was rolled back, on its own afterwards.
+ * never reached that read on its own afterwards.
  */
 export class RequestRate {
   /** The decision once counted (undefined while not counted, or when refused). */
@@ -139,12 +133,12 @@ export class RequestRate {
     return this.decision;
   }
 
-  /** The limit to pass to an acceptance statement that counts the request itself, or null (count first). */
+  /** The limit to pass to a statement that counts the request itself, or null (count first). */
   get foldedLimit(): number | null {
     return this.limiter.inStatement && !this.settled ? this.limit : null;
   }
 
-  /** The acceptance statement's hit (it committed): records the decision, or throws its 429. */
+  /** That statement's hit (it committed): records the decision, or throws its 429. */
   folded(r: HitRow): RateDecision {
     this.settled = true;
     this.decision = decide(this.limit, r);

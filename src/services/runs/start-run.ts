@@ -12,7 +12,7 @@ import type { Principal } from '../auth/authenticate-key.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { getPricing } from '../../catalog/pricing.ts';
-import { accessOf, findVersion, findVisibleWorkflow, type WorkflowAccess } from '../workflows/workflow-access.ts';
+import { accessOf, findVersion, findWorkflowToRun, type WorkflowAccess, type WorkflowRow } from '../workflows/workflow-access.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
 import { query } from '../../db/statement.ts';
 import { ACCOUNT_CONNECTIONS } from '../../sql/account-connections.ts';
@@ -20,13 +20,13 @@ import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import { runAccepted, requestSpendCapped } from '../../observability/metrics.ts';
 import { currentTraceCarrier } from '../../observability/tracing.ts';
 import { scheduleNumbering } from './queue-line.ts';
-import type { HitRow, RequestRate } from './rate-limiter.ts';
+import type { RequestRate } from './rate-limiter.ts';
 
 /**
- * POST /runs: everything the spec checks synchronously, then one statement that counts the request in
- * its key's rate window (on a Postgres server) and writes the idempotency record, the run, its
- * `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the key's spend-cap
- * reservation (src/sql/accept-run.ts). Funding happens later, during preparation.
+ * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
+ * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
+ * key's spend-cap reservation (src/sql/accept-run.ts). On a Postgres server the request is counted in
+ * its key's rate window by the workflow read before it. Funding happens later, during preparation.
  */
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -37,7 +37,7 @@ export interface StartRunRequest {
   body: unknown;
   /** The Idempotency-Key header, if any. */
   idempotencyHeader?: string;
-  /** The request's rate-limit count, taken by the acceptance (the handler counts requests refused before it). */
+  /** The request's rate-limit count, taken by the workflow read (the handler counts requests refused before it). */
   rate?: RequestRate;
 }
 
@@ -66,7 +66,9 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   const requestedVersion = (body.version as string | null | undefined) ?? null;
 
   const em = fork(deps);
-  const row = isUuid(workflowId) ? await findVisibleWorkflow(em, principal.accountId, workflowId) : null;
+  // A non-UUID id is never read, and the handler counts the request before answering 404.
+  if (!isUuid(workflowId)) throw notFound('workflow');
+  const row = await findCounted(em, principal, workflowId, req.rate);
   if (!row) throw notFound('workflow');
   const pricing = await getPricing(em);
   const access = accessOf(row, principal.accountId, pricing);
@@ -95,7 +97,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };
-  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, req.rate);
+  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint);
   return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
 }
 
@@ -112,6 +114,19 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
     });
   }
   return { run: { id: runId, status: 'accepted', ...runUrls(deps.baseUrl(), runId) }, replayed };
+}
+
+/**
+ * The workflow to run, with the request counted in its key's rate window first: by the read's own
+ * statement when the limiter is the database's, else on its own just before. Throws 429 when the
+ * window is full (whether or not the workflow exists).
+ */
+async function findCounted(em: Em, principal: Principal, workflowId: string, rate: RequestRate | undefined): Promise<WorkflowRow | null> {
+  const limit = rate?.foldedLimit ?? null;
+  if (rate && limit === null) await rate.count();
+  const found = await findWorkflowToRun(em, principal.accountId, workflowId, principal.apiKeyId, limit);
+  if (rate && limit !== null) rate.folded(found.hit!);
+  return found.row;
 }
 
 /** Header or body; equal after trimming when both are present (idempotency rule 1). */
@@ -198,8 +213,7 @@ const CAP_REACHED = 'WR002';
  * The idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed
  * password inputs as one statement (src/sql/accept-run.ts). Returns the run to answer with: this one, or
  * the original run of a replayed key; throws 409 on a key reused with another request and 402 when the
- * run's displayed price would exceed the key's cap (nothing is written then), and 429 when the key's
- * rate window is full (counted first: in the statement when the limiter allows it, else just before).
+ * run's displayed price would exceed the key's cap (nothing is written then).
  */
 async function acceptRun(
   em: Em,
@@ -207,7 +221,6 @@ async function acceptRun(
   r: { runId: string; principal: Principal; access: WorkflowAccess; versionId: string; inputs: ResolvedInputs; displayedPriceUsd: string; stepUsd: string },
   idempotencyKey: string | null,
   fingerprint: string,
-  rate: RequestRate | undefined,
 ): Promise<{ runId: string; replayed: boolean }> {
   const publicInputs = { ...r.inputs.values };
   const secretIds: string[] = [];
@@ -224,9 +237,7 @@ async function acceptRun(
   }
   const cap = r.principal.spendCap;
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  const rateLimit = rate?.foldedLimit ?? null;
-  if (rate && rateLimit === null) await rate.count();
-  type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean } & HitRow;
+  type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean };
   let row: Row | undefined;
   try {
     [row] = await query<Row>(em, ACCEPT_RUN, [
@@ -252,7 +263,6 @@ async function acceptRun(
       secretNames,
       ciphertexts,
       currentTraceCarrier(),
-      rateLimit,
     ]);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
@@ -261,8 +271,6 @@ async function acceptRun(
     }
     throw err;
   }
-  // The statement committed with its hit (a cap refusal rolled it back, so the handler counts that request).
-  if (rate && rateLimit !== null) rate.folded(row!);
   if (row?.inserted) return { runId: r.runId, replayed: false };
   if (idempotencyKey === null || !row?.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
   if (row.fingerprint !== fingerprint) {

@@ -6,7 +6,8 @@ import { countStepNodes } from '../../domain/graph/validate.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Pricing } from '../../catalog/pricing.ts';
 import { query } from '../../db/statement.ts';
-import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
+import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_TO_RUN, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
+import type { HitRow } from '../../sql/rate-windows.ts';
 
 /**
  * What one caller may see and do with one workflow: the single place that applies the visibility,
@@ -100,6 +101,21 @@ export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing):
 export async function findVisibleWorkflow(em: Em, accountId: string, workflowId: string): Promise<WorkflowRow | null> {
   const rows = await query(em, FIND_VISIBLE_WORKFLOW, [accountId, workflowId]);
   return rows[0] ? mapRow(rows[0]) : null;
+}
+
+/**
+ * findVisibleWorkflow for POST /runs: with `rateLimit`, the request is counted in API key `apiKeyId`'s
+ * rate window by the same statement (FIND_WORKFLOW_TO_RUN) and `hit` says how; null without a limit.
+ */
+export async function findWorkflowToRun(
+  em: Em,
+  accountId: string,
+  workflowId: string,
+  apiKeyId: string,
+  rateLimit: number | null,
+): Promise<{ row: WorkflowRow | null; hit: HitRow | null }> {
+  const [r] = await query<Record<string, unknown> & HitRow>(em, FIND_WORKFLOW_TO_RUN, [accountId, workflowId, apiKeyId, rateLimit]);
+  return { row: r?.id ? mapRow(r) : null, hit: r && r.allowed !== null ? r : null };
 }
 
 export interface WorkflowFilter {
