@@ -9,6 +9,7 @@ import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities, routines } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
+import { allowGroupCommit } from './group-commit.ts';
 import { yieldsBeforeStatements } from './statement.ts';
 import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
 
@@ -50,19 +51,24 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
   };
   if (opts.databaseUrl) {
     const prepare = opts.preparedStatements !== false;
+    let pool: Pool | undefined;
     const orm = (await PgMikroORM.init({
       ...common,
       clientUrl: opts.databaseUrl,
       pool: { min: 0, max: 10 },
       driverOptions: {
-        onPoolCreated: (pool: Pool) => {
-          reclaimDeadClients(pool);
-          watchPool(pool);
-          if (prepare) nameHotStatements(pool);
+        onPoolCreated: (created: Pool) => {
+          pool = created;
+          reclaimDeadClients(created);
+          watchPool(created);
+          if (prepare) nameHotStatements(created);
         },
       },
     })) as unknown as Orm;
-    if (prepare) usePreparedStatements(orm);
+    if (prepare) {
+      usePreparedStatements(orm);
+      allowGroupCommit(orm.em.getConnection(), () => pool);
+    }
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';

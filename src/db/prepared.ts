@@ -200,6 +200,7 @@ export function nameHotStatements(pool: Pool): void {
   pool.on('connect', (client: PoolClient) => {
     const query = client.query.bind(client) as Query;
     const preparedHere = new Set<string>();
+    preparedOn.set(client, { query, preparedHere });
     /** The transaction on this connection was committed with its last statement; its COMMIT is owed no reply. */
     let committed = false;
     /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
@@ -243,6 +244,45 @@ export function nameHotStatements(pool: Pool): void {
 
 const done = (command: string): QueryResult => ({ command, rowCount: null, rows: [], fields: [] });
 
+/** Each pooled connection's own query function (before the wrapper above) and the statements it prepared with SQL PREPARE. */
+const preparedOn = new WeakMap<PoolClient, { query: Query; preparedHere: Set<string> }>();
+
+/** `execute <name>_b(<literals>)` for a src/sql statement's text, prepared on this connection first if it was not. */
+async function executeText(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: readonly unknown[]): Promise<string> {
+  const name = `${names.get(text)!}_b`;
+  // PREPARE is not undone by a rollback, so a connection prepares each statement once.
+  if (!preparedHere.has(name)) {
+    await query(`prepare ${name} as ${text}`);
+    preparedHere.add(name);
+  }
+  return `execute ${name}(${literals(client, values)})`;
+}
+
+/** Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred. */
+const literals = (client: PoolClient, values: readonly unknown[]): string =>
+  values.map((v) => (v === null || v === undefined ? 'null' : client.escapeLiteral(String(prepareValue(v))))).join(', ');
+
+/**
+ * Runs src/sql statements (`[text, values]`) one after another in ONE transaction sent as ONE message
+ * (`begin; execute …; execute …; commit`) on an idle pooled connection of this module's pool, and
+ * returns each statement's result. On any error the transaction is rolled back and the error thrown:
+ * nothing of it was written.
+ */
+export async function executeTogether(client: PoolClient, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<QueryResult[]> {
+  const on = preparedOn.get(client);
+  if (!on) throw new Error('executeTogether needs a connection of a pool given to nameHotStatements');
+  const parts: string[] = [];
+  for (const [text, values] of statements) parts.push(await executeText(client, on.query, on.preparedHere, text, values));
+  try {
+    const results = (await on.query(`begin; ${parts.join('; ')}; commit`)) as QueryResult[];
+    return results.slice(1, -1);
+  } catch (error) {
+    // An error leaves the transaction aborted (the COMMIT in the message was skipped).
+    await on.query('rollback');
+    throw error;
+  }
+}
+
 /**
  * A named statement as SQL EXECUTE in a simple-query message: after the owed BEGIN (`begin`, prepared
  * as `<name>_b`) and/or before the COMMIT (`commit`, a withCommit text, prepared as `<name>_c`).
@@ -263,8 +303,7 @@ async function executeSimple(
     preparedHere.add(name);
     begin = false;
   }
-  // Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred.
-  const args = values.map((v) => (v === null || v === undefined ? 'null' : client.escapeLiteral(String(prepareValue(v))))).join(', ');
+  const args = literals(client, values);
   const results = (await query(`${begin ? 'begin; ' : ''}execute ${name}(${args})${commit ? '; commit' : ''}`)) as QueryResult | QueryResult[];
   // One statement in the message: one result; more: one per statement, the EXECUTE's after the BEGIN's.
   return Array.isArray(results) ? results[begin ? 1 : 0]! : results;

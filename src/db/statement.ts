@@ -29,9 +29,10 @@ interface Executor {
 }
 
 /** What `query` needs of an entity manager (any of MikroORM's SQL ones). */
-interface StatementEm {
+export interface StatementEm {
   getConnection(): unknown;
   getTransactionContext(): unknown;
+  transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
 }
 
 /** Connections of embedded PGlite, where every statement first lets pending I/O run (see src/db/orm.ts). */
@@ -55,4 +56,13 @@ export async function query<T = Record<string, unknown>>(em: StatementEm, s: Sta
     async () => connection.transformRawResult(await executor.executeQuery(CompiledQuery.raw(s.text, params)), 'all') as T[],
     { query: s.text, params },
   );
+}
+
+/**
+ * The rows of `s`'s `result`, a pg result of a statement sent by other means (src/db/group-commit.ts),
+ * logged through the ORM's query log as `query` logs it, so statement counts stay true.
+ */
+export async function loggedRows<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[], result: unknown): Promise<T[]> {
+  const connection = em.getConnection() as unknown as SqlConnection;
+  return connection.executeQuery(s.text, async () => connection.transformRawResult(result, 'all') as T[], { query: s.text, params: values });
 }

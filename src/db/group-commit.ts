@@ -1,0 +1,104 @@
+import type { Pool } from 'pg';
+import { executeTogether } from './prepared.ts';
+import { loggedRows, query, type Statement, type StatementEm } from './statement.ts';
+
+/**
+ * Group commit for transactions of one statement each (an in-memory run's whole execution,
+ * src/runs/start-and-complete.ts). While one group is on its way to Postgres, the transactions asked
+ * for meanwhile wait, then go together as ONE transaction in ONE message (executeTogether in
+ * src/db/prepared.ts): N of them cost one round trip, one commit and one WAL flush, and a row they
+ * share (an account's wallet) is locked once for the group instead of once per transaction until its
+ * commit. With nothing in flight a transaction goes at once, alone, so a quiet service adds no latency.
+ *
+ * A statement sent this way must do what it would do as a transaction of its own (fenced on the rows
+ * it reads, nothing assumed about what ran before it). When a group fails (a statement raised, e.g.
+ * wr_refuse; a deadlock), Postgres rolled all of it back, and each of its statements runs again as its
+ * own transaction, so each caller gets its own result or error. Within a group statements go in the
+ * order of their `order` key (the account), so groups of several processes lock shared rows in one order.
+ * Embedded PGlite, or prepared statements turned off: each is its own transaction, as before.
+ */
+
+/** Transactions of one group at most (bounds the message and the time the group's locks are held). */
+const MAX_GROUP = 64;
+
+interface Waiting {
+  em: StatementEm;
+  s: Statement;
+  values: readonly unknown[];
+  order: string;
+  resolve: (rows: Record<string, unknown>[]) => void;
+  reject: (error: unknown) => void;
+}
+
+class GroupCommit {
+  readonly #pool: () => Pool | undefined;
+  #waiting: Waiting[] = [];
+  #sending = false;
+
+  constructor(pool: () => Pool | undefined) {
+    this.#pool = pool;
+  }
+
+  run(w: Waiting): void {
+    this.#waiting.push(w);
+    if (!this.#sending) void this.#send();
+  }
+
+  async #send(): Promise<void> {
+    this.#sending = true;
+    try {
+      while (this.#waiting.length > 0) {
+        const group = this.#waiting.splice(0, MAX_GROUP).sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+        await this.#sendGroup(group);
+      }
+    } finally {
+      this.#sending = false;
+    }
+  }
+
+  async #sendGroup(group: Waiting[]): Promise<void> {
+    const pool = this.#pool();
+    let results: unknown[] | null = null;
+    if (pool && group.length > 1) {
+      const client = await pool.connect();
+      try {
+        results = await executeTogether(client, group.map((w) => [w.s.text, w.values] as const));
+      } catch {
+        // Rolled back whole: each runs again alone below and meets its own outcome.
+        results = null;
+      } finally {
+        client.release();
+      }
+    }
+    if (results) {
+      for (const [i, w] of group.entries()) loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
+      return;
+    }
+    await Promise.all(group.map((w) => alone(w).then(w.resolve, w.reject)));
+  }
+}
+
+/** One statement as its own transaction, through the ORM (its BEGIN and COMMIT travel with it on a server). */
+function alone(w: Waiting): Promise<Record<string, unknown>[]> {
+  return w.em.transactional((tx) => query(tx, w.s, w.values));
+}
+
+const groups = new WeakMap<object, GroupCommit>();
+
+/** Lets statements on this ORM connection be committed in groups, over the connections of `pool`. */
+export function allowGroupCommit(connection: object, pool: () => Pool | undefined): void {
+  groups.set(connection, new GroupCommit(pool));
+}
+
+/**
+ * Runs `s` with `values` as a transaction of its own, possibly committed together with others (above).
+ * `order`: the key groups are sorted by (the account whose rows it locks).
+ */
+export function runInGroup<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
+  const group = groups.get(em.getConnection() as object);
+  return new Promise<Record<string, unknown>[]>((resolve, reject) => {
+    const w: Waiting = { em, s, values, order, resolve, reject };
+    if (group) group.run(w);
+    else alone(w).then(resolve, reject);
+  }) as Promise<T[]>;
+}

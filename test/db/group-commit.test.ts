@@ -1,0 +1,72 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Orm } from '../../src/db/orm.ts';
+import { runInGroup } from '../../src/db/group-commit.ts';
+import { statement } from '../../src/db/statement.ts';
+import { testOrm } from '../helpers/db.ts';
+
+/**
+ * Group commit (src/db/group-commit.ts): one-statement transactions asked for while a group is in
+ * flight go together as one transaction in one message; a group that fails is run again statement by
+ * statement, so each caller meets its own outcome.
+ */
+
+const onServer = Boolean(process.env.DATABASE_URL);
+const t = suite<{ orm: Orm }>(`group commit (${onServer ? 'Postgres server' : 'embedded PGlite'})`);
+
+const PROBE = statement(
+  'test_group_commit_probe',
+  `insert into group_commit_probe (id, account) values ($1::int, $2::text)
+   returning id, account, txid_current()::text as tx, nextval('group_commit_probe_order')::int as seq`,
+);
+
+t.before(async (ctx) => {
+  ctx.orm = await testOrm();
+  const em = ctx.orm.em.fork();
+  await em.execute('drop table if exists group_commit_probe');
+  await em.execute('drop sequence if exists group_commit_probe_order');
+  await em.execute('create table group_commit_probe (id int primary key, account text not null)');
+  await em.execute('create sequence group_commit_probe_order');
+});
+t.after(async (ctx) => {
+  await ctx.orm.em.fork().execute('drop table if exists group_commit_probe');
+  await ctx.orm.em.fork().execute('drop sequence if exists group_commit_probe_order');
+});
+
+const probe = (orm: Orm, id: number, account: string) =>
+  runInGroup<{ id: number; account: string; tx: string; seq: number }>(orm.em.fork(), PROBE, [id, account], account).then((rows) => rows[0]!);
+
+t('each caller gets its own statement’s rows, and every row is committed', async ({ orm }) => {
+  const rows = await Promise.all([1, 2, 3, 4, 5, 6].map((id) => probe(orm, id, `acct-${id % 3}`)));
+  assert.equal(rows.map((r) => Number(r.id)), [1, 2, 3, 4, 5, 6]);
+  const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id <= 6');
+  assert.is(Number(n!.n), 6);
+});
+
+if (onServer) {
+  t('transactions asked for while one is in flight are committed together, in the order of their keys', async ({ orm }) => {
+    const accounts = ['c', 'a', 'b', 'a', 'c', 'b', 'a', 'c', 'b'];
+    const rows = await Promise.all([probe(orm, 100, 'first'), ...accounts.map((a, i) => probe(orm, 101 + i, a))]);
+    const [first, ...rest] = rows;
+    assert.is(new Set(rest.map((r) => r.tx)).size, 1, 'the nine that waited share one transaction');
+    assert.is.not(first!.tx, rest[0]!.tx, 'the first went alone, at once');
+    const bySeq = [...rest].sort((x, y) => Number(x.seq) - Number(y.seq)).map((r) => r.account);
+    assert.equal(bySeq, [...accounts].sort(), 'run in the order of their keys');
+  });
+
+  t('a statement that fails in a group fails alone; the rest of its group is committed', async ({ orm }) => {
+    await probe(orm, 200, 'x');
+    const settled = await Promise.allSettled([probe(orm, 201, 'x'), probe(orm, 202, 'x'), probe(orm, 200, 'x'), probe(orm, 203, 'x')]);
+    assert.equal(settled.map((s) => s.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    assert.match(String((settled[2] as PromiseRejectedResult).reason), /duplicate key|unique/i);
+    const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id between 200 and 203');
+    assert.is(Number(n!.n), 4);
+  });
+} else {
+  t('without a Postgres server every statement is a transaction of its own', async ({ orm }) => {
+    const rows = await Promise.all([300, 301, 302].map((id) => probe(orm, id, 'a')));
+    assert.is(new Set(rows.map((r) => r.tx)).size, 3);
+  });
+}
+
+t.run();
