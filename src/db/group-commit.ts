@@ -84,10 +84,37 @@ function alone(w: Waiting): Promise<Record<string, unknown>[]> {
 }
 
 const groups = new WeakMap<object, GroupCommit>();
+const pools = new WeakMap<object, () => Pool | undefined>();
 
-/** Lets statements on this ORM connection be committed in groups, over the connections of `pool`. */
+/** Lets statements on this ORM connection be committed in groups, or together in one message, over the connections of `pool`. */
 export function allowGroupCommit(connection: object, pool: () => Pool | undefined): void {
   groups.set(connection, new GroupCommit(pool));
+  pools.set(connection, pool);
+}
+
+/**
+ * Several statements as ONE transaction sent in ONE message on a Postgres server: no round trip to
+ * this process between them, so a lock an early statement takes (an advisory lock serialising a job)
+ * is held only for the statements after it and the commit. Elsewhere one transaction, statement by
+ * statement. Returns each statement's rows.
+ */
+export async function inOneMessage(em: StatementEm, statements: readonly (readonly [Statement, readonly unknown[]])[]): Promise<Record<string, unknown>[][]> {
+  const pool = pools.get(em.getConnection() as object)?.();
+  if (!pool) {
+    return em.transactional(async (tx) => {
+      const out: Record<string, unknown>[][] = [];
+      for (const [s, values] of statements) out.push(await query(tx, s, values));
+      return out;
+    });
+  }
+  const client = await pool.connect();
+  let results: unknown[];
+  try {
+    results = await executeTogether(client, statements.map(([s, values]) => [s.text, values] as const));
+  } finally {
+    client.release();
+  }
+  return Promise.all(statements.map(([s, values], i) => loggedRows(em, s, values, results[i])));
 }
 
 /**

@@ -255,7 +255,7 @@ async function executeText(client: PoolClient, query: Query, preparedHere: Set<s
     await query(`prepare ${name} as ${text}`);
     preparedHere.add(name);
   }
-  return `execute ${name}(${literals(client, values)})`;
+  return values.length ? `execute ${name}(${literals(client, values)})` : `execute ${name}`;
 }
 
 /** Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred. */

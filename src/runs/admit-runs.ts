@@ -1,5 +1,6 @@
 import { query } from '../db/statement.ts';
-import { admitFromQueue, EXPIRED_QUEUED, LOCK_ADMISSION } from '../sql/admit-queued.ts';
+import { ADMIT_QUEUED, admitFromQueue, admitted, admitValues, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
+import { inOneMessage } from '../db/group-commit.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
@@ -41,18 +42,16 @@ export interface AdmitResult {
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
   const published: [string, FinishedRun][] = [];
   const window = Math.max(args.capacity * 4, 100);
-  const result = await fork(deps).transactional(async (tx) => {
+  const admit = { capacity: args.capacity, engine: args.engine, window, lease: args.lease };
+  const result = args.expireQueued === false ? await admitOnly(deps, admit) : await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
-    if (args.expireQueued !== false) {
-      const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
-      for (const { id } of expired) {
-        const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
-        if (finished !== null) published.push([String(id), finished]);
-      }
+    const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
+    for (const { id } of expired) {
+      const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
+      if (finished !== null) published.push([String(id), finished]);
     }
-
     // The last statement of the transaction: its COMMIT travels with it (src/sql/admit-queued.ts).
-    return admitFromQueue(tx, { capacity: args.capacity, engine: args.engine, window, lease: args.lease });
+    return admitFromQueue(tx, admit);
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
   if (result.rows.length === 0) return { admitted: [], states: [], more: result.more };
@@ -60,4 +59,16 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
   const em = fork(deps);
   const states = await Promise.all(result.rows.map((r) => stateFromRow(em, String(r.id), r)));
   return { admitted: states.map((st) => st.runId), states, more: result.more };
+}
+
+/**
+ * A round without the queue-timeout check: the admission lock and the round as one transaction in one
+ * message, so the lock is held for the round and its commit, not across a round trip to this process.
+ */
+async function admitOnly(deps: RunsDeps, admit: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
+  const [, rows] = await inOneMessage(fork(deps), [
+    [LOCK_ADMISSION, []],
+    [ADMIT_QUEUED, admitValues(admit)],
+  ]);
+  return admitted(rows!);
 }

@@ -63,9 +63,16 @@ export interface AdmitFromQueueArgs {
   lease?: { owner: string; ttlMs: number };
 }
 
+/** ADMIT_QUEUED's values. */
+export const admitValues = (a: AdmitFromQueueArgs): unknown[] => [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null];
+
 /** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
 export async function admitFromQueue(tx: Em, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
-  const out = await query(tx, ADMIT_QUEUED, [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null]);
+  return admitted(await query(tx, ADMIT_QUEUED, admitValues(a)));
+}
+
+/** ADMIT_QUEUED's rows as the admitted runs and whether admissible runs may still be waiting. */
+export function admitted(out: Record<string, unknown>[]): { rows: Record<string, unknown>[]; more: boolean } {
   const first = out[0];
   const lookedAt = Number(first?.looked_at ?? 0);
   const picked = Number(first?.picked_count ?? 0);

@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { runInGroup } from '../../src/db/group-commit.ts';
+import { inOneMessage, runInGroup } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -41,6 +41,30 @@ t('each caller gets its own statement’s rows, and every row is committed', asy
   assert.equal(rows.map((r) => Number(r.id)), [1, 2, 3, 4, 5, 6]);
   const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id <= 6');
   assert.is(Number(n!.n), 6);
+});
+
+
+t('statements sent in one message are one transaction: each answers with its rows, and an error undoes them all', async ({ orm }) => {
+  const [a, b] = await inOneMessage(orm.em.fork(), [
+    [PROBE, [400, 'm']],
+    [PROBE, [401, 'm']],
+  ]);
+  assert.is(Number(a![0]!.id), 400);
+  assert.is(Number(b![0]!.id), 401);
+  assert.is(a![0]!.tx, b![0]!.tx, 'one transaction');
+  try {
+    await inOneMessage(orm.em.fork(), [
+      [PROBE, [402, 'm']],
+      [PROBE, [400, 'm']],
+    ]);
+    assert.unreachable('the duplicate id must fail');
+  } catch (err) {
+    assert.match(String(err), /duplicate key|unique/i);
+  }
+  const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id = 402');
+  assert.is(Number(n!.n), 0, 'the first statement was rolled back with the second');
+  const [next] = await inOneMessage(orm.em.fork(), [[PROBE, [403, 'm']]]);
+  assert.is(Number(next![0]!.id), 403, 'the connection is usable after the error');
 });
 
 if (onServer) {
