@@ -29,9 +29,22 @@ interface Executor {
 }
 
 /** What `query` needs of an entity manager (any of MikroORM's SQL ones). */
-interface StatementEm {
+export interface StatementEm {
   getConnection(): unknown;
   getTransactionContext(): unknown;
+}
+
+const outside = new WeakMap<object, StatementEm>();
+
+/**
+ * Statements on the ORM's connection outside any transaction: what `query` uses of a fresh fork (its
+ * connection, and no transaction context), without building the fork, an entity manager with its own
+ * identity map that a plain read never uses.
+ */
+export function outsideTransaction(orm: { em: { getConnection(): unknown } }): StatementEm {
+  let em = outside.get(orm);
+  if (!em) outside.set(orm, (em = { getConnection: () => orm.em.getConnection(), getTransactionContext: () => undefined }));
+  return em;
 }
 
 /** Connections of embedded PGlite, where every statement first lets pending I/O run (see src/db/orm.ts). */
