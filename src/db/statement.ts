@@ -35,6 +35,19 @@ export interface StatementEm {
   transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
 }
 
+const outside = new WeakMap<object, StatementEm>();
+
+/**
+ * Statements on the ORM's connection outside any transaction: what `query` uses of a fresh fork (its
+ * connection, and no transaction context), without building the fork, an entity manager with its own
+ * identity map that a plain read never uses.
+ */
+export function outsideTransaction(orm: { em: { getConnection(): unknown } }): StatementEm {
+  let em = outside.get(orm);
+  if (!em) outside.set(orm, (em = { getConnection: () => orm.em.getConnection(), getTransactionContext: () => undefined }));
+  return em;
+}
+
 /** Connections of embedded PGlite, where every statement first lets pending I/O run (see src/db/orm.ts). */
 const inProcess = new WeakSet<object>();
 export function yieldsBeforeStatements(connection: object): void {

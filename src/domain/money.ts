@@ -16,8 +16,14 @@ export function toDb(v: Usd | string | number): string {
   return usd(v).toDecimalPlaces(6, D.ROUND_HALF_UP).toFixed(6);
 }
 
+/** Already canonical: what numeric(18,6) columns read back as. */
+const SIX_PLACES = /^-?\d{1,12}\.\d{6}$/;
+
 /** JSON number for responses; `Number("0.123557")` round-trips the 6 places exactly when printed. */
 export function toJson(v: Usd | string | number): number {
+  // A 6-place text is its own canonical form: the same value, so the same number, without a Decimal
+  // (`+ 0`: "-0.000000" is 0, as the Decimal prints it).
+  if (typeof v === 'string' && SIX_PLACES.test(v)) return Number(v) + 0;
   return Number(toDb(v));
 }
 

@@ -33,6 +33,27 @@ interface Mount {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** A request's context; its logger (a pino child carrying the request id) is made when first used, which most requests never do. */
+class Context implements RequestContext {
+  readonly requestId: string;
+  readonly path: string;
+  readonly url: URL;
+  route = '';
+  readonly #parentLog: Logger;
+  #log: Logger | undefined;
+
+  constructor(requestId: string, url: URL, parentLog: Logger) {
+    this.requestId = requestId;
+    this.path = url.pathname;
+    this.url = url;
+    this.#parentLog = parentLog;
+  }
+
+  get log(): Logger {
+    return (this.#log ??= this.#parentLog.child({ requestId: this.requestId }));
+  }
+}
+
 export class HttpServer {
   readonly server: Server;
   readonly #mounts: Mount[] = [];
@@ -75,7 +96,7 @@ export class HttpServer {
       sendError(res, new ApiError('invalid_request', 'the request target is not a valid URL'));
       return;
     }
-    const ctx: RequestContext = { requestId, path: url.pathname, url, log: this.#log.child({ requestId }), route: '' };
+    const ctx = new Context(requestId, url, this.#log);
     try {
       const mount = this.#mounts.find((m) => m.match(url.pathname));
       if (!mount) throw new ApiError('not_found', `no route for ${req.method} ${url.pathname}`);

@@ -70,14 +70,15 @@ export interface ResponseDone {
  */
 export function observeResponse(req: IncomingMessage, res: ServerResponse, started: number, getRoute: () => string, after?: ResponseDone): void {
   if (!enabled && !after) return;
-  const done = () => {
-    const seconds = (performance.now() - started) / 1000;
-    const route = getRoute();
-    if (enabled) httpChild(route, req.method, res.statusCode).observe(seconds);
-    after?.(route, res.statusCode, seconds);
-  };
-  if (res.writableEnded || res.destroyed) done();
-  else res.once('close', done);
+  if (res.writableEnded || res.destroyed) recordResponse(req, res, started, getRoute, after);
+  else res.once('close', () => recordResponse(req, res, started, getRoute, after));
+}
+
+function recordResponse(req: IncomingMessage, res: ServerResponse, started: number, getRoute: () => string, after?: ResponseDone): void {
+  const seconds = (performance.now() - started) / 1000;
+  const route = getRoute();
+  if (enabled) httpChild(route, req.method, res.statusCode).observe(seconds);
+  after?.(route, res.statusCode, seconds);
 }
 
 // ---------------------------------------------------------------------------------------------------

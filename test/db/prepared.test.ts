@@ -3,7 +3,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openOrm, type Orm } from '../../src/db/orm.ts';
 import { numbered, prepared, withCommit } from '../../src/db/prepared.ts';
-import { query, statement } from '../../src/db/statement.ts';
+import { outsideTransaction, query, statement } from '../../src/db/statement.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 const unit = suite('prepared statements: placeholders');
@@ -254,6 +254,25 @@ db('wr_refuse raises its reason under SQLSTATE WR001, only where the CASE reache
   await em.execute(check, [false, 'the fence']).catch((err) => (caught = err));
   assert.is((caught as { code?: string }).code, 'WR001');
   assert.match(String((caught as Error).message), 'refused: the fence');
+});
+
+const HANDLE = statement('test_outside_transaction_read', 'select handle from accounts where id = $1::uuid');
+
+db('a read outside any transaction returns what a fresh fork reads, and never joins a transaction in progress', async ({ orm }) => {
+  const id = randomUUID();
+  await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'outside']);
+  const outside = outsideTransaction(orm);
+  assert.equal(await query(outside, HANDLE, [id]), await query(orm.em.fork(), HANDLE, [id]));
+  assert.equal(await query(outside, HANDLE, [id]), [{ handle: 'outside' }]);
+  assert.is(outsideTransaction(orm), outside, 'one per ORM');
+  if (!SERVER) return; // PGlite has one connection: a second reader would wait for the transaction, as a fork's does
+  const other = randomUUID();
+  await orm.em.fork().transactional(async (tx) => {
+    await tx.execute('insert into accounts (id, handle) values (?, ?)', [other, 'uncommitted']);
+    assert.equal(await query(tx, HANDLE, [other]), [{ handle: 'uncommitted' }]);
+    assert.equal(await query(outside, HANDLE, [other]), [], 'the uncommitted row is not seen outside');
+  });
+  assert.equal(await query(outside, HANDLE, [other]), [{ handle: 'uncommitted' }]);
 });
 
 db.run();

@@ -649,10 +649,12 @@ s('API7 POST /runs rejects media URLs that carry credentials or are not https, b
 // API8: security misconfiguration
 
 s('API8 a 5xx on any operation is the bare internal_error envelope: no stack, no message, no internals', async ({ t }) => {
-  const original = t.deps.orm.em.fork;
-  (t.deps.orm.em as Json).fork = () => {
+  const original = { fork: t.deps.orm.em.fork, getConnection: t.deps.orm.em.getConnection };
+  const down = () => {
     throw new Error('connect ECONNREFUSED postgres://app:s3cret@db.internal:5432/prod at Pool.connect (/srv/app/node_modules/pg/lib/pool.js:45:11)');
   };
+  // Reads outside a transaction take the connection without a fork (src/db/statement.ts outsideTransaction).
+  Object.assign(t.deps.orm.em, { fork: down, getConnection: down });
   try {
     for (const op of OPERATIONS.filter((o) => o.scopes.length)) {
       const path = pathOf(op.template, op.template.startsWith('/workflows/') ? W.summary : NOT_A_RUN);
@@ -666,7 +668,7 @@ s('API8 a 5xx on any operation is the bare internal_error envelope: no stack, no
     assert.is(ready.status, 503);
     assert.not.ok((await ready.text()).includes('s3cret'));
   } finally {
-    (t.deps.orm.em as Json).fork = original;
+    Object.assign(t.deps.orm.em, original);
   }
 });
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
+import { OpenAPIBackend, type Context, type Document, type Operation } from 'openapi-backend';
 import { parse as parseYaml } from 'yaml';
 import { ApiError } from '../../domain/errors.ts';
 import { authenticateKey, requireScope } from '../../services/auth/authenticate-key.ts';
@@ -28,6 +28,16 @@ export function loadOpenApiDocument(): Document {
   return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
 }
 
+interface OperationPlan {
+  /** The route template (metrics label, span name). */
+  route: string;
+  handler: RestHandler | undefined;
+  /** Any one of them lets the caller in (`x-scopes`). */
+  scopes: string[];
+  /** The operation's query parameter names. */
+  declared: Set<string | undefined>;
+}
+
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();
   // The file's server is relative; the served copy names this service's absolute URL, known once the
@@ -39,7 +49,18 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
   const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
   await api.init();
-  const routes = new RouteTable(api.getOperations());
+  const ops = api.getOperations();
+  const routes = new RouteTable(ops);
+  // What each request of an operation needs from it, read once from the document rather than per request.
+  const plans = new Map<Operation, OperationPlan>();
+  for (const operation of ops) {
+    plans.set(operation, {
+      route: `/v1${operation.path}`,
+      handler: operations[operation.operationId as keyof typeof operations] as RestHandler | undefined,
+      scopes: (operation as unknown as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute'],
+      declared: new Set(((operation.parameters ?? []) as { in?: string; name?: string }[]).filter((p) => p.in === 'query').map((p) => p.name)),
+    });
+  }
   // Several API processes share a Postgres server, and so the window; PGlite has one process.
   const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
   const streams = deps.streams ?? new UnlimitedStreamSlots();
@@ -71,18 +92,16 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       }
       throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
-    ctx.route = `/v1${operation.path}`;
-    traceRoute(req.method, `/v1${operation.path}`);
-    const handler = operations[operation.operationId as keyof typeof operations] as RestHandler | undefined;
+    const { route, handler, scopes, declared } = plans.get(operation)!;
+    ctx.route = route;
+    traceRoute(req.method, route);
     if (!handler) throw new ApiError('internal_error', 'operation not implemented');
 
     const principal = await authenticateKey(deps, header(req, 'authorization'));
-    const scopes = (operation as unknown as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute'];
     requireScope(principal, scopes);
 
     // No prototype: "constructor", "__proto__" or "toString" are parameter names like any other.
     const query = Object.create(null) as Record<string, string>;
-    const declared = new Set(((operation.parameters ?? []) as { in?: string; name?: string }[]).filter((p) => p.in === 'query').map((p) => p.name));
     for (const [k, v] of ctx.url.searchParams) {
       // A repeated parameter of the operation is ambiguous; the services reject the array form. Others are
       // the handlers' business (unknown ones are rejected, operations without parameters ignore them).

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm.ts';
 import { isoOrNull, json } from '../../db/sql.ts';
 import { ApiError } from '../../domain/errors.ts';
-import { query } from '../../db/statement.ts';
+import { query, type StatementEm } from '../../db/statement.ts';
 import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
 import { READ_RUN_EVENTS } from '../../sql/run-events.ts';
 import { mapRunRow, toPublicRun, type RunRow } from '../../runs/run-row.ts';
@@ -24,7 +24,7 @@ export function runUrls(baseUrl: string, runId: string) {
 }
 
 /** A run of this account, or null (another account's run is as unknown as a missing one). */
-export async function findAccountRun(em: Em, accountId: string, runId: string): Promise<RunRow | null> {
+export async function findAccountRun(em: StatementEm, accountId: string, runId: string): Promise<RunRow | null> {
   const rows = await query(em, FIND_ACCOUNT_RUN, [runId, accountId]);
   return rows[0] ? mapRunRow(rows[0]) : null;
 }
