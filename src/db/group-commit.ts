@@ -2,6 +2,11 @@ import type { Pool } from 'pg';
 import { executeTogether } from './prepared.ts';
 import { loggedRows, query, type Statement, type StatementEm } from './statement.ts';
 
+/** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
+interface TxEm extends StatementEm {
+  transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
+}
+
 /**
  * Group commit for transactions of one statement each (an in-memory run's whole execution,
  * src/runs/start-and-complete.ts). While one group is on its way to Postgres, the transactions asked
@@ -22,7 +27,7 @@ import { loggedRows, query, type Statement, type StatementEm } from './statement
 const MAX_GROUP = 64;
 
 interface Waiting {
-  em: StatementEm;
+  em: TxEm;
   s: Statement;
   values: readonly unknown[];
   order: string;
@@ -98,7 +103,7 @@ export function allowGroupCommit(connection: object, pool: () => Pool | undefine
  * is held only for the statements after it and the commit. Elsewhere one transaction, statement by
  * statement. Returns each statement's rows.
  */
-export async function inOneMessage(em: StatementEm, statements: readonly (readonly [Statement, readonly unknown[]])[]): Promise<Record<string, unknown>[][]> {
+export async function inOneMessage(em: TxEm, statements: readonly (readonly [Statement, readonly unknown[]])[]): Promise<Record<string, unknown>[][]> {
   const pool = pools.get(em.getConnection() as object)?.();
   if (!pool) {
     return em.transactional(async (tx) => {
@@ -121,7 +126,7 @@ export async function inOneMessage(em: StatementEm, statements: readonly (readon
  * Runs `s` with `values` as a transaction of its own, possibly committed together with others (above).
  * `order`: the key groups are sorted by (the account whose rows it locks).
  */
-export function runInGroup<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
+export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
   const group = groups.get(em.getConnection() as object);
   return new Promise<Record<string, unknown>[]>((resolve, reject) => {
     const w: Waiting = { em, s, values, order, resolve, reject };

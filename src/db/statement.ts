@@ -32,7 +32,6 @@ interface Executor {
 export interface StatementEm {
   getConnection(): unknown;
   getTransactionContext(): unknown;
-  transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
 }
 
 const outside = new WeakMap<object, StatementEm>();
