@@ -119,8 +119,9 @@ async function outcome(id: string) {
   );
   const outbox = (await q<{ event_type: string }>('select event_type from webhook_deliveries where run_id = ?', [id])).map((o) => o.event_type);
   const [w] = await q('select balance_usd::text, held_usd::text from wallets where account_id = ?', [r!.account_id]);
-  const { account_id: _, ...run } = r!;
-  return { run: { ...run, steps_executed: Number(run.steps_executed) }, events, ledger, outbox, wallet: w };
+  const run: Record<string, unknown> = { ...r!, steps_executed: Number(r!.steps_executed) };
+  delete run.account_id;
+  return { run, events, ledger, outbox, wallet: w };
 }
 
 const tally = async () => Number((await q<{ n: string }>('select coalesce(sum(runs), 0)::int as n from workflow_run_tallies where workflow_id = ?', [WF]))[0]!.n);
