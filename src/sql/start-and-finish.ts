@@ -37,11 +37,12 @@ const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.di
      for update of r`;
 
 /**
- * From `f`: the charge (`c`), the bundle that pays (`b`, given `runs` for the pick, see takeBundleCte),
- * the funding and what is billed (`p`: `hold` the wallet hold, `take` what a wallet pays), the run's
- * one update (`u`), its events (`e`) and its secrets deleted (`s`).
+ * From `f`: the charge (`c`), the bundle that pays (`b`, given `bundleRuns` for the pick, see
+ * takeBundleCte), the funding and what is billed (`p`: `hold` the wallet hold, `take` what a wallet
+ * pays), the run's one update (`u`), its events (`e`, returning their sequences when `eventsReturning`)
+ * and its secrets deleted (`s`).
  */
-const startAndFinishCtes = (bundleRuns?: string) => `c as (
+const startAndFinishCtes = (bundleRuns?: string, eventsReturning = false) => `c as (
   select f.*, case when owed is null and $13::text = 'completed' then 0::numeric else owed end as charge
     from f, lateral (select case $17::text when 'full' then f.creator_price_usd + f.compute
                                            when 'compute' then case when f.compute = 0 and $13::text <> 'completed' then null else f.compute end
@@ -74,7 +75,7 @@ u as (
   from p
   where r.id = p.id
   returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd, p.usd_per_run as bundle_usd_per_run, p.charge),
-${runEventsCte('$10', '$11', '$12')},
+${runEventsCte('$10', '$11', '$12', { returning: eventsReturning })},
 s as (delete from run_secrets where run_id in (select id from u))`;
 
 /**
@@ -92,6 +93,11 @@ select * from u`,
 
 /** The wallet is settled when the wallet funds the run and there is a hold or a charge. */
 const WALLET_SETTLES = 'p.bundle_id is null and (p.hold <> 0 or p.take <> 0)';
+/**
+ * The run's events are inserted before the wallet row is locked: a CTE nothing reads runs after the
+ * main query, which would hold the account's wallet row through their inserts. (Always true: a run has events.)
+ */
+const EVENTS_FIRST = '(select count(*) from e) > 0';
 
 /**
  * START_AND_FINISH and the settlement in ONE statement, the whole transaction of a run whose account has
@@ -114,8 +120,8 @@ h as (
   select exists (select 1 from webhook_endpoints we join f0 on we.account_id = f0.account_id
                   where we.events is null or we.events @> to_jsonb('run.' || $13::text)) as hooked),
 f as (select f0.* from f0, h where not h.hooked),
-${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)')},
-${settleWalletCtes({ from: 'p', where: WALLET_SETTLES, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},
+${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)', true)},
+${settleWalletCtes({ from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},
 ${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })}
 select f0.account_id, h.hooked, u.last_sequence, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
   from f0 cross join h left join u on true`),
