@@ -81,8 +81,8 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
   }
   // The hold is taken here (fenced on the balance) for holdAtSettlement, else it was taken at preparation.
   const taken = opts.holdAtSettlement ? toDb(hold) : toDb(0);
-  try {
-    await query(tx, last(SETTLE_WALLET, SETTLE_WALLET_AND_COMMIT), [
+  await refusedAsInsufficientFunds(() =>
+    query(tx, last(SETTLE_WALLET, SETTLE_WALLET_AND_COMMIT), [
       run.accountId,
       run.id,
       toDb(hold),
@@ -90,12 +90,22 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
       taken,
       opts.holdAtSettlement === true,
       counter,
-    ]);
+    ]),
+  );
+  return charge;
+}
+
+/**
+ * Runs a statement that takes a wallet hold at settlement (SETTLE_WALLET, START_FINISH_AND_SETTLE),
+ * its refusal (the balance does not cover the hold) thrown as InsufficientFundsAtSettlement.
+ */
+export async function refusedAsInsufficientFunds<T>(settle: () => Promise<T>): Promise<T> {
+  try {
+    return await settle();
   } catch (error) {
     if ((error as { code?: unknown }).code === REFUSED) throw new InsufficientFundsAtSettlement();
     throw error;
   }
-  return charge;
 }
 
 /** The SQLSTATE that `wr_refuse` raises (RefuseRoutine in src/db/entities). */

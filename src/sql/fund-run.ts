@@ -8,10 +8,12 @@ import { statement } from '../db/statement.ts';
 /**
  * The CTE `b`: the oldest eligible bundle with runs left gives one run (returns its id and price per
  * run). `from` adds tables to the pick's FROM (e.g. `, f`), `account`, `workflow`, `version` are the
- * bundle's keys as SQL expressions. Shared with START_AND_FINISH (src/sql/start-and-finish.ts).
+ * bundle's keys as SQL expressions. `runs`: how many runs it gives, 1 unless an SQL expression says
+ * otherwise (START_FINISH_AND_SETTLE gives 0 for a run it does not charge: the bundle pays it and takes it
+ * back in one write). Shared with the statements of src/sql/start-and-finish.ts.
  */
-export const takeBundleCte = (keys: { from?: string; account: string; workflow: string; version: string }) => `b as (
-   update bundles set runs_left = runs_left - 1
+export const takeBundleCte = (keys: { from?: string; account: string; workflow: string; version: string; runs?: string }) => `b as (
+   update bundles set runs_left = runs_left - ${keys.runs ?? '1'}
     where id = (select x.id from bundles x${keys.from ?? ''}
                  where x.account_id = ${keys.account} and x.workflow_id = ${keys.workflow} and x.version_id = ${keys.version} and x.runs_left > 0
                  order by x.created_at, x.id limit 1 for update of x)

@@ -11,13 +11,14 @@ import { statement } from '../db/statement.ts';
 /**
  * A CTE inserting the events given as three parallel arrays ($types text[], $nodes text[], $data text[]
  * of JSON texts), numbered after the run's previous last sequence: `u` is the CTE that updated the run,
- * returning its id and new last_sequence.
+ * returning its id and new last_sequence. `returning`: the CTE returns the inserted sequences, so a later
+ * CTE can make it run first (an unreferenced CTE runs after the statement's main query).
  */
-export const runEventsCte = (types: string, nodes: string, data: string) => `e as (
+export const runEventsCte = (types: string, nodes: string, data: string, opts: { returning?: boolean } = {}) => `e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select u.id, u.last_sequence - cardinality(${types}::text[]) + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
     from u cross join unnest(${types}::text[], ${nodes}::text[], ${data}::text[]) with ordinality as v(type, node_id, data, ord)
-   order by v.ord)`;
+   order by v.ord${opts.returning ? '\n  returning sequence' : ''})`;
 
 /** $1 run id, $2 after this sequence, $3 at most: the run's events in order. */
 export const READ_RUN_EVENTS = statement(

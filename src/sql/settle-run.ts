@@ -26,53 +26,73 @@ export const COUNT_COMPLETED_RUN = statement(
 export const COUNT_COMPLETED_RUN_AND_COMMIT = andCommit('count_completed_run_and_commit', COUNT_COMPLETED_RUN);
 
 /**
- * COUNT_COMPLETED_RUN as a CTE of a settlement, for workflow `$n` when it is not null. Nothing reads it,
- * so Postgres runs it after the main query: the tally row is locked after the bundle or wallet row.
+ * COUNT_COMPLETED_RUN as the CTE `t` of a settlement: one more completed run of `workflow` (an SQL
+ * expression) for each row of `from` (a CTE or table, optional) where `where` holds, when `workflow` is
+ * not null. Nothing reads it, so Postgres runs it after the main query: the tally row is locked after the
+ * bundle or wallet row. Shared with START_FINISH_AND_SETTLE (src/sql/start-and-finish.ts).
  */
-const countCompletedRunCte = (n: number) => `c as (
-       insert into workflow_run_tallies (workflow_id, shard, runs) select $${n}::uuid, pg_backend_pid() % 16, 1 where $${n}::uuid is not null
+export const countCompletedRunCte = (a: { workflow: string; from?: string; where?: string }) => `t as (
+       insert into workflow_run_tallies (workflow_id, shard, runs)
+       select ${a.workflow}, pg_backend_pid() % 16, 1${a.from ? ` from ${a.from}` : ''} where ${a.workflow} is not null${a.where ? ` and ${a.where}` : ''}
        on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + 1)`;
 
 /** A bundle run given back (the run was not charged): $1 bundle id, $2 workflow whose completed run is counted, or null. */
 export const SETTLE_BUNDLE_RUN = statement(
   'settle_bundle_run',
-  `with ${countCompletedRunCte(2)}
+  `with ${countCompletedRunCte({ workflow: '$2::uuid' })}
      update bundles set runs_left = runs_left + 1 where id = $1::uuid`,
 );
 export const SETTLE_BUNDLE_RUN_AND_COMMIT = andCommit('settle_bundle_run_and_commit', SETTLE_BUNDLE_RUN);
 
 /**
- * The wallet settlement, one statement: `taken` of the hold is taken first (0 when it was taken at
- * preparation; the whole hold when it is taken at settlement, fenced on the balance covering it), then
- * the hold is released and the charge taken from the resulting balance, never below zero. The ledger
- * reads the same either way (hold, release, charge, unpaid, each with the balance after it); held_usd
- * drops by what was held before. When fenced and the balance does not cover the hold, the statement
- * raises (`wr_refuse`, SQLSTATE WR001) rather than return no rows, so a COMMIT sent with it does not happen.
+ * The wallet settlement as CTEs (`w0`, `calc`, `w`, `l`), shared by SETTLE_WALLET and
+ * START_FINISH_AND_SETTLE (src/sql/start-and-finish.ts): `taken` of the hold is taken first (0 when it
+ * was taken at preparation; the whole hold when it is taken at settlement, fenced on the balance
+ * covering it), then the hold is released and the charge taken from the resulting balance, never below
+ * zero. The ledger reads the same either way (hold, release, charge, unpaid, each with the balance after
+ * it); held_usd drops by what was held before. `w` returns a row when the wallet was settled.
  *
- * $1 account, $2 run id, $3 hold, $4 charge to take, $5 taken (of the hold, now), $6 fenced,
- * $7 workflow whose completed run is counted, or null.
+ * SQL expressions: `account`, `run`, `hold`, `take` (the charge to take), `taken`; `from` (optional)
+ * joins a CTE the amounts are read from, and `where` gates the settlement on it.
+ */
+export const settleWalletCtes = (a: { account: string; run: string; hold: string; take: string; taken: string; from?: string; where?: string }) => `w0 as (
+       select wallets.account_id, ${a.run} as run_id, wallets.balance_usd, ${a.hold} as hold, ${a.take} as take, ${a.taken} as taken
+         from wallets${a.from ? `, ${a.from}` : ''}
+        where wallets.account_id = ${a.account} and wallets.balance_usd >= ${a.taken}${a.where ? ` and ${a.where}` : ''}
+          for update of wallets),
+     calc as (
+       select w0.account_id, w0.run_id, w0.hold, w0.take, w0.taken, w0.balance_usd - w0.taken as held,
+              w0.balance_usd - w0.taken + w0.hold as released, least(w0.take, w0.balance_usd - w0.taken + w0.hold) as paid from w0),
+     w as (
+       update wallets set balance_usd = calc.released - calc.paid, held_usd = wallets.held_usd - (calc.hold - calc.taken), updated_at = now()
+         from calc where wallets.account_id = calc.account_id
+         returning calc.account_id, calc.run_id, calc.hold, calc.take, calc.taken, calc.held, calc.released, calc.paid, wallets.balance_usd),
+     l as (
+       insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
+       select w.account_id, w.run_id, 'hold', -w.taken, w.held, 'hold for run', now() from w where w.taken > 0
+       union all
+       select w.account_id, w.run_id, 'release', w.hold, w.released, 'hold released at settlement', now() from w where w.hold > 0
+       union all
+       select w.account_id, w.run_id, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
+       union all
+       select w.account_id, w.run_id, 'unpaid', w.take - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where w.take > w.paid)`;
+
+/**
+ * Whether settleWalletCtes settled the wallet (1) or had nothing to settle (0); when `fenced` (an SQL
+ * boolean) holds and the balance did not cover the hold, it raises (`wr_refuse`, SQLSTATE WR001) rather
+ * than return a row, so a COMMIT sent with the statement does not happen.
+ */
+export const walletSettled = (fenced: string) =>
+  `case when exists (select 1 from w) then 1 when ${fenced} then wr_refuse('the wallet balance does not cover the run price') else 0 end as settled`;
+
+/**
+ * The wallet settlement, one statement (settleWalletCtes). $1 account, $2 run id, $3 hold, $4 charge
+ * to take, $5 taken (of the hold, now), $6 fenced, $7 workflow whose completed run is counted, or null.
  */
 export const SETTLE_WALLET = statement(
   'settle_wallet',
-  `with ${countCompletedRunCte(7)},
-     w0 as (select balance_usd from wallets where account_id = $1::uuid and balance_usd >= $5::numeric for update),
-     calc as (
-       select w0.balance_usd - $5::numeric as held,
-              w0.balance_usd - $5::numeric + $3::numeric as released,
-              least($4::numeric, w0.balance_usd - $5::numeric + $3::numeric) as paid from w0),
-     w as (
-       update wallets set balance_usd = calc.released - calc.paid, held_usd = held_usd - ($3::numeric - $5::numeric), updated_at = now()
-         from calc where account_id = $1::uuid returning calc.held, calc.released, calc.paid, wallets.balance_usd),
-     l as (
-       insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-       select $1::uuid, $2::uuid, 'hold', -($5::numeric), w.held, 'hold for run', now() from w where $5::numeric > 0
-       union all
-       select $1::uuid, $2::uuid, 'release', $3::numeric, w.released, 'hold released at settlement', now() from w where $3::numeric > 0
-       union all
-       select $1::uuid, $2::uuid, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
-       union all
-       select $1::uuid, $2::uuid, 'unpaid', $4::numeric - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where $4::numeric > w.paid)
-     select case when exists (select 1 from w) then 1
-                 when $6::boolean then wr_refuse('the wallet balance does not cover the run price') else 0 end as settled`,
+  `with ${countCompletedRunCte({ workflow: '$7::uuid' })},
+     ${settleWalletCtes({ account: '$1::uuid', run: '$2::uuid', hold: '$3::numeric', take: '$4::numeric', taken: '$5::numeric' })}
+     select ${walletSettled('$6::boolean')}`,
 );
 export const SETTLE_WALLET_AND_COMMIT = andCommit('settle_wallet_and_commit', SETTLE_WALLET);

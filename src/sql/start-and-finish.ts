@@ -1,7 +1,9 @@
+import { lastOfTransaction } from '../db/prepared.ts';
 import { statement } from '../db/statement.ts';
 import { takeBundleCte } from './fund-run.ts';
 import { runEventsCte } from './run-events.ts';
 import { RUN_COLUMNS } from './runs.ts';
+import { countCompletedRunCte, settleWalletCtes, walletSettled } from './settle-run.ts';
 
 /**
  * An admitted run computed entirely in memory (src/runs/complete-run.ts) is started, its steps
@@ -10,6 +12,7 @@ import { RUN_COLUMNS } from './runs.ts';
  * start (FENCED_WRITE_STATE), the funding mark (a bundle pays now, else the wallet hold is recorded for
  * the settlement to take: docs/design/money.md) and FINISH_RUN write one after another.
  *
+ * Both statements below take the same parameters.
  * Fences, all on the run as it is now (nothing is written unless every one holds): $1 run id, pending
  * and admitted (phase starting or preparing); $2 nodes that must have no result, $3 delay nodes that
  * must have no started timer; $4 n or null: compute_usd + n × step_usd must stay within
@@ -21,31 +24,36 @@ import { RUN_COLUMNS } from './runs.ts';
  * it (src/runs/finish-run.ts): `none`, `compute` (the compute; nothing when it is zero and the run did
  * not complete), `full` (creator price + compute); a completed run is charged at least 0. A bundle
  * run is charged the bundle's price instead.
- * Returns the run's columns (RUN_COLUMNS), its funding, bundle and hold, the bundle's price per run
- * and `charge` (what the run owes before a bundle's price replaces it, null: not charged, as settleRun
- * takes it), or no row when a fence did not hold.
  */
-export const START_AND_FINISH = statement(
-  'start_and_finish',
-  `with f as (
-  select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
+
+/** The run under its row lock, where every fence holds (the body of CTE `f`). */
+const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
          r.compute_usd + $8::int * r.step_usd + $9::numeric as compute, r.creator_price_usd
     from runs r
    where r.id = $1::uuid and r.status = 'pending' and r.phase in ('starting', 'preparing')
      and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), $2::text[])
      and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), $3::text[])
      and ($4::int is null or r.compute_usd + $4::int * r.step_usd <= r.compute_limit_usd)
-     for update of r),
-${takeBundleCte({ from: ', f', account: 'f.account_id', workflow: 'f.workflow_id', version: 'f.version_id' })},
-c as (
+     for update of r`;
+
+/**
+ * From `f`: the charge (`c`), the bundle that pays (`b`, given `bundleRuns` for the pick, see
+ * takeBundleCte), the funding and what is billed (`p`: `hold` the wallet hold, `take` what a wallet
+ * pays), the run's one update (`u`), its events (`e`, returning their sequences when `eventsReturning`)
+ * and its secrets deleted (`s`).
+ */
+const startAndFinishCtes = (bundleRuns?: string, eventsReturning = false) => `c as (
   select f.*, case when owed is null and $13::text = 'completed' then 0::numeric else owed end as charge
     from f, lateral (select case $17::text when 'full' then f.creator_price_usd + f.compute
                                            when 'compute' then case when f.compute = 0 and $13::text <> 'completed' then null else f.compute end
                                       end as owed) o),
+${takeBundleCte({ from: ', c', account: 'c.account_id', workflow: 'c.workflow_id', version: 'c.version_id', runs: bundleRuns })},
 p as (
-  select c.*, b.id as bundle_id, b.usd_per_run,
-         case when c.charge is null then null when b.id is not null then b.usd_per_run else c.charge end as billed
-    from c left join b on true),
+  select c.*, b.id as bundle_id, b.usd_per_run, x.billed,
+         case when b.id is null then c.displayed_price_usd else 0 end as hold,
+         case when b.id is null then round(coalesce(x.billed, 0), 6) else 0 end as take
+    from c left join b on true,
+         lateral (select case when c.charge is null then null when b.id is not null then b.usd_per_run else c.charge end as billed) x),
 u as (
   update runs r set
     last_sequence = r.last_sequence + cardinality($10::text[]),
@@ -60,14 +68,61 @@ u as (
     steps_executed = r.steps_executed + $8::int,
     funding = case when p.bundle_id is null then 'wallet' else 'bundle' end,
     bundle_id = coalesce(p.bundle_id, r.bundle_id),
-    hold_usd = case when p.bundle_id is null then p.displayed_price_usd else 0 end,
+    hold_usd = p.hold,
     billing_status = case when p.billed is null then 'not_charged' else 'settled' end,
     charge_usd = p.billed,
     cap_usd = coalesce(p.billed, 0)
   from p
   where r.id = p.id
   returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd, p.usd_per_run as bundle_usd_per_run, p.charge),
-${runEventsCte('$10', '$11', '$12')},
-s as (delete from run_secrets where run_id in (select id from u))
+${runEventsCte('$10', '$11', '$12', { returning: eventsReturning })},
+s as (delete from run_secrets where run_id in (select id from u))`;
+
+/**
+ * The run started, recorded, funded and finished; its webhook outbox and settlement follow in the same
+ * transaction (src/runs/finish-run.ts settleFinished). Returns the run's columns (RUN_COLUMNS), its
+ * funding, bundle and hold, the bundle's price per run and `charge` (what the run owes before a bundle's
+ * price replaces it, null: not charged, as settleRun takes it), or no row when a fence did not hold.
+ */
+export const START_AND_FINISH = statement(
+  'start_and_finish',
+  `with f as (${FENCED_RUN}),
+${startAndFinishCtes()}
 select * from u`,
+);
+
+/** The wallet is settled when the wallet funds the run and there is a hold or a charge. */
+const WALLET_SETTLES = 'p.bundle_id is null and (p.hold <> 0 or p.take <> 0)';
+/**
+ * The run's events are inserted before the wallet row is locked: a CTE nothing reads runs after the
+ * main query, which would hold the account's wallet row through their inserts. (Always true: a run has events.)
+ */
+const EVENTS_FIRST = '(select count(*) from e) > 0';
+
+/**
+ * START_AND_FINISH and the settlement in ONE statement, the whole transaction of a run whose account has
+ * no webhook endpoint subscribed to its terminal event (no outbox row to write): sent with its BEGIN and
+ * its COMMIT in one message on a Postgres server (lastOfTransaction). The settlement is settleRun's
+ * with the hold taken at settlement (SETTLE_WALLET's CTEs: hold taken fenced on the balance, released,
+ * charge, unpaid, the same ledger rows), or the bundle's (a run not charged gives its bundle run back: the
+ * pick takes none), and a completed run is counted on its workflow's tally.
+ *
+ * Fence `h`: an endpoint of the account that would receive the terminal event (as ENQUEUE_RUN_WEBHOOKS
+ * picks them, in this statement's snapshot) stops every write; the caller then takes the path that writes
+ * the outbox. Returns no row when a fence of the run did not hold, else one row: the run's `account_id`,
+ * `hooked` (then nothing was written) and its new `last_sequence`. Raises (wr_refuse, SQLSTATE WR001) when the balance does not
+ * cover the hold: nothing is written and the COMMIT sent with it does not happen.
+ */
+export const START_FINISH_AND_SETTLE = statement(
+  'start_finish_and_settle',
+  lastOfTransaction(`with f0 as (${FENCED_RUN}),
+h as (
+  select exists (select 1 from webhook_endpoints we join f0 on we.account_id = f0.account_id
+                  where we.events is null or we.events @> to_jsonb('run.' || $13::text)) as hooked),
+f as (select f0.* from f0, h where not h.hooked),
+${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)', true)},
+${settleWalletCtes({ from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},
+${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })}
+select f0.account_id, h.hooked, u.last_sequence, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
+  from f0 cross join h left join u on true`),
 );

@@ -216,6 +216,24 @@ db('on a server a transaction\'s BEGIN travels with its first statement, named o
   assert.is(plain, true);
 });
 
+const ONLY = withCommit(prepared('test_only_in_transaction', 'insert into accounts (id, handle) values (?, ?) returning transaction_timestamp() = statement_timestamp() as together'));
+
+db('on a server a statement both first and last of its transaction is sent with its BEGIN and its COMMIT in one message', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: a plain statement there)');
+    return;
+  }
+  // The last of a few sequential transactions, on a connection that has the statement prepared already.
+  let seen: { together: boolean; committed: string[] } | undefined;
+  for (let i = 0; i < 3; i++) {
+    seen = await orm.em.fork().transactional(async (tx) => {
+      const [row] = await tx.execute<{ together: boolean }[]>(ONLY, [randomUUID(), `only${i}`]);
+      return { together: row!.together, committed: await handles(orm) };
+    });
+  }
+  assert.equal(seen, { together: true, committed: ['only0', 'only1', 'only2'] });
+});
+
 const ARRAYS = statement('test_arrays_after_begin', 'select $1::text[] as a, $2::jsonb as j, $3::int as n, $4::uuid[] as ids');
 
 db('a statement sent with the BEGIN gets its arrays, JSON, nulls and quotes as the extended protocol would', async ({ orm }) => {
