@@ -1,5 +1,6 @@
 import type { Em } from '../db/orm.ts';
 import { query } from '../db/statement.ts';
+import { runInGroup } from '../db/group-commit.ts';
 import type { BatchEntry, NewRunEvent } from '../domain/run-steps.ts';
 import { InsufficientFundsAtSettlement, refusedAsInsufficientFunds, type SettleInput } from '../billing/settle-run.ts';
 import { START_AND_FINISH, START_FINISH_AND_SETTLE } from '../sql/start-and-finish.ts';
@@ -43,7 +44,7 @@ export async function startAndComplete(deps: RunsDeps, runId: string, finish: Fi
   const accountId = (await runMeta(fork(deps), runId))?.accountId;
   let done: FinishedRun | null | 'hooked';
   try {
-    done = accountId && hookedAccounts.has(accountId) ? 'hooked' : await fork(deps).transactional((tx) => startFinishAndSettle(tx, finish, params));
+    done = accountId && hookedAccounts.has(accountId) ? 'hooked' : await startFinishAndSettle(deps, finish, params, accountId ?? runId);
     if (done === 'hooked') {
       done = await fork(deps).transactional((tx) => startAndFinish(tx, runId, finish, params));
       if (accountId && done !== null) remember(accountId, done.webhooks > 0);
@@ -82,8 +83,10 @@ function remember(accountId: string, hooked: boolean): void {
 }
 
 /** The whole transaction as one statement; 'hooked' when the account has an endpoint for the terminal event (nothing written). */
-async function startFinishAndSettle(tx: Em, finish: Finish, params: unknown[]): Promise<FinishedRun | null | 'hooked'> {
-  const [row] = await refusedAsInsufficientFunds(() => query(tx, START_FINISH_AND_SETTLE, params));
+async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
+  // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for
+  // all of them, and their account's wallet row locked once instead of once per run until its commit.
+  const [row] = await refusedAsInsufficientFunds(() => runInGroup(fork(deps), START_FINISH_AND_SETTLE, params, accountId));
   if (!row) return null;
   if (row.hooked === true) {
     remember(String(row.account_id), true);

@@ -202,4 +202,32 @@ t('a bundle-funded run is executed in one statement too: the bundle pays its pri
   assert.is(await tally(), before + 1);
 });
 
+if (process.env.DATABASE_URL) {
+  t('runs of one account ready at the same time are committed in groups, each with its own ledger rows in sequence', async ({ app }) => {
+    const [w0] = await q<{ balance_usd: string }>(`select w.balance_usd::text from wallets w join accounts a on a.id = w.account_id where a.handle = 'bob'`);
+    const posted = await Promise.all(
+      Array.from({ length: 16 }, () => app.call('POST', '/runs', { key: 'wr_sfs_bob', body: { workflow: WF, inputs: { name: 'Ada' } } })),
+    );
+    const ids = posted.map((r) => String(r.body.run.id));
+    await waitFor('the 16 runs to end', async () => {
+      const [n] = await q<{ n: number }>(`select count(*)::int as n from runs where id in (?) and status = 'completed'`, [ids]);
+      return Number(n!.n) === 16 || null;
+    });
+    const [tx] = await q<{ n: number }>('select count(distinct xmin::text)::int as n from ledger_entries where run_id in (?)', [ids]);
+    assert.ok(Number(tx!.n) < 16, `16 runs settled in ${tx!.n} transactions: some were committed together`);
+    const charges = await q<{ balance_after_usd: string }>(
+      `select balance_after_usd::text from ledger_entries where run_id in (?) and kind = 'charge' order by id`,
+      [ids],
+    );
+    const start = Number(w0!.balance_usd) * 1e6;
+    assert.equal(
+      charges.map((c) => Math.round(Number(c.balance_after_usd) * 1e6)),
+      Array.from({ length: 16 }, (_, i) => start - (i + 1) * 250300),
+      'each charge taken from the balance the one before it left',
+    );
+    const [w] = await q<{ balance_usd: string; held_usd: string }>(`select w.balance_usd::text, w.held_usd::text from wallets w join accounts a on a.id = w.account_id where a.handle = 'bob'`);
+    assert.equal([Math.round(Number(w!.balance_usd) * 1e6), w!.held_usd], [start - 16 * 250300, '0.000000']);
+  });
+}
+
 t.run();
