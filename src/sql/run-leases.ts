@@ -19,10 +19,20 @@ export const CLAIM_UNLEASED_RUNS = statement(
     returning id`,
 );
 
-/** $1 TTL seconds, $2 owner, $3 run ids. */
+/**
+ * $1 TTL seconds, $2 owner, $3 run ids: the runs whose lease $2 still holds, renewed. A run whose row
+ * is locked right now (being written: a group of runs committed together locks many run rows, in its
+ * own order) is skipped, never waited for, so the renewal cannot deadlock with such a group; it is
+ * reported as held when its last committed lease is $2's, and renewed on the next round.
+ */
 export const RENEW_RUN_LEASES = statement(
   'renew_run_leases',
-  `update runs set lease_until = clock_timestamp() + make_interval(secs => $1) where lease_owner = $2 and id = any($3::uuid[]) returning id`,
+  `with free as (select id from runs where lease_owner = $2 and id = any($3::uuid[]) for update skip locked),
+renewed as (
+  update runs r set lease_until = clock_timestamp() + make_interval(secs => $1) from free where r.id = free.id returning r.id)
+select id from renewed
+union all
+select id from runs where lease_owner = $2 and id = any($3::uuid[]) and id not in (select id from free)`,
 );
 
 /** $1 owner, $2 TTL seconds, $3 run id: a non-terminal run nobody else holds. */

@@ -476,7 +476,13 @@ test('a delay suspends the run with wait_timer and it resumes by itself', async 
     const id = await start(h, f, {}, 'alice');
     const suspended = await waitStatus(id, 'suspended');
     assert.is(suspended.suspend_reason, 'wait_timer');
-    assert.is(suspended.lease_owner, null, 'a suspended run holds no lease');
+    // The driver releases the lease right after the suspension commits, when it parks.
+    const parked = await waitFor(`run ${id} parked`, async () => {
+      const r = await runRow(id);
+      return r.status !== 'suspended' || r.lease_owner === null ? r : null;
+    });
+    assert.is(parked.status, 'suspended', 'still suspended: the delay has not passed yet');
+    assert.is(parked.lease_owner, null, 'a suspended run holds no lease');
     const run = await waitTerminal(id);
     assert.ok(Date.now() - t0 >= 1_000, 'the delay lasted at least its seconds');
     assert.is(run.status, 'completed');

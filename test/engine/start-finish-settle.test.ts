@@ -7,6 +7,7 @@ import * as assert from 'uvu/assert';
 import { testOrm } from '../helpers/db.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { renewLeases } from '../../src/runs/leases.ts';
 
 /**
  * An in-memory run of an account with no webhook endpoint for its terminal event is executed, after its
@@ -227,6 +228,21 @@ if (process.env.DATABASE_URL) {
     );
     const [w] = await q<{ balance_usd: string; held_usd: string }>(`select w.balance_usd::text, w.held_usd::text from wallets w join accounts a on a.id = w.account_id where a.handle = 'bob'`);
     assert.equal([Math.round(Number(w!.balance_usd) * 1e6), w!.held_usd], [start - 16 * 250300, '0.000000']);
+  });
+  t('a lease renewal skips a run row being written instead of waiting for it (no deadlock with a group), and still reports it held', async ({ app }) => {
+    const [a, b] = await Promise.all([run(app, 'bob'), run(app, 'bob')]);
+    await q(`update runs set lease_owner = 'renewal-test', lease_until = now() where id in (?)`, [[a.id, b.id]]);
+    const writer = orm.em.fork();
+    await writer.transactional(async (tx) => {
+      await tx.execute('select id from runs where id = ? for update', [a.id]);
+      const started = Date.now();
+      const held = await renewLeases(app.deps, { owner: 'renewal-test', ttlMs: 60_000 }, [a.id, b.id]);
+      assert.ok(Date.now() - started < 900, 'answered without waiting for the locked row');
+      assert.equal([...held].sort(), [a.id, b.id].sort(), 'both still held');
+    });
+    const rows = await q<{ id: string; later: boolean }>(`select id, lease_until > now() + interval '30 seconds' as later from runs where id in (?)`, [[a.id, b.id]]);
+    const later = Object.fromEntries(rows.map((r) => [r.id, r.later]));
+    assert.equal([later[a.id], later[b.id]], [false, true], 'only the free row was renewed');
   });
 }
 
