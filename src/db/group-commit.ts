@@ -46,7 +46,12 @@ class GroupCommit {
 
   run(w: Waiting): void {
     this.#waiting.push(w);
-    if (!this.#sending) void this.#send();
+    if (!this.#sending) {
+      this.#send().catch((error: unknown) => {
+        // Not expected (#sendGroup settles every caller itself); never leave a caller waiting.
+        for (const left of this.#waiting.splice(0)) left.reject(error);
+      });
+    }
   }
 
   async #send(): Promise<void> {
@@ -62,18 +67,13 @@ class GroupCommit {
   }
 
   async #sendGroup(group: Waiting[]): Promise<void> {
-    const pool = this.#pool();
     let results: unknown[] | null = null;
-    if (pool && group.length > 1) {
-      const client = await pool.connect();
-      try {
-        results = await executeTogether(client, group.map((w) => [w.s.text, w.values] as const));
-      } catch {
-        // Rolled back whole: each runs again alone below and meets its own outcome.
-        results = null;
-      } finally {
-        client.release();
-      }
+    try {
+      results = await this.#together(group);
+    } catch {
+      // Rolled back whole, or no connection (the server restarting): each runs again alone below and
+      // meets its own outcome. A group whose COMMIT was lost with its connection is fenced out there.
+      results = null;
     }
     if (results) {
       for (const [i, w] of group.entries()) loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
@@ -81,7 +81,29 @@ class GroupCommit {
     }
     await Promise.all(group.map((w) => alone(w).then(w.resolve, w.reject)));
   }
+
+  /** The group in one message, or null when it goes statement by statement (one statement, or no pool). */
+  async #together(group: Waiting[]): Promise<unknown[] | null> {
+    const pool = this.#pool();
+    if (!pool || group.length < 2) return null;
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      return await executeTogether(client, group.map((w) => [w.s.text, w.values] as const));
+    } catch (error) {
+      if (!usable(error)) broken = error as Error;
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
 }
+
+/**
+ * Whether a connection is still usable after `error` from executeTogether: a statement's error (severity
+ * ERROR) was rolled back; a lost connection (FATAL, a socket error) must not go back to the pool.
+ */
+const usable = (error: unknown): boolean => (error as { severity?: unknown }).severity === 'ERROR';
 
 /** One statement as its own transaction, through the ORM (its BEGIN and COMMIT travel with it on a server). */
 function alone(w: Waiting): Promise<Record<string, unknown>[]> {
@@ -114,10 +136,14 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
   }
   const client = await pool.connect();
   let results: unknown[];
+  let broken: Error | undefined;
   try {
     results = await executeTogether(client, statements.map(([s, values]) => [s.text, values] as const));
+  } catch (error) {
+    if (!usable(error)) broken = error as Error;
+    throw error;
   } finally {
-    client.release();
+    client.release(broken);
   }
   return Promise.all(statements.map(([s, values], i) => loggedRows(em, s, values, results[i])));
 }
