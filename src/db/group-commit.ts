@@ -36,13 +36,11 @@ interface Waiting {
 }
 
 class GroupCommit {
-  readonly #pool: () => Pool | undefined;
   #waiting: Waiting[] = [];
   #sending = false;
 
-  constructor(pool: () => Pool | undefined) {
-    this.#pool = pool;
-  }
+  /** `pool`: the ORM's connection pool, once created (undefined before). */
+  constructor(readonly pool: () => Pool | undefined) {}
 
   run(w: Waiting): void {
     this.#waiting.push(w);
@@ -79,44 +77,44 @@ class GroupCommit {
       for (const [i, w] of group.entries()) loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
       return;
     }
-    await Promise.all(group.map((w) => alone(w).then(w.resolve, w.reject)));
+    await Promise.all(group.map((w) => alone(w.em, w.s, w.values).then(w.resolve, w.reject)));
   }
 
   /** The group in one message, or null when it goes statement by statement (one statement, or no pool). */
   async #together(group: Waiting[]): Promise<unknown[] | null> {
-    const pool = this.#pool();
+    const pool = this.pool();
     if (!pool || group.length < 2) return null;
-    const client = await pool.connect();
-    let broken: Error | undefined;
-    try {
-      return await executeTogether(client, group.map((w) => [w.s.text, w.values] as const));
-    } catch (error) {
-      if (!usable(error)) broken = error as Error;
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+    return sendTogether(pool, group.map((w) => [w.s.text, w.values] as const));
   }
 }
 
 /**
- * Whether a connection is still usable after `error` from executeTogether: a statement's error (severity
- * ERROR) was rolled back; a lost connection (FATAL, a socket error) must not go back to the pool.
+ * executeTogether on a connection of `pool`. A statement's error (severity ERROR) was rolled back and
+ * leaves the connection usable; a lost connection (FATAL, a socket error) does not go back to the pool.
  */
-const usable = (error: unknown): boolean => (error as { severity?: unknown }).severity === 'ERROR';
+async function sendTogether(pool: Pool, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<unknown[]> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    return await executeTogether(client, statements);
+  } catch (error) {
+    if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
 
 /** One statement as its own transaction, through the ORM (its BEGIN and COMMIT travel with it on a server). */
-function alone(w: Waiting): Promise<Record<string, unknown>[]> {
-  return w.em.transactional((tx) => query(tx, w.s, w.values));
+function alone(em: TxEm, s: Statement, values: readonly unknown[]): Promise<Record<string, unknown>[]> {
+  return em.transactional((tx) => query(tx, s, values));
 }
 
 const groups = new WeakMap<object, GroupCommit>();
-const pools = new WeakMap<object, () => Pool | undefined>();
 
 /** Lets statements on this ORM connection be committed in groups, or together in one message, over the connections of `pool`. */
 export function allowGroupCommit(connection: object, pool: () => Pool | undefined): void {
   groups.set(connection, new GroupCommit(pool));
-  pools.set(connection, pool);
 }
 
 /**
@@ -126,7 +124,7 @@ export function allowGroupCommit(connection: object, pool: () => Pool | undefine
  * statement. Returns each statement's rows.
  */
 export async function inOneMessage(em: TxEm, statements: readonly (readonly [Statement, readonly unknown[]])[]): Promise<Record<string, unknown>[][]> {
-  const pool = pools.get(em.getConnection() as object)?.();
+  const pool = groups.get(em.getConnection() as object)?.pool();
   if (!pool) {
     return em.transactional(async (tx) => {
       const out: Record<string, unknown>[][] = [];
@@ -134,17 +132,7 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
       return out;
     });
   }
-  const client = await pool.connect();
-  let results: unknown[];
-  let broken: Error | undefined;
-  try {
-    results = await executeTogether(client, statements.map(([s, values]) => [s.text, values] as const));
-  } catch (error) {
-    if (!usable(error)) broken = error as Error;
-    throw error;
-  } finally {
-    client.release(broken);
-  }
+  const results = await sendTogether(pool, statements.map(([s, values]) => [s.text, values] as const));
   return Promise.all(statements.map(([s, values], i) => loggedRows(em, s, values, results[i])));
 }
 
@@ -154,9 +142,6 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
  */
 export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
   const group = groups.get(em.getConnection() as object);
-  return new Promise<Record<string, unknown>[]>((resolve, reject) => {
-    const w: Waiting = { em, s, values, order, resolve, reject };
-    if (group) group.run(w);
-    else alone(w).then(resolve, reject);
-  }) as Promise<T[]>;
+  if (!group) return alone(em, s, values) as Promise<T[]>;
+  return new Promise<Record<string, unknown>[]>((resolve, reject) => group.run({ em, s, values, order, resolve, reject })) as Promise<T[]>;
 }

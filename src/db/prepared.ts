@@ -247,14 +247,22 @@ const done = (command: string): QueryResult => ({ command, rowCount: null, rows:
 /** Each pooled connection's own query function (before the wrapper above) and the statements it prepared with SQL PREPARE. */
 const preparedOn = new WeakMap<PoolClient, { query: Query; preparedHere: Set<string> }>();
 
+/**
+ * Prepares `text` as `name` with SQL PREPARE unless this connection did already (PREPARE is not undone
+ * by a rollback, so once per connection), sending an owed BEGIN with it when `begin`. True when it sent
+ * the BEGIN.
+ */
+async function prepareOnce(query: Query, preparedHere: Set<string>, name: string, text: string, begin = false): Promise<boolean> {
+  if (preparedHere.has(name)) return false;
+  await query(begin ? `begin; prepare ${name} as ${text}` : `prepare ${name} as ${text}`);
+  preparedHere.add(name);
+  return begin;
+}
+
 /** `execute <name>_b(<literals>)` for a src/sql statement's text, prepared on this connection first if it was not. */
 async function executeText(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: readonly unknown[]): Promise<string> {
   const name = `${names.get(text)!}_b`;
-  // PREPARE is not undone by a rollback, so a connection prepares each statement once.
-  if (!preparedHere.has(name)) {
-    await query(`prepare ${name} as ${text}`);
-    preparedHere.add(name);
-  }
+  await prepareOnce(query, preparedHere, name, text);
   return values.length ? `execute ${name}(${literals(client, values)})` : `execute ${name}`;
 }
 
@@ -297,12 +305,7 @@ async function executeSimple(
   commit: boolean,
 ): Promise<QueryResult> {
   const name = `${names.get(text)!}_${commit ? 'c' : 'b'}`;
-  // PREPARE is not undone by a rollback, so a connection prepares each statement once.
-  if (!preparedHere.has(name)) {
-    await query(begin ? `begin; prepare ${name} as ${text}` : `prepare ${name} as ${text}`);
-    preparedHere.add(name);
-    begin = false;
-  }
+  if (await prepareOnce(query, preparedHere, name, text, begin)) begin = false;
   const args = literals(client, values);
   const results = (await query(`${begin ? 'begin; ' : ''}execute ${name}(${args})${commit ? '; commit' : ''}`)) as QueryResult | QueryResult[];
   // One statement in the message: one result; more: one per statement, the EXECUTE's after the BEGIN's.

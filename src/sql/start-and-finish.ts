@@ -4,6 +4,7 @@ import { takeBundleCte } from './fund-run.ts';
 import { runEventsCte } from './run-events.ts';
 import { RUN_COLUMNS } from './runs.ts';
 import { countCompletedRunCte, settleWalletCtes, walletSettled } from './settle-run.ts';
+import { endpointTakes } from './webhook-deliveries.ts';
 
 /**
  * An admitted run computed entirely in memory (src/runs/complete-run.ts) is started, its steps
@@ -118,7 +119,7 @@ export const START_FINISH_AND_SETTLE = statement(
   lastOfTransaction(`with f0 as (${FENCED_RUN}),
 h as (
   select exists (select 1 from webhook_endpoints we join f0 on we.account_id = f0.account_id
-                  where we.events is null or we.events @> to_jsonb('run.' || $13::text)) as hooked),
+                  where ${endpointTakes('we', `'run.' || $13::text`)}) as hooked),
 f as (select f0.* from f0, h where not h.hooked),
 ${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)', true)},
 ${settleWalletCtes({ from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},

@@ -28,7 +28,6 @@ export interface RateLimiter {
   readonly inStatement: boolean;
 }
 
-export type { HitRow } from '../../sql/rate-windows.ts';
 
 function refuse(limit: number, oldestMs: number, now: number): never {
   requestRateLimited('runs_per_minute');
