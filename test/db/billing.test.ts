@@ -6,6 +6,7 @@ import { fundRun, fundRunAtSettlement, INSUFFICIENT_FUNDS } from '../../src/bill
 import { InsufficientFundsAtSettlement, type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
+import { statementsWhile } from '../helpers/statement-log.ts';
 
 const t = suite<{ orm: Orm }>('billing: funding and settlement');
 t.before(async (ctx) => {
@@ -233,21 +234,6 @@ t('concurrent holds against a wallet that covers exactly one fund exactly one', 
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.250000' });
 });
 
-/** The SQL statements `fn` issues, seen through the ORM logger as bench/server.ts counts them. */
-async function statements<T>(orm: Orm, fn: () => Promise<T>): Promise<{ result: T; sql: string[] }> {
-  const logger = orm.config.getLogger() as unknown as { logQuery: (ctx: { query: string }) => void };
-  const original = logger.logQuery;
-  const sql: string[] = [];
-  logger.logQuery = (ctx) => {
-    sql.push(ctx.query);
-    original.call(logger, ctx);
-  };
-  try {
-    return { result: await fn(), sql };
-  } finally {
-    logger.logQuery = original;
-  }
-}
 
 const runFunding = async (em: Em, runId: string) =>
   (await em.execute<{ funding: string | null; bundle_id: string | null; hold_usd: string | null }[]>(
@@ -278,7 +264,7 @@ t('funding is one statement whether a bundle, a hold, a free run or nothing fund
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '0.300000');
   const fund = (id: string, price: string) =>
-    em.transactional((tx) => statements(orm, () => fundRun(tx as Em, { id, ...f, displayedPriceUsd: price })));
+    em.transactional((tx) => statementsWhile(orm, () => fundRun(tx as Em, { id, ...f, displayedPriceUsd: price })));
 
   const bundleId = await addBundle(em, f, 1);
   const byBundle = await fund(f.runId, '0.250000');
@@ -330,7 +316,7 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
   const runsCount = async () =>
     Number((await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]))[0]!.runs_count);
   const settle = (run: SettleInput, charge: string | null) =>
-    em.transactional((tx) => statements(orm, () => settleRun(tx as Em, run, charge, { countCompletedRunOf: f.workflowId })));
+    em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge, { countCompletedRunOf: f.workflowId })));
   const held = await addRun(em, f);
   await em.transactional((tx) => fundRun(tx as Em, { id: held, ...f, displayedPriceUsd: '0.250200' }));
   const bundleId = await addBundle(em, f, 1);
@@ -366,7 +352,7 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
 t('without a run to count, settlement issues what it always did', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
-  const settle = (run: SettleInput, charge: string | null) => em.transactional((tx) => statements(orm, () => settleRun(tx as Em, run, charge)));
+  const settle = (run: SettleInput, charge: string | null) => em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge)));
   const bundleId = await addBundle(em, f, 0);
   const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
   assert.is((await settle(bundleRun, '0.5')).sql.length, 0);

@@ -11,6 +11,7 @@ import { runMeta } from '../../src/runs/run-state.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
  * The one-statement run (START_FINISH_AND_SETTLE) against the path it replaces when the account has no
@@ -90,20 +91,8 @@ async function rows(orm: Orm, r: { runId: string; accountId: string; workflowId:
 async function both(orm: Orm, deps: RunsDeps, c: Case) {
   const alone = await twin(orm, c, false);
   const hooked = await twin(orm, c, true);
-  const logger = orm.config.getLogger() as unknown as { logQuery: (ctx: { query: string }) => void };
-  const original = logger.logQuery;
-  const sql: string[] = [];
-  logger.logQuery = (ctx) => {
-    sql.push(ctx.query);
-    original.call(logger, ctx);
-  };
-  let done: [boolean, boolean];
-  try {
-    done = [(await completeRun(deps, alone.runId, c.finished, [], undefined, { start: true })).completed, false];
-  } finally {
-    logger.logQuery = original;
-  }
-  done[1] = (await completeRun(deps, hooked.runId, c.finished, [], undefined, { start: true })).completed;
+  const { result: first, sql } = await statementsWhile(orm, () => completeRun(deps, alone.runId, c.finished, [], undefined, { start: true }));
+  const done = [first.completed, (await completeRun(deps, hooked.runId, c.finished, [], undefined, { start: true })).completed];
   const outbox = await orm.em.fork().execute('select run_id from webhook_deliveries');
   return { done, sql: sql.filter((q) => !/^(begin|commit|rollback)$/i.test(q.trim())), alone: await rows(orm, alone), hooked: await rows(orm, hooked), outbox: outbox.map((o) => o.run_id), ids: [alone.runId, hooked.runId] };
 }

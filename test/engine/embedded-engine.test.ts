@@ -34,6 +34,7 @@ import { supplyRunCredentials } from '../../src/services/runs/supply-run-credent
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS } from '../helpers/provider-stub.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { statementsWhile, type LoggedStatement } from '../helpers/statement-log.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -308,20 +309,11 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
 
 /** Statements the ORM sends while `fn` runs that have `needle` among their parameters. */
 async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
-  const logger = orm.config.getLogger() as { logQuery: (ctx: { query: string; params?: unknown[] }) => void };
-  const original = logger.logQuery;
-  const seen: string[] = [];
-  logger.logQuery = function (ctx) {
+  const mentions = (s: LoggedStatement) => {
     const n = needle();
-    if (n && (ctx.params ?? []).includes(n)) seen.push(ctx.query);
-    return original.call(this, ctx);
+    return !!n && (s.params ?? []).includes(n);
   };
-  try {
-    await fn();
-  } finally {
-    logger.logQuery = original;
-  }
-  return seen;
+  return (await statementsWhile(orm, fn, mentions)).sql;
 }
 
 test('a run of template steps only is started, recorded, funded and finished by one write of its row, with one event write for all its events', async () => {

@@ -8,6 +8,7 @@ import { testOrm } from '../helpers/db.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { renewLeases } from '../../src/runs/leases.ts';
+import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
  * An in-memory run of an account with no webhook endpoint for its terminal event is executed, after its
@@ -72,25 +73,20 @@ const q = <T = Record<string, unknown>>(sql: string, params: unknown[] = []) => 
 
 /** Starts a run as `who` and waits for its end; the statements the ORM sent with the run's id among their parameters. */
 async function run(app: TestApp, who: string): Promise<{ id: string; sql: string[] }> {
-  const logger = orm.config.getLogger() as unknown as { logQuery: (ctx: { query: string; params?: unknown[] }) => void };
-  const original = logger.logQuery;
   let id: string | null = null;
-  const sql: string[] = [];
-  logger.logQuery = function (ctx) {
-    if (id && (ctx.params ?? []).includes(id)) sql.push(ctx.query);
-    return original.call(this, ctx);
-  };
-  try {
-    const res = await app.call('POST', '/runs', { key: `wr_sfs_${who}`, body: { workflow: WF, inputs: { name: 'Ada' } } });
-    assert.is(res.status, 202, res.text);
-    id = String(res.body.run.id);
-    await waitFor(`run ${id} to end`, async () => {
-      const [r] = await q<{ status: string }>('select status from runs where id = ?', [id]);
-      return ['completed', 'failed', 'cancelled'].includes(r!.status) || null;
-    });
-  } finally {
-    logger.logQuery = original;
-  }
+  const { sql } = await statementsWhile(
+    orm,
+    async () => {
+      const res = await app.call('POST', '/runs', { key: `wr_sfs_${who}`, body: { workflow: WF, inputs: { name: 'Ada' } } });
+      assert.is(res.status, 202, res.text);
+      id = String(res.body.run.id);
+      await waitFor(`run ${id} to end`, async () => {
+        const [r] = await q<{ status: string }>('select status from runs where id = ?', [id]);
+        return ['completed', 'failed', 'cancelled'].includes(r!.status) || null;
+      });
+    },
+    (s) => !!id && (s.params ?? []).includes(id),
+  );
   return { id: id!, sql };
 }
 
