@@ -316,6 +316,8 @@ export const RunSchema = defineEntity({
     { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
     { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued' and queue_seq is null" },
     { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: "queue_seq is not null and (status <> 'pending' or phase <> 'queued')" },
+    // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
+    { name: 'runs_in_flight_idx', properties: ['accountId'], where: "status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))" },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },
   ],

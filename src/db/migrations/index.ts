@@ -11,6 +11,7 @@ import { Migration20261126010000StreamSlots } from './Migration20261126010000Str
 import { Migration20261127000000RateWindowBuckets } from './Migration20261127000000RateWindowBuckets.ts';
 import { Migration20261128000000UnloggedRateWindows } from './Migration20261128000000UnloggedRateWindows.ts';
 import { Migration20261128010000RunEventsKey } from './Migration20261128010000RunEventsKey.ts';
+import { Migration20261129000000InFlightIndex } from './Migration20261129000000InFlightIndex.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -26,4 +27,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261127000000RateWindowBuckets', class: Migration20261127000000RateWindowBuckets },
   { name: 'Migration20261128000000UnloggedRateWindows', class: Migration20261128000000UnloggedRateWindows },
   { name: 'Migration20261128010000RunEventsKey', class: Migration20261128010000RunEventsKey },
+  { name: 'Migration20261129000000InFlightIndex', class: Migration20261129000000InFlightIndex },
 ];
