@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm.ts';
 import { fork, type RunsDeps } from '../../runs/deps.ts';
 import { query } from '../../db/statement.ts';
+import { inOneMessage } from '../../db/group-commit.ts';
 import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
 
 /**
@@ -28,13 +29,18 @@ import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } fro
 /** How soon after an acceptance the process numbers the runs accepted meanwhile. */
 const NUMBER_AFTER_MS = 50;
 
-/** Numbers unnumbered queued runs, oldest first; returns how many. */
+/**
+ * Numbers unnumbered queued runs, oldest first; returns how many. The gate and the numbering go as one
+ * transaction in one message: every acceptance waits while the gate is held, so it must not be held
+ * across a round trip to this process (a busy event loop makes that round trip long).
+ */
 export async function numberQueuedRuns(em: Em): Promise<number> {
-  return em.transactional(async (tx) => {
-    await query(tx, LOCK_QUEUE_GATE, []);
-    // A fresh snapshot after the lock: every acceptance that could be seen before has committed.
-    return (await query(tx, NUMBER_QUEUED_RUNS, [])).length;
-  });
+  // The numbering statement's snapshot is taken after the lock: every acceptance that could be seen before has committed.
+  const [, numbered] = await inOneMessage(em, [
+    [LOCK_QUEUE_GATE, []],
+    [NUMBER_QUEUED_RUNS, []],
+  ]);
+  return numbered!.length;
 }
 
 interface Numberer {
