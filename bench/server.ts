@@ -174,6 +174,11 @@ async function main(): Promise<void> {
       publish(runId, lastSequence);
       if (lastSequence === 1) tracked.add(runId);
       if (!tracked.has(runId)) return;
+      if (lastSequence > 1) {
+        // A run executed in memory publishes once more, when it is finished and settled: check it at once.
+        urgent.add(runId);
+        checkUrgent();
+      }
       dirty.add(runId);
       checkDirty();
       lastPublished = runId;
