@@ -1,6 +1,8 @@
 import { query } from '../db/statement.ts';
 import { ADMIT_QUEUED, admitFromQueue, admitted, admitValues, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
 import { inOneMessage } from '../db/group-commit.ts';
+import type { Statement } from '../db/statement.ts';
+import { COMMIT_WITHOUT_FLUSH } from '../sql/commit-without-flush.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
@@ -64,11 +66,16 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
 /**
  * A round without the queue-timeout check: the admission lock and the round as one transaction in one
  * message, so the lock is held for the round and its commit, not across a round trip to this process.
+ * With a lease (the embedded engine) the commit does not wait for the disk: a database crash that undoes
+ * the round puts its runs back in the queue, and the drivers' fenced writes, which need an admitted run,
+ * stop at their first write (docs/architecture.md#commits-that-do-not-wait-for-the-disk).
  */
 async function admitOnly(deps: RunsDeps, admit: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
-  const [, rows] = await inOneMessage(fork(deps), [
+  const round: [Statement, unknown[]][] = [
     [LOCK_ADMISSION, []],
     [ADMIT_QUEUED, admitValues(admit)],
-  ]);
-  return admitted(rows!);
+  ];
+  if (admit.lease) round.unshift([COMMIT_WITHOUT_FLUSH, []]);
+  const out = await inOneMessage(fork(deps), round);
+  return admitted(out[out.length - 1]!);
 }

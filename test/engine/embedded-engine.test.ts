@@ -18,10 +18,10 @@ import { EmbeddedEngine, type EmbeddedEngineOptions } from '../../src/engine/emb
 import type { FreeAction } from '../../src/domain/graph/interpreter.ts';
 import { chunkText } from '../../src/domain/run-steps.ts';
 import { executeStep } from '../../src/engine/execute-step.ts';
-import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
+import { admitQueuedRuns, admitQueuedRunsDetailed } from '../../src/runs/admit-runs.ts';
 import { completeRun } from '../../src/runs/complete-run.ts';
 import { applyActions } from '../../src/runs/free-actions.ts';
-import { prepareRun } from '../../src/runs/prepare-run.ts';
+import { prepareRun, startAdmitted } from '../../src/runs/prepare-run.ts';
 import { loadRunState } from '../../src/runs/run-state.ts';
 import { plan } from '../../src/domain/graph/interpreter.ts';
 import { Sealer } from '../../src/security/crypto.ts';
@@ -1021,6 +1021,23 @@ test('credentials supplied before the BYOK node runs are used and the run never 
   } finally {
     await stub.close();
   }
+});
+
+test('an embedded admission round commits without waiting for the disk, and a run whose admission a database crash undid is started by nobody until admitted again', async () => {
+  const f = await seed(threeSteps);
+  const h = harness(); // the engine is never started: the test admits and starts the run itself
+  const id = await start(h, f, { name: 'Ada' }, 'alice');
+  const lease = { owner: 'test-holder', ttlMs: 30_000 };
+  const { sql } = await statementsWhile(orm, () => admitQueuedRunsDetailed(h.deps, { capacity: 4, lease, expireQueued: false }));
+  assert.ok(sql.some((q) => q.includes(`set_config('synchronous_commit', 'off', true)`)), 'the round turns off synchronous_commit for itself');
+  // What a crash before the round reached the disk leaves: the run queued again, without a lease.
+  await orm.em.fork().execute(`update runs set phase = 'queued', lease_owner = null, lease_until = null where id = ?`, [id]);
+  assert.is(await startAdmitted(orm.em.fork(), id), null, "the driver's first write needs an admitted run");
+  const [row] = await orm.em.fork().execute<{ status: string; phase: string }[]>('select status, phase from runs where id = ?', [id]);
+  assert.equal({ ...row }, { status: 'pending', phase: 'queued' });
+  const again = await statementsWhile(orm, () => admitQueuedRunsDetailed(h.deps, { capacity: 4, expireQueued: false }));
+  assert.equal((await again.result).admitted, [id], 'admitted again');
+  assert.not.ok(again.sql.some((q) => q.includes('synchronous_commit')), 'a round without a lease (the Temporal engine) waits for the disk');
 });
 
 test('the activities are idempotent: retried calls write no event or charge twice', async () => {

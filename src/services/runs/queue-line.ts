@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm.ts';
 import { fork, type RunsDeps } from '../../runs/deps.ts';
 import { query } from '../../db/statement.ts';
 import { inOneMessage } from '../../db/group-commit.ts';
+import { COMMIT_WITHOUT_FLUSH } from '../../sql/commit-without-flush.ts';
 import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
 
 /**
@@ -30,13 +31,16 @@ import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } fro
 const NUMBER_AFTER_MS = 50;
 
 /**
- * Numbers unnumbered queued runs, oldest first; returns how many. The gate and the numbering go as one
- * transaction in one message: every acceptance waits while the gate is held, so it must not be held
- * across a round trip to this process (a busy event loop makes that round trip long).
+ * Numbers unnumbered queued runs, oldest first; returns how many. Every acceptance waits while the gate
+ * is held, so the gate and the numbering go as one transaction in one message (never held across a round
+ * trip to this process, which a busy event loop makes long), and its commit does not wait for the disk:
+ * numbers a database crash undoes are handed out again by the next numbering
+ * (docs/architecture.md#commits-that-do-not-wait-for-the-disk).
  */
 export async function numberQueuedRuns(em: Em): Promise<number> {
   // The numbering statement's snapshot is taken after the lock: every acceptance that could be seen before has committed.
-  const [, numbered] = await inOneMessage(em, [
+  const [, , numbered] = await inOneMessage(em, [
+    [COMMIT_WITHOUT_FLUSH, []],
     [LOCK_QUEUE_GATE, []],
     [NUMBER_QUEUED_RUNS, []],
   ]);
