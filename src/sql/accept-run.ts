@@ -1,12 +1,21 @@
 import { statement } from '../db/statement.ts';
 import { GATE_CTE } from './queue-line.ts';
+import { RATE_ALLOWED_SETTING } from './rate-windows.ts';
+import { viewTokenOf } from './workflows.ts';
 
 /**
  * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the
  * idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed password
- * inputs. The request was counted in its key's rate window before, by the workflow read
- * (FIND_WORKFLOW_TO_RUN in src/sql/workflows.ts).
+ * inputs. The request was counted in its key's rate window before: by the workflow read
+ * (FIND_WORKFLOW_TO_RUN in src/sql/workflows.ts), or, when the service kept that read, by
+ * HIT_RATE_WINDOW_NOTED as its own transaction in the same message just before this one
+ * (docs/design/rules.md#rate-limit).
  *
+ * - `ok`: whether anything may be written. `allowed`: with $24, that hit allowed the request (it left
+ *   its verdict in a session setting, always set, on this connection). `current`: the workflow as the
+ *   caller ($2) sees it now still has the view token $23 of the read the request was checked against
+ *   (src/sql/workflows.ts); null $23 fences nothing. Otherwise nothing is written and the statement
+ *   says why (`rate_refused`, `stale`).
  * - `claim`: with a key ($14), `insert … on conflict` on (account, key) decides replay vs new. A
  *   concurrent request with the same key waits on the conflicting insert until it commits, then updates
  *   that row, which returns it: its `run_id` is this run's ($1) when the key was new or its record had
@@ -22,15 +31,19 @@ import { GATE_CTE } from './queue-line.ts';
  * reservation), $7 user access, $8 creator price, $9 step price, $10 compute limit, $11 credential
  * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
- * request's trace context or null (docs/tracing.md).
+ * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
+ * whether the hit before this statement in its message must have allowed the request.
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
   `with ${GATE_CTE},
+ok as (
+  select (not coalesce($24::boolean, false) or current_setting('${RATE_ALLOWED_SETTING}', true) = 'true') as allowed,
+         ($23::text is null or ${viewTokenOf('$2', '$4')} is not distinct from $23::text) as current),
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
   select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '24 hours'
-   where $14::varchar is not null
+   where $14::varchar is not null and (select allowed and current from ok)
   on conflict (account_id, key) do update set
     id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,
     fingerprint = case when idempotency_records.expires_at <= now() then excluded.fingerprint else idempotency_records.fingerprint end,
@@ -38,7 +51,9 @@ claim as (
     created_at = case when idempotency_records.expires_at <= now() then excluded.created_at else idempotency_records.created_at end,
     expires_at = case when idempotency_records.expires_at <= now() then excluded.expires_at else idempotency_records.expires_at end
   returning run_id, fingerprint),
-fresh as (select 1 as one where $14::varchar is null or exists (select 1 from claim where run_id = $1::uuid)),
+fresh as (
+  select 1 as one where (select allowed and current from ok)
+     and ($14::varchar is null or exists (select 1 from claim where run_id = $1::uuid))),
 reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
 r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
@@ -56,5 +71,7 @@ s as (
 e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
-select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted`,
+select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
+       not allowed as rate_refused, not current as stale
+  from ok`,
 );

@@ -5,7 +5,7 @@ import { ApiError, forbidden, invalidInputs, invalidRequest, notFound, type Inte
 import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { canonicalJson } from '../../domain/canonical-json.ts';
-import { resolveInputs, type ResolvedInputs } from '../../domain/inputs.ts';
+import { resolveInputs } from '../../domain/inputs.ts';
 import { jsonLimitProblem } from '../../domain/json-limits.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
@@ -16,17 +16,20 @@ import { accessOf, findVersion, findWorkflowToRun, type WorkflowAccess, type Wor
 import { runUrls, type AcceptedRun } from './run-views.ts';
 import { query } from '../../db/statement.ts';
 import { ACCOUNT_CONNECTIONS } from '../../sql/account-connections.ts';
-import { ACCEPT_RUN } from '../../sql/accept-run.ts';
-import { runAccepted, requestSpendCapped } from '../../observability/metrics.ts';
-import { currentTraceCarrier } from '../../observability/tracing.ts';
+import { runAccepted } from '../../observability/metrics.ts';
 import { scheduleNumbering } from './queue-line.ts';
 import type { RequestRate } from './rate-limiter.ts';
+import { acceptRun, type RunToAccept } from './accept-run.ts';
+import { workflowReadCache, type KeptRead, type WorkflowReadCache } from './workflow-cache.ts';
 
 /**
  * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
  * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
- * key's spend-cap reservation (src/sql/accept-run.ts). On a Postgres server the request is counted in
- * its key's rate window by the workflow read before it. Funding happens later, during preparation.
+ * key's spend-cap reservation (src/sql/accept-run.ts, fenced on the workflow read). The workflow read is
+ * kept a short while (workflow-cache.ts): a request that finds it kept sends only the acceptance, and on
+ * a Postgres server the rate hit with it in the same message (accept-run.ts); one that does not reads
+ * the workflow and counts the request in its key's rate window with that read's statement, then accepts.
+ * Funding happens later, during preparation (docs/architecture.md).
  */
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -37,7 +40,7 @@ export interface StartRunRequest {
   body: unknown;
   /** The Idempotency-Key header, if any. */
   idempotencyHeader?: string;
-  /** The request's rate-limit count, taken by the workflow read (the handler counts requests refused before it). */
+  /** The request's rate-limit count, taken by the workflow read or with the acceptance (the handler counts requests refused before either). */
   rate?: RequestRate;
 }
 
@@ -68,28 +71,60 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   const em = fork(deps);
   // A non-UUID id is never read, and the handler counts the request before answering 404.
   if (!isUuid(workflowId)) throw notFound('workflow');
-  const row = await findCounted(em, principal, workflowId, req.rate);
-  if (!row) throw notFound('workflow');
+  const cache = workflowReadCache(deps.orm);
+  let kept = cache.get(principal.accountId, workflowId);
+  for (let attempt = 1; ; attempt++) {
+    const read = kept ?? (await readWorkflow(em, principal, workflowId, req.rate, cache));
+    let run: RunToAccept;
+    try {
+      run = await checkRun(em, deps, principal, read.row, body.inputs, requestedVersion);
+    } catch (err) {
+      // A refusal is never decided from a kept read: the workflow may have changed since.
+      if (!kept || !(err instanceof ApiError)) throw err;
+      cache.drop(principal.accountId, workflowId);
+      kept = undefined;
+      continue;
+    }
+    // Only a request with an idempotency key needs its fingerprint (an HMAC over the normalised request).
+    const fingerprint =
+      idempotencyKey === null
+        ? ''
+        : deps.sealer.mac(canonicalJson({ workflow: read.row.id, inputs: run.inputs.values, version: requestedVersion }));
+    // A workflow that keeps changing under the request is accepted on its latest read, unfenced, as before the cache.
+    const token = attempt < MAX_READS ? read.token : null;
+    const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, token, kept ? req.rate : undefined);
+    if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
+    // Changed since it was read: read again (the request was counted) and check again.
+    cache.drop(principal.accountId, workflowId);
+    kept = undefined;
+  }
+}
+
+/** Reads of the workflow one request may make when it keeps changing under it (the last is not fenced). */
+const MAX_READS = 3;
+
+/** The synchronous checks of the spec on one read of the workflow: what to accept, or the refusal. */
+async function checkRun(
+  em: Em,
+  deps: Deps,
+  principal: Principal,
+  row: WorkflowRow,
+  inputs: unknown,
+  requestedVersion: string | null,
+): Promise<RunToAccept> {
   const pricing = await getPricing(em);
   const access = accessOf(row, principal.accountId, pricing);
   checkEntitlement(access);
 
   const version = await resolveVersion(em, access, requestedVersion);
-  const resolved = resolveInputs(version.graph, body.inputs);
+  const resolved = resolveInputs(version.graph, inputs);
   if (!resolved.ok) throw invalidInputs(resolved.errors);
   await checkIntegrations(em, deps, principal.accountId, version.graph);
 
   const steps = countStepNodes(version.graph);
   const displayed = usd(access.creatorPriceUsd).plus(usd(pricing.stepUsd).times(steps));
-  // Only a request with an idempotency key needs its fingerprint (an HMAC over the normalised request).
-  const fingerprint =
-    idempotencyKey === null
-      ? ''
-      : deps.sealer.mac(canonicalJson({ workflow: row.id, inputs: resolved.inputs.values, version: requestedVersion }));
-
-  const runId = randomUUID();
-  const run = {
-    runId,
+  return {
+    runId: randomUUID(),
     principal,
     access,
     versionId: version.id,
@@ -97,8 +132,6 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };
-  const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint);
-  return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
 }
 
 /** After the commit: live readers and the engine hear of a new run; the 202's body. */
@@ -117,16 +150,20 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
 }
 
 /**
- * The workflow to run, with the request counted in its key's rate window first: by the read's own
- * statement when the limiter is the database's, else on its own just before. Throws 429 when the
- * window is full (whether or not the workflow exists).
+ * The workflow to run, read fresh, with the request counted in its key's rate window first: by the
+ * read's own statement when the limiter is the database's, else on its own just before (nothing more
+ * when it was counted already). Throws 429 when the window is full (whether or not the workflow
+ * exists), 404 when the caller cannot see it. Keeps the read for the caller's next requests.
  */
-async function findCounted(em: Em, principal: Principal, workflowId: string, rate: RequestRate | undefined): Promise<WorkflowRow | null> {
+async function readWorkflow(em: Em, principal: Principal, workflowId: string, rate: RequestRate | undefined, cache: WorkflowReadCache): Promise<KeptRead> {
   const limit = rate?.foldedLimit ?? null;
   if (rate && limit === null) await rate.count();
   const found = await findWorkflowToRun(em, principal.accountId, workflowId, principal.apiKeyId, limit);
   if (rate && limit !== null) rate.folded(found.hit!);
-  return found.row;
+  if (!found.row) throw notFound('workflow');
+  const read = { row: found.row, token: found.token! };
+  cache.set(principal.accountId, workflowId, read);
+  return read;
 }
 
 /** Header or body; equal after trimming when both are present (idempotency rule 1). */
@@ -198,92 +235,4 @@ async function checkIntegrations(em: Em, deps: Deps, accountId: string, graph: G
       details: [...missing.values()],
     });
   }
-}
-
-export function windowStart(window: 'daily' | 'monthly' | 'lifetime', now = new Date()): Date {
-  if (window === 'daily') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  if (window === 'monthly') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-  return new Date(0);
-}
-
-/** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
-const CAP_REACHED = 'WR002';
-
-/**
- * The idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed
- * password inputs as one statement (src/sql/accept-run.ts). Returns the run to answer with: this one, or
- * the original run of a replayed key; throws 409 on a key reused with another request and 402 when the
- * run's displayed price would exceed the key's cap (nothing is written then).
- */
-async function acceptRun(
-  em: Em,
-  deps: Deps,
-  r: { runId: string; principal: Principal; access: WorkflowAccess; versionId: string; inputs: ResolvedInputs; displayedPriceUsd: string; stepUsd: string },
-  idempotencyKey: string | null,
-  fingerprint: string,
-): Promise<{ runId: string; replayed: boolean }> {
-  const publicInputs = { ...r.inputs.values };
-  const secretIds: string[] = [];
-  const secretNames: string[] = [];
-  const ciphertexts: string[] = [];
-  for (const id of r.inputs.passwordIds) {
-    const value = publicInputs[id];
-    publicInputs[id] = null;
-    if (typeof value === 'string') {
-      secretIds.push(randomUUID());
-      secretNames.push(id);
-      ciphertexts.push(deps.sealer.seal(value));
-    }
-  }
-  const cap = r.principal.spendCap;
-  const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean };
-  let row: Row | undefined;
-  try {
-    [row] = await query<Row>(em, ACCEPT_RUN, [
-      r.runId,
-      r.principal.accountId,
-      r.principal.apiKeyId,
-      r.access.row.id,
-      r.versionId,
-      r.displayedPriceUsd,
-      r.access.userAccess,
-      r.access.creatorPriceUsd,
-      r.stepUsd,
-      toDb(computeLimit),
-      r.access.row.credentialMode,
-      JSON.stringify(publicInputs),
-      deps.engine.name,
-      idempotencyKey,
-      fingerprint,
-      randomUUID(),
-      cap ? windowStart(cap.window).toISOString() : null,
-      cap ? cap.usd : null,
-      secretIds,
-      secretNames,
-      ciphertexts,
-      currentTraceCarrier(),
-    ]);
-  } catch (err) {
-    if (cap && sqlState(err) === CAP_REACHED) {
-      requestSpendCapped();
-      throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
-    }
-    throw err;
-  }
-  if (row?.inserted) return { runId: r.runId, replayed: false };
-  if (idempotencyKey === null || !row?.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
-  if (row.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
-  }
-  return { runId: String(row.run_id), replayed: true };
-}
-
-/** The SQLSTATE of a database error, through MikroORM's wrapping (the driver error is its cause or itself). */
-function sqlState(err: unknown): string | undefined {
-  for (let e = err as { code?: unknown; sqlState?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
-    if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
-    if (typeof e.sqlState === 'string') return e.sqlState;
-  }
-  return undefined;
 }

@@ -106,6 +106,7 @@ export async function findVisibleWorkflow(em: Em, accountId: string, workflowId:
 /**
  * findVisibleWorkflow for POST /runs: with `rateLimit`, the request is counted in API key `apiKeyId`'s
  * rate window by the same statement (FIND_WORKFLOW_TO_RUN) and `hit` says how; null without a limit.
+ * `token`: the read's view token (src/sql/workflows.ts), which the acceptance is fenced on.
  */
 export async function findWorkflowToRun(
   em: Em,
@@ -113,9 +114,9 @@ export async function findWorkflowToRun(
   workflowId: string,
   apiKeyId: string,
   rateLimit: number | null,
-): Promise<{ row: WorkflowRow | null; hit: HitRow | null }> {
+): Promise<{ row: WorkflowRow | null; hit: HitRow | null; token: string | null }> {
   const [r] = await query<Record<string, unknown> & HitRow>(em, FIND_WORKFLOW_TO_RUN, [accountId, workflowId, apiKeyId, rateLimit]);
-  return { row: r?.id ? mapRow(r) : null, hit: r && r.allowed !== null ? r : null };
+  return { row: r?.id ? mapRow(r) : null, hit: r && r.allowed !== null ? r : null, token: r?.id ? String(r.view_token) : null };
 }
 
 export interface WorkflowFilter {

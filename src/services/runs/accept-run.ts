@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import type { Em } from '../../db/orm.ts';
+import { query } from '../../db/statement.ts';
+import { sendsInOneMessage, transactionsInOneMessage } from '../../db/group-commit.ts';
+import { ApiError } from '../../domain/errors.ts';
+import type { ResolvedInputs } from '../../domain/inputs.ts';
+import { toDb } from '../../domain/money.ts';
+import { requestSpendCapped } from '../../observability/metrics.ts';
+import { currentTraceCarrier } from '../../observability/tracing.ts';
+import { ACCEPT_RUN } from '../../sql/accept-run.ts';
+import { HIT_RATE_WINDOW_NOTED, NOTED_RATE_HIT, type HitRow } from '../../sql/rate-windows.ts';
+import type { Principal } from '../auth/authenticate-key.ts';
+import type { Deps } from '../deps.ts';
+import type { WorkflowAccess } from '../workflows/workflow-access.ts';
+import type { RequestRate } from './rate-limiter.ts';
+
+/**
+ * POST /runs's one write (src/sql/accept-run.ts): the idempotency record, the spend-cap reservation,
+ * the run, its `run.queued` event and its sealed password inputs, fenced on the workflow read the
+ * request was checked against. When the request is still to be counted in its key's rate window and
+ * the window is a database row, the count goes in the same message as its own transaction just
+ * before (docs/design/rules.md#rate-limit).
+ */
+
+export interface RunToAccept {
+  runId: string;
+  principal: Principal;
+  access: WorkflowAccess;
+  versionId: string;
+  inputs: ResolvedInputs;
+  displayedPriceUsd: string;
+  stepUsd: string;
+}
+
+/** The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed since its read, nothing was written. */
+export type Acceptance = { runId: string; replayed: boolean } | 'stale';
+
+/** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
+const CAP_REACHED = 'WR002';
+
+type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean; rate_refused: boolean; stale: boolean };
+
+/**
+ * Accepts run `r`. `token`: the view token of the workflow read (null fences nothing). `rate`: the
+ * request's count when it is not counted yet (a kept read); throws its 429 when the window is full.
+ * Throws 409 on a key reused with another request and 402 when the run's displayed price would exceed
+ * the key's cap (nothing is written then).
+ */
+export async function acceptRun(
+  em: Em,
+  deps: Deps,
+  r: RunToAccept,
+  idempotencyKey: string | null,
+  fingerprint: string,
+  token: string | null,
+  rate: RequestRate | undefined,
+): Promise<Acceptance> {
+  const cap = r.principal.spendCap;
+  const values = [...acceptValues(deps, r, idempotencyKey, fingerprint), token];
+  let row: Row | undefined;
+  try {
+    if (rate && rate.foldedLimit !== null && sendsInOneMessage(em)) {
+      row = await countedInOneMessage(em, rate, values);
+    } else {
+      if (rate) await rate.count();
+      [row] = await query<Row>(em, ACCEPT_RUN, [...values, false]);
+    }
+  } catch (err) {
+    if (cap && sqlState(err) === CAP_REACHED) {
+      requestSpendCapped();
+      throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
+    }
+    throw err;
+  }
+  if (!row || row.rate_refused) throw new Error('POST /runs: the acceptance statement read no verdict of its rate hit');
+  if (row.stale) return 'stale';
+  if (row.inserted) return { runId: r.runId, replayed: false };
+  if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
+  if (row.fingerprint !== fingerprint) {
+    throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
+  }
+  return { runId: String(row.run_id), replayed: true };
+}
+
+/**
+ * The rate hit (HIT_RATE_WINDOW_NOTED) and ACCEPT_RUN, each its own transaction, in one message on one
+ * connection; the acceptance writes nothing unless the hit allowed the request. Throws the hit's 429.
+ * When the acceptance raised, the hit's row is read back with the rollback (it committed), so the
+ * request's rate headers stay right.
+ */
+async function countedInOneMessage(em: Em, rate: RequestRate, values: unknown[]): Promise<Row> {
+  const nonce = randomUUID();
+  let noted: HitRow | undefined;
+  const results = await transactionsInOneMessage(em, [[[HIT_RATE_WINDOW_NOTED, [rate.keyId, rate.limit, nonce]]], [[ACCEPT_RUN, [...values, true]]]], {
+    s: NOTED_RATE_HIT,
+    rows: ([r]) => {
+      const hit = typeof r?.hit === 'string' && r.hit !== '' ? (JSON.parse(r.hit) as HitRow & { nonce: string }) : undefined;
+      // An earlier request's row when this one's hit did not commit.
+      if (hit?.nonce === nonce) noted = hit;
+    },
+  }).catch((err: unknown) => {
+    if (noted) rate.folded(noted);
+    throw err;
+  });
+  rate.folded(results[0]![0] as unknown as HitRow);
+  return results[1]![0] as unknown as Row;
+}
+
+/** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts): the password inputs are sealed here. */
+function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null, fingerprint: string): unknown[] {
+  const publicInputs = { ...r.inputs.values };
+  const secretIds: string[] = [];
+  const secretNames: string[] = [];
+  const ciphertexts: string[] = [];
+  for (const id of r.inputs.passwordIds) {
+    const value = publicInputs[id];
+    publicInputs[id] = null;
+    if (typeof value === 'string') {
+      secretIds.push(randomUUID());
+      secretNames.push(id);
+      ciphertexts.push(deps.sealer.seal(value));
+    }
+  }
+  const cap = r.principal.spendCap;
+  const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
+  return [
+    r.runId,
+    r.principal.accountId,
+    r.principal.apiKeyId,
+    r.access.row.id,
+    r.versionId,
+    r.displayedPriceUsd,
+    r.access.userAccess,
+    r.access.creatorPriceUsd,
+    r.stepUsd,
+    toDb(computeLimit),
+    r.access.row.credentialMode,
+    JSON.stringify(publicInputs),
+    deps.engine.name,
+    idempotencyKey,
+    fingerprint,
+    randomUUID(),
+    cap ? windowStart(cap.window).toISOString() : null,
+    cap ? cap.usd : null,
+    secretIds,
+    secretNames,
+    ciphertexts,
+    currentTraceCarrier(),
+  ];
+}
+
+export function windowStart(window: 'daily' | 'monthly' | 'lifetime', now = new Date()): Date {
+  if (window === 'daily') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+  if (window === 'monthly') return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  return new Date(0);
+}
+
+/** The SQLSTATE of a database error, through MikroORM's wrapping (the driver error is its cause or itself). */
+function sqlState(err: unknown): string | undefined {
+  for (let e = err as { code?: unknown; sqlState?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
+    if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
+    if (typeof e.sqlState === 'string') return e.sqlState;
+  }
+  return undefined;
+}

@@ -1,0 +1,59 @@
+import type { WorkflowRow } from '../workflows/workflow-access.ts';
+
+/**
+ * POST /runs's workflow reads, kept per process for a short while by caller and workflow, so that a
+ * request whose workflow was read recently goes to Postgres in one message (src/services/runs/start-run.ts).
+ * A kept read is never trusted on its own: the acceptance writes nothing unless the workflow as the
+ * caller sees it still has the read's view token (src/sql/workflows.ts), and a refusal decided from a
+ * kept read is decided again from a fresh one. Only workflows the caller can see are kept. Bounded:
+ * the least recently used read goes first (docs/architecture.md).
+ */
+
+export interface KeptRead {
+  row: WorkflowRow;
+  /** The view token the read returned, for the acceptance's fence. */
+  token: string;
+}
+
+const MAX_ENTRIES = 4096;
+const TTL_MS = 30_000;
+
+export class WorkflowReadCache {
+  readonly #entries = new Map<string, { at: number; read: KeptRead }>();
+
+  constructor(
+    readonly max = MAX_ENTRIES,
+    readonly ttlMs = TTL_MS,
+  ) {}
+
+  get(accountId: string, workflowId: string, now = Date.now()): KeptRead | undefined {
+    const key = `${accountId}:${workflowId}`;
+    const e = this.#entries.get(key);
+    if (!e) return undefined;
+    this.#entries.delete(key);
+    if (now - e.at >= this.ttlMs) return undefined;
+    // Map order is insertion order: put back, it is the most recently used.
+    this.#entries.set(key, e);
+    return e.read;
+  }
+
+  set(accountId: string, workflowId: string, read: KeptRead, now = Date.now()): void {
+    const key = `${accountId}:${workflowId}`;
+    this.#entries.delete(key);
+    this.#entries.set(key, { at: now, read });
+    while (this.#entries.size > this.max) this.#entries.delete(this.#entries.keys().next().value!);
+  }
+
+  drop(accountId: string, workflowId: string): void {
+    this.#entries.delete(`${accountId}:${workflowId}`);
+  }
+}
+
+const caches = new WeakMap<object, WorkflowReadCache>();
+
+/** The cache of the process's reads from one database (keyed by its ORM: tests run several apps in one process). */
+export function workflowReadCache(orm: object): WorkflowReadCache {
+  let c = caches.get(orm);
+  if (!c) caches.set(orm, (c = new WorkflowReadCache()));
+  return c;
+}
