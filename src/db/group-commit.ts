@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { executeTogether, type TextAndValues } from './prepared.ts';
+import { executeTogether, isLastOfTransaction } from './prepared.ts';
 import { loggedRows, query, type Statement, type StatementEm } from './statement.ts';
 
 /** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
@@ -84,7 +84,7 @@ class GroupCommit {
   async #together(group: Waiting[]): Promise<unknown[] | null> {
     const pool = this.pool();
     if (!pool || group.length < 2) return null;
-    return sendTogether(pool, [group.map((w) => [w.s.text, w.values] as const)]);
+    return sendTogether(pool, group.map((w) => [w.s.text, w.values] as const));
   }
 }
 
@@ -92,11 +92,11 @@ class GroupCommit {
  * executeTogether on a connection of `pool`. A statement's error (severity ERROR) was rolled back and
  * leaves the connection usable; a lost connection (FATAL, a socket error) does not go back to the pool.
  */
-async function sendTogether(pool: Pool, transactions: readonly (readonly TextAndValues[])[], afterError?: Parameters<typeof executeTogether>[2]): Promise<unknown[]> {
+async function sendTogether(pool: Pool, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<unknown[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    return await executeTogether(client, transactions, afterError);
+    return await executeTogether(client, statements);
   } catch (error) {
     if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
     throw error;
@@ -105,9 +105,13 @@ async function sendTogether(pool: Pool, transactions: readonly (readonly TextAnd
   }
 }
 
-/** One statement as its own transaction, through the ORM (its BEGIN and COMMIT travel with it on a server). */
+/**
+ * One statement as its own transaction, through the ORM, in one round trip on a server: a statement
+ * marked as the last of its transaction (src/db/prepared.ts lastOfTransaction) brings its COMMIT and
+ * its BEGIN travels with it; any other is sent outside a transaction (autocommit).
+ */
 function alone(em: TxEm, s: Statement, values: readonly unknown[]): Promise<Record<string, unknown>[]> {
-  return em.transactional((tx) => query(tx, s, values));
+  return isLastOfTransaction(s.text) ? em.transactional((tx) => query(tx, s, values)) : query(em, s, values);
 }
 
 const groups = new WeakMap<object, GroupCommit>();
@@ -117,48 +121,22 @@ export function allowGroupCommit(connection: object, pool: () => Pool | undefine
   groups.set(connection, new GroupCommit(pool));
 }
 
-type Statements = readonly (readonly [Statement, readonly unknown[]])[];
-
 /**
  * Several statements as ONE transaction sent in ONE message on a Postgres server: no round trip to
  * this process between them, so a lock an early statement takes (an advisory lock serialising a job)
  * is held only for the statements after it and the commit. Elsewhere one transaction, statement by
  * statement. Returns each statement's rows.
  */
-export async function inOneMessage(em: TxEm, statements: Statements): Promise<Record<string, unknown>[][]> {
-  if (!messagePool(em)) {
+export async function inOneMessage(em: TxEm, statements: readonly (readonly [Statement, readonly unknown[]])[]): Promise<Record<string, unknown>[][]> {
+  const pool = groups.get(em.getConnection() as object)?.pool();
+  if (!pool) {
     return em.transactional(async (tx) => {
       const out: Record<string, unknown>[][] = [];
       for (const [s, values] of statements) out.push(await query(tx, s, values));
       return out;
     });
   }
-  return transactionsInOneMessage(em, [statements]);
-}
-
-/** The pool whose connections take several statements in one message, or undefined (PGlite, prepared statements off). */
-const messagePool = (em: TxEm): Pool | undefined => groups.get(em.getConnection() as object)?.pool();
-
-/** Whether transactionsInOneMessage can send on this ORM connection (a Postgres server with prepared statements). */
-export const sendsInOneMessage = (em: TxEm): boolean => messagePool(em) !== undefined;
-
-/**
- * Transactions, each of one or more statements, one after another on ONE connection in ONE message
- * (only where sendsInOneMessage): a later one sees what an earlier one left in session settings. When
- * a statement raises, the transactions before its own committed; `afterError` (a statement without
- * parameters) is sent with the rollback and gets its rows before the error is thrown. Returns each
- * statement's rows, in order.
- */
-export async function transactionsInOneMessage(
-  em: TxEm,
-  transactions: readonly Statements[],
-  afterError?: { s: Statement; rows: (rows: Record<string, unknown>[]) => void },
-): Promise<Record<string, unknown>[][]> {
-  const pool = messagePool(em);
-  if (!pool) throw new Error('transactionsInOneMessage needs a Postgres server with prepared statements');
-  const texts = transactions.map((t) => t.map(([s, values]) => [s.text, values] as const));
-  const results = await sendTogether(pool, texts, afterError && { text: afterError.s.text, rows: afterError.rows });
-  const statements = transactions.flat();
+  const results = await sendTogether(pool, statements.map(([s, values]) => [s.text, values] as const));
   return Promise.all(statements.map(([s, values], i) => loggedRows(em, s, values, results[i])));
 }
 

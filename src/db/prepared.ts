@@ -85,6 +85,9 @@ export function withCommit(sql: string): string {
 /** withCommit for a src/sql statement's text (src/db/statement.ts): the same text, marked as the last of its transaction. */
 export const lastOfTransaction = (text: string): string => COMMITS + text;
 
+/** Whether a statement text was marked by lastOfTransaction or withCommit. */
+export const isLastOfTransaction = (text: string): boolean => text.startsWith(COMMITS);
+
 type Scalar = string | number | boolean | bigint | null;
 
 /** `?` → `$n` with arrays expanded, or null when the statement must take the ORM's own path. */
@@ -270,48 +273,23 @@ async function executeText(client: PoolClient, query: Query, preparedHere: Set<s
 const literals = (client: PoolClient, values: readonly unknown[]): string =>
   values.map((v) => (v === null || v === undefined ? 'null' : client.escapeLiteral(String(prepareValue(v))))).join(', ');
 
-/** A src/sql statement's text and its values. */
-export type TextAndValues = readonly [string, readonly unknown[]];
-
 /**
- * Runs transactions of src/sql statements (`[text, values]`) one after another, each statement in turn,
- * as ONE message (`begin; execute …; execute …; commit; begin; …; commit`) on an idle pooled connection
- * of this module's pool, and returns each statement's result. On an error Postgres skips the rest of
- * the message: the transaction that raised is rolled back and the error thrown; the ones before it
- * committed. `afterError`, a statement without parameters, is sent with that ROLLBACK and its rows are
- * handed to `rows` before the error is thrown (what an earlier transaction left in session settings).
+ * Runs src/sql statements (`[text, values]`) one after another in ONE transaction sent as ONE message
+ * (`begin; execute …; execute …; commit`) on an idle pooled connection of this module's pool, and
+ * returns each statement's result. On any error the transaction is rolled back and the error thrown:
+ * nothing of it was written.
  */
-export async function executeTogether(
-  client: PoolClient,
-  transactions: readonly (readonly TextAndValues[])[],
-  afterError?: { text: string; rows: (rows: Record<string, unknown>[]) => void },
-): Promise<QueryResult[]> {
+export async function executeTogether(client: PoolClient, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<QueryResult[]> {
   const on = preparedOn.get(client);
   if (!on) throw new Error('executeTogether needs a connection of a pool given to nameHotStatements');
   const parts: string[] = [];
-  for (const statements of transactions) {
-    const executes: string[] = [];
-    for (const [text, values] of statements) executes.push(await executeText(client, on.query, on.preparedHere, text, values));
-    parts.push(`begin; ${executes.join('; ')}; commit`);
-  }
+  for (const [text, values] of statements) parts.push(await executeText(client, on.query, on.preparedHere, text, values));
   try {
-    const results = (await on.query(parts.join('; '))) as QueryResult[];
-    // Each transaction's BEGIN and COMMIT answer too.
-    const out: QueryResult[] = [];
-    let at = 0;
-    for (const statements of transactions) {
-      out.push(...results.slice(at + 1, at + 1 + statements.length));
-      at += statements.length + 2;
-    }
-    return out;
+    const results = (await on.query(`begin; ${parts.join('; ')}; commit`)) as QueryResult[];
+    return results.slice(1, -1);
   } catch (error) {
-    // An error leaves its transaction aborted (the rest of the message was skipped).
-    if (!afterError) {
-      await on.query('rollback');
-      throw error;
-    }
-    const [, after] = (await on.query(`rollback; ${afterError.text}`)) as QueryResult[];
-    afterError.rows(after!.rows as Record<string, unknown>[]);
+    // An error leaves the transaction aborted (the COMMIT in the message was skipped).
+    await on.query('rollback');
     throw error;
   }
 }

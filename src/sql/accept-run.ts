@@ -1,21 +1,23 @@
 import { statement } from '../db/statement.ts';
 import { GATE_CTE } from './queue-line.ts';
-import { RATE_ALLOWED_SETTING } from './rate-windows.ts';
+import { rateHitCte } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
 
 /**
  * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the
  * idempotency record, the spend-cap reservation, the run, its `run.queued` event and its sealed password
- * inputs. The request was counted in its key's rate window before: by the workflow read
- * (FIND_WORKFLOW_TO_RUN in src/sql/workflows.ts), or, when the service kept that read, by
- * HIT_RATE_WINDOW_NOTED as its own transaction in the same message just before this one
- * (docs/design/rules.md#rate-limit).
+ * inputs; and, when it is still to be counted, the request's count in its key's rate window.
  *
- * - `ok`: whether anything may be written. `allowed`: with $24, that hit allowed the request (it left
- *   its verdict in a session setting, always set, on this connection). `current`: the workflow as the
- *   caller ($2) sees it now still has the view token $23 of the read the request was checked against
- *   (src/sql/workflows.ts); null $23 fences nothing. Otherwise nothing is written and the statement
- *   says why (`rate_refused`, `stale`).
+ * - `hit`: with a limit ($24), counts the request in its key's window (`rateHitCte`,
+ *   src/sql/rate-windows.ts) and nothing is written unless it was allowed. The window row stays locked
+ *   until the commit: the service commits acceptances in groups (src/db/group-commit.ts), one group of a
+ *   process in flight at a time, so one key's acceptances are counted a group per commit, not one per
+ *   commit. Without $24 the request was counted before: by the workflow read (FIND_WORKFLOW_TO_RUN in
+ *   src/sql/workflows.ts) or, on PGlite, in memory (docs/design/rules.md#rate-limit).
+ * - `ok`: whether anything may be written. `allowed`: the hit allowed the request. `current`: the
+ *   workflow as the caller ($2) sees it now still has the view token $23 of the read the request was
+ *   checked against (src/sql/workflows.ts); null $23 fences nothing. Otherwise nothing is written and
+ *   the statement says why (`rate_refused`, `stale`).
  * - `claim`: with a key ($14), `insert … on conflict` on (account, key) decides replay vs new. A
  *   concurrent request with the same key waits on the conflicting insert until it commits, then updates
  *   that row, which returns it: its `run_id` is this run's ($1) when the key was new or its record had
@@ -32,13 +34,15 @@ import { viewTokenOf } from './workflows.ts';
  * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
  * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
- * whether the hit before this statement in its message must have allowed the request.
+ * the key's limit per minute when the request is counted here, else null. Returns the hit's columns
+ * (`hit_*`, null when not counted here).
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
   `with ${GATE_CTE},
+${rateHitCte('$3', '$24')},
 ok as (
-  select (not coalesce($24::boolean, false) or current_setting('${RATE_ALLOWED_SETTING}', true) = 'true') as allowed,
+  select coalesce((select allowed from hit), true) as allowed,
          ($23::text is null or ${viewTokenOf('$2', '$4')} is not distinct from $23::text) as current),
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
@@ -72,6 +76,8 @@ e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       not allowed as rate_refused, not current as stale
+       not allowed as rate_refused, not current as stale,
+       (select allowed from hit) as hit_allowed, (select counted from hit) as hit_counted,
+       (select oldest_ms from hit) as hit_oldest_ms, (select now_ms from hit) as hit_now_ms
   from ok`,
 );

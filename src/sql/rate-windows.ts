@@ -39,30 +39,3 @@ export interface HitRow {
 
 /** Counts one POST /runs of an API key on its own (a request that does not reach acceptance). $1 API key id, $2 its limit per minute. */
 export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`);
-
-/** The session setting in which HIT_RATE_WINDOW_NOTED leaves its verdict for ACCEPT_RUN ('true' or 'false'). */
-export const RATE_ALLOWED_SETTING = 'wr.rate_allowed';
-/** The session setting in which HIT_RATE_WINDOW_NOTED leaves its row as JSON, with the request's nonce. */
-const RATE_HIT_SETTING = 'wr.rate_hit';
-
-/**
- * HIT_RATE_WINDOW for the request whose ACCEPT_RUN follows in the same message on the same connection,
- * each its own transaction (src/services/runs/accept-run.ts): the window row stays locked only while this
- * statement runs and its commit waits for no WAL flush (the table is unlogged), as with the workflow
- * read. It leaves in session settings (kept after its commit) its verdict, always set (true with no
- * limit), so the acceptance never reads an earlier request's; and its row with nonce $3, which
- * NOTED_RATE_HIT reads back when the acceptance failed and the message's results were lost with it.
- * $1 API key id, $2 its limit per minute or null, $3 the request's nonce.
- */
-export const HIT_RATE_WINDOW_NOTED = statement(
-  'hit_rate_window_noted',
-  `with ${rateHitCte('$1', '$2')}
-select hit.*,
-       set_config('${RATE_ALLOWED_SETTING}', coalesce(hit.allowed, true)::text, false) as noted_allowed,
-       set_config('${RATE_HIT_SETTING}', json_build_object('nonce', $3::text, 'allowed', hit.allowed, 'counted', hit.counted,
-                  'oldest_ms', hit.oldest_ms, 'now_ms', hit.now_ms)::text, false) as noted_hit
-  from (select 1) one left join hit on true`,
-);
-
-/** The row HIT_RATE_WINDOW_NOTED left on this connection (JSON with its nonce), or null. */
-export const NOTED_RATE_HIT = statement('noted_rate_hit', `select current_setting('${RATE_HIT_SETTING}', true) as hit`);

@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { inOneMessage, runInGroup, sendsInOneMessage, transactionsInOneMessage } from '../../src/db/group-commit.ts';
+import { inOneMessage, runInGroup } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -65,28 +65,6 @@ t('statements sent in one message are one transaction: each answers with its row
   assert.is(Number(n!.n), 0, 'the first statement was rolled back with the second');
   const [next] = await inOneMessage(orm.em.fork(), [[PROBE, [403, 'm']]]);
   assert.is(Number(next![0]!.id), 403, 'the connection is usable after the error');
-});
-
-const SETTING = statement('test_group_commit_setting', `select set_config('wr.test_note', $1::text, false) as note`);
-const NOTE = statement('test_group_commit_note', `select current_setting('wr.test_note', true) as note`);
-
-t('transactions in one message commit one by one: a later one sees what an earlier one left in the session, and an error undoes only its own', async ({ orm }) => {
-  if (!onServer) {
-    assert.not.ok(sendsInOneMessage(orm.em.fork()), 'PGlite has no pool to send on');
-    return;
-  }
-  const [set, , seen] = await transactionsInOneMessage(orm.em.fork(), [[[SETTING, ['one']], [PROBE, [500, 'n']]], [[NOTE, []]]]);
-  assert.is(set![0]!.note, 'one');
-  assert.is(seen![0]!.note, 'one');
-  let after: Record<string, unknown>[] = [];
-  const err = await transactionsInOneMessage(orm.em.fork(), [[[SETTING, ['two']], [PROBE, [501, 'n']]], [[PROBE, [500, 'n']]]], {
-    s: NOTE,
-    rows: (rows) => (after = rows),
-  }).catch((e: unknown) => e);
-  assert.match(String(err), /duplicate key|unique/i);
-  assert.equal(after, [{ note: 'two' }], 'read with the rollback, on the same connection');
-  const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id = 501');
-  assert.is(Number(n!.n), 1, 'the transaction before the failed one committed');
 });
 
 if (onServer) {

@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Em } from '../../db/orm.ts';
 import { query } from '../../db/statement.ts';
-import { sendsInOneMessage, transactionsInOneMessage } from '../../db/group-commit.ts';
+import { runInGroup } from '../../db/group-commit.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ResolvedInputs } from '../../domain/inputs.ts';
 import { toDb } from '../../domain/money.ts';
 import { requestSpendCapped } from '../../observability/metrics.ts';
 import { currentTraceCarrier } from '../../observability/tracing.ts';
 import { ACCEPT_RUN } from '../../sql/accept-run.ts';
-import { HIT_RATE_WINDOW_NOTED, NOTED_RATE_HIT, type HitRow } from '../../sql/rate-windows.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import type { Deps } from '../deps.ts';
 import type { WorkflowAccess } from '../workflows/workflow-access.ts';
@@ -18,8 +17,9 @@ import type { RequestRate } from './rate-limiter.ts';
  * POST /runs's one write (src/sql/accept-run.ts): the idempotency record, the spend-cap reservation,
  * the run, its `run.queued` event and its sealed password inputs, fenced on the workflow read the
  * request was checked against. When the request is still to be counted in its key's rate window and
- * the window is a database row, the count goes in the same message as its own transaction just
- * before (docs/design/rules.md#rate-limit).
+ * the window is a database row, the same statement counts it, and it is committed together with the
+ * other acceptances and runs that are ready meanwhile (src/db/group-commit.ts;
+ * docs/design/rules.md#rate-limit).
  */
 
 export interface RunToAccept {
@@ -38,7 +38,17 @@ export type Acceptance = { runId: string; replayed: boolean } | 'stale';
 /** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
 const CAP_REACHED = 'WR002';
 
-type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean; rate_refused: boolean; stale: boolean };
+type Row = {
+  run_id: string | null;
+  fingerprint: string | null;
+  inserted: boolean;
+  rate_refused: boolean;
+  stale: boolean;
+  hit_allowed: boolean | null;
+  hit_counted: number | null;
+  hit_oldest_ms: number | null;
+  hit_now_ms: number | null;
+};
 
 /**
  * Accepts run `r`. `token`: the view token of the workflow read (null fences nothing). `rate`: the
@@ -57,22 +67,26 @@ export async function acceptRun(
 ): Promise<Acceptance> {
   const cap = r.principal.spendCap;
   const values = [...acceptValues(deps, r, idempotencyKey, fingerprint), token];
+  const counted = rate !== undefined && rate.foldedLimit !== null;
+  if (rate && !counted) await rate.count();
   let row: Row | undefined;
   try {
-    if (rate && rate.foldedLimit !== null && sendsInOneMessage(em)) {
-      row = await countedInOneMessage(em, rate, values);
-    } else {
-      if (rate) await rate.count();
-      [row] = await query<Row>(em, ACCEPT_RUN, [...values, false]);
-    }
+    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, counted ? rate!.limit : null], r.principal.apiKeyId);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
+      // The statement, its count included, was undone; the request reached the limiter, so it counts.
+      if (counted) await rate!.count();
       requestSpendCapped();
       throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
     }
     throw err;
   }
-  if (!row || row.rate_refused) throw new Error('POST /runs: the acceptance statement read no verdict of its rate hit');
+  if (!row) throw new Error('POST /runs: the acceptance statement returned no row');
+  if (counted) {
+    // Throws the 429 when the window was full (then nothing was written).
+    rate!.folded({ allowed: row.hit_allowed === true, counted: Number(row.hit_counted), oldest_ms: Number(row.hit_oldest_ms), now_ms: Number(row.hit_now_ms) });
+  }
+  if (row.rate_refused) throw new Error('POST /runs: the acceptance was refused by a rate hit it did not report');
   if (row.stale) return 'stale';
   if (row.inserted) return { runId: r.runId, replayed: false };
   if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
@@ -80,30 +94,6 @@ export async function acceptRun(
     throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
   }
   return { runId: String(row.run_id), replayed: true };
-}
-
-/**
- * The rate hit (HIT_RATE_WINDOW_NOTED) and ACCEPT_RUN, each its own transaction, in one message on one
- * connection; the acceptance writes nothing unless the hit allowed the request. Throws the hit's 429.
- * When the acceptance raised, the hit's row is read back with the rollback (it committed), so the
- * request's rate headers stay right.
- */
-async function countedInOneMessage(em: Em, rate: RequestRate, values: unknown[]): Promise<Row> {
-  const nonce = randomUUID();
-  let noted: HitRow | undefined;
-  const results = await transactionsInOneMessage(em, [[[HIT_RATE_WINDOW_NOTED, [rate.keyId, rate.limit, nonce]]], [[ACCEPT_RUN, [...values, true]]]], {
-    s: NOTED_RATE_HIT,
-    rows: ([r]) => {
-      const hit = typeof r?.hit === 'string' && r.hit !== '' ? (JSON.parse(r.hit) as HitRow & { nonce: string }) : undefined;
-      // An earlier request's row when this one's hit did not commit.
-      if (hit?.nonce === nonce) noted = hit;
-    },
-  }).catch((err: unknown) => {
-    if (noted) rate.folded(noted);
-    throw err;
-  });
-  rate.folded(results[0]![0] as unknown as HitRow);
-  return results[1]![0] as unknown as Row;
 }
 
 /** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts): the password inputs are sealed here. */
