@@ -9,7 +9,7 @@ interface TxEm extends StatementEm {
 
 /**
  * Group commit for transactions of one statement each (an in-memory run's whole execution,
- * src/runs/start-and-complete.ts). While one group is on its way to Postgres, the transactions asked
+ * src/runs/start-and-complete.ts; a run's acceptance, src/services/runs/accept-run.ts). While one group is on its way to Postgres, the transactions asked
  * for meanwhile wait, then go together as ONE transaction in ONE message (executeTogether in
  * src/db/prepared.ts): N of them cost one round trip, one commit and one WAL flush, and a row they
  * share (an account's wallet) is locked once for the group instead of once per transaction until its
@@ -19,7 +19,8 @@ interface TxEm extends StatementEm {
  * it reads, nothing assumed about what ran before it). When a group fails (a statement raised, e.g.
  * wr_refuse; a deadlock), Postgres rolled all of it back, and each of its statements runs again as its
  * own transaction, so each caller gets its own result or error. Within a group statements go in the
- * order of their `order` key (the account), so groups of several processes lock shared rows in one order.
+ * order of their `order` key (a run's account, an acceptance's API key: the rows each kind shares with
+ * its own kind), so groups of several processes lock shared rows in one order.
  * Embedded PGlite, or prepared statements turned off: each is its own transaction, as before.
  */
 
@@ -142,7 +143,7 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
 
 /**
  * Runs `s` with `values` as a transaction of its own, possibly committed together with others (above).
- * `order`: the key groups are sorted by (the account whose rows it locks).
+ * `order`: the key groups are sorted by (the account or API key whose shared rows it locks).
  */
 export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
   const group = groups.get(em.getConnection() as object);

@@ -92,7 +92,7 @@ async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unkn
     remember(String(row.account_id), true);
     return 'hooked';
   }
-  const outcome = finish.status === 'completed' ? (finish.outcome ?? 'completed') : null;
+  const [, outcome] = terminalColumns(finish);
   return { last: Number(row.last_sequence), webhooks: 0, status: finish.status, outcome, accountId: String(row.account_id) };
 }
 

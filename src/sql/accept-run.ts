@@ -17,7 +17,7 @@ import { viewTokenOf } from './workflows.ts';
  * - `ok`: whether anything may be written. `allowed`: the hit allowed the request. `current`: the
  *   workflow as the caller ($2) sees it now still has the view token $23 of the read the request was
  *   checked against (src/sql/workflows.ts); null $23 fences nothing. Otherwise nothing is written and
- *   the statement says why (`rate_refused`, `stale`).
+ *   the statement says why (the hit's `allowed` false, or `stale`).
  * - `claim`: with a key ($14), `insert … on conflict` on (account, key) decides replay vs new. A
  *   concurrent request with the same key waits on the conflicting insert until it commits, then updates
  *   that row, which returns it: its `run_id` is this run's ($1) when the key was new or its record had
@@ -35,7 +35,7 @@ import { viewTokenOf } from './workflows.ts';
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
  * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
  * the key's limit per minute when the request is counted here, else null. Returns the hit's columns
- * (`hit_*`, null when not counted here).
+ * (HitRow; null when not counted here).
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
@@ -76,8 +76,6 @@ e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       not allowed as rate_refused, not current as stale,
-       (select allowed from hit) as hit_allowed, (select counted from hit) as hit_counted,
-       (select oldest_ms from hit) as hit_oldest_ms, (select now_ms from hit) as hit_now_ms
-  from ok`,
+       not ok.current as stale, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms
+  from ok left join hit on true`,
 );

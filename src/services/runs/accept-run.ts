@@ -11,6 +11,7 @@ import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import type { Deps } from '../deps.ts';
 import type { WorkflowAccess } from '../workflows/workflow-access.ts';
+import type { HitRow } from '../../sql/rate-windows.ts';
 import type { RequestRate } from './rate-limiter.ts';
 
 /**
@@ -38,21 +39,12 @@ export type Acceptance = { runId: string; replayed: boolean } | 'stale';
 /** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
 const CAP_REACHED = 'WR002';
 
-type Row = {
-  run_id: string | null;
-  fingerprint: string | null;
-  inserted: boolean;
-  rate_refused: boolean;
-  stale: boolean;
-  hit_allowed: boolean | null;
-  hit_counted: number | null;
-  hit_oldest_ms: number | null;
-  hit_now_ms: number | null;
-};
+/** ACCEPT_RUN's row: the acceptance, then its hit's columns (null when it did not count the request). */
+type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean; stale: boolean } & HitRow;
 
 /**
  * Accepts run `r`. `token`: the view token of the workflow read (null fences nothing). `rate`: the
- * request's count when it is not counted yet (a kept read); throws its 429 when the window is full.
+ * request's rate count, taken here unless the workflow read took it; throws its 429 when the window is full.
  * Throws 409 on a key reused with another request and 402 when the run's displayed price would exceed
  * the key's cap (nothing is written then).
  */
@@ -67,26 +59,22 @@ export async function acceptRun(
 ): Promise<Acceptance> {
   const cap = r.principal.spendCap;
   const values = [...acceptValues(deps, r, idempotencyKey, fingerprint), token];
-  const counted = rate !== undefined && rate.foldedLimit !== null;
-  if (rate && !counted) await rate.count();
+  const limit = rate ? await rate.statementLimit() : null;
   let row: Row | undefined;
   try {
-    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, counted ? rate!.limit : null], r.principal.apiKeyId);
+    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit], r.principal.apiKeyId);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
-      if (counted) await rate!.count();
+      if (limit !== null) await rate!.count();
       requestSpendCapped();
       throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
     }
     throw err;
   }
   if (!row) throw new Error('POST /runs: the acceptance statement returned no row');
-  if (counted) {
-    // Throws the 429 when the window was full (then nothing was written).
-    rate!.folded({ allowed: row.hit_allowed === true, counted: Number(row.hit_counted), oldest_ms: Number(row.hit_oldest_ms), now_ms: Number(row.hit_now_ms) });
-  }
-  if (row.rate_refused) throw new Error('POST /runs: the acceptance was refused by a rate hit it did not report');
+  // Throws the 429 when the window was full (then nothing was written).
+  if (limit !== null) rate!.folded(row);
   if (row.stale) return 'stale';
   if (row.inserted) return { runId: r.runId, replayed: false };
   if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');

@@ -11,9 +11,9 @@ import { requestRateLimited } from '../../observability/metrics.ts';
  * limiter counts, whatever its outcome; a 429 does not.
  *
  * On a Postgres server the window is a row per key (`api_key_rate_windows`, src/sql/rate-windows.ts),
- * so every API process on the database enforces one limit, and a request that reaches the workflow read
- * of POST /runs is counted by that read's statement (`RequestRate`); embedded PGlite is one process by construction and keeps the
- * buckets in memory.
+ * so every API process on the database enforces one limit, and a request that reaches POST /runs's
+ * workflow read, or its acceptance on a kept read, is counted by that statement (`RequestRate`);
+ * embedded PGlite is one process by construction and keeps the buckets in memory.
  */
 
 export const WINDOW_MS = 60_000;
@@ -24,7 +24,7 @@ export type RateDecision = RateLimitState;
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
-  /** Whether POST /runs's workflow read can count the request itself (the window is a database row). */
+  /** Whether a statement of POST /runs can count the request itself (the window is a database row). */
   readonly inStatement: boolean;
 }
 
@@ -105,9 +105,10 @@ export class PostgresWindowLimiter implements RateLimiter {
 }
 
 /**
- * One POST /runs request's place in its key's window, counted exactly once: by the workflow read
- * when the limiter allows it (`fold`), else on its own (`count`). The handler counts a request that
- * never reached that read on its own afterwards.
+ * One POST /runs request's place in its key's window, counted exactly once: by the statement it reaches
+ * (the workflow read, or the acceptance on a kept read) when the limiter allows it (`statementLimit`,
+ * `folded`), else on its own (`count`). The handler counts a request that reached neither on its own
+ * afterwards.
  */
 export class RequestRate {
   /** The decision once counted (undefined while not counted, or when refused). */
@@ -132,9 +133,15 @@ export class RequestRate {
     return this.decision;
   }
 
-  /** The limit to pass to a statement that counts the request itself, or null (count first). */
-  get foldedLimit(): number | null {
-    return this.limiter.inStatement && !this.settled ? this.limit : null;
+  /**
+   * The limit to pass to a statement that counts the request itself (its hit then goes to `folded`), or
+   * null when there is nothing for it to count: the request was counted already, or the limiter cannot
+   * count in a statement and counts it here first (throwing the 429 when the window is full).
+   */
+  async statementLimit(): Promise<number | null> {
+    if (this.limiter.inStatement && !this.settled) return this.limit;
+    await this.count();
+    return null;
   }
 
   /** That statement's hit (it committed): records the decision, or throws its 429. */

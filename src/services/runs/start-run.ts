@@ -26,9 +26,9 @@ import { workflowReadCache, type KeptRead, type WorkflowReadCache } from './work
  * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
  * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
  * key's spend-cap reservation (src/sql/accept-run.ts, fenced on the workflow read). The workflow read is
- * kept a short while (workflow-cache.ts): a request that finds it kept sends only the acceptance, and on
- * a Postgres server the rate hit with it in the same message (accept-run.ts); one that does not reads
- * the workflow and counts the request in its key's rate window with that read's statement, then accepts.
+ * kept a short while (workflow-cache.ts): a request that finds it kept sends only the acceptance, which
+ * on a Postgres server also counts it in its key's rate window (accept-run.ts); one that does not reads
+ * the workflow and counts the request with that read's statement, then accepts.
  * Funding happens later, during preparation (docs/architecture.md).
  */
 
@@ -92,7 +92,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
         : deps.sealer.mac(canonicalJson({ workflow: read.row.id, inputs: run.inputs.values, version: requestedVersion }));
     // A workflow that keeps changing under the request is accepted on its latest read, unfenced, as before the cache.
     const token = attempt < MAX_READS ? read.token : null;
-    const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, token, kept ? req.rate : undefined);
+    const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, token, req.rate);
     if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
     // Changed since it was read: read again (the request was counted) and check again.
     cache.drop(principal.accountId, workflowId);
@@ -156,10 +156,9 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
  * exists), 404 when the caller cannot see it. Keeps the read for the caller's next requests.
  */
 async function readWorkflow(em: Em, principal: Principal, workflowId: string, rate: RequestRate | undefined, cache: WorkflowReadCache): Promise<KeptRead> {
-  const limit = rate?.foldedLimit ?? null;
-  if (rate && limit === null) await rate.count();
+  const limit = rate ? await rate.statementLimit() : null;
   const found = await findWorkflowToRun(em, principal.accountId, workflowId, principal.apiKeyId, limit);
-  if (rate && limit !== null) rate.folded(found.hit!);
+  if (limit !== null) rate!.folded(found.hit!);
   if (!found.row) throw notFound('workflow');
   const read = { row: found.row, token: found.token! };
   cache.set(principal.accountId, workflowId, read);
