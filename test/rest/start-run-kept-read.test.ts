@@ -6,8 +6,9 @@ import { workflowReadCache } from '../../src/services/runs/workflow-cache.ts';
 
 /**
  * POST /runs keeps a caller's workflow read for a while (src/services/runs/workflow-cache.ts): a request
- * that finds it kept sends the rate hit and the acceptance in one message on a Postgres server, and the
- * acceptance is fenced on the read's view token, so a workflow changed since is never run on the old view.
+ * that finds it kept sends only the acceptance, which counts it in its key's rate window on a Postgres
+ * server, and the acceptance is fenced on the read's view token, so a workflow changed since is never run
+ * on the old view.
  */
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
