@@ -3,8 +3,18 @@ import { lastOfTransaction } from '../db/prepared.ts';
 import { query, statement } from '../db/statement.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
-/** Admission rounds run one at a time across processes: each transaction takes this lock first. */
-export const LOCK_ADMISSION = statement('lock_admission', 'select pg_advisory_xact_lock(727001)');
+/**
+ * Admission rounds run one at a time across processes: each transaction takes this lock first. It also
+ * plans the rest of the transaction with plain index scans only (bitmap and sequential scans off): every
+ * table the round reads has an index made for its question, and the planner's statistics lag on a young
+ * or fast-changing runs table. Every run leaves a dead entry in runs_in_flight_idx when it finishes; a
+ * plain index scan marks such entries dead as it passes them, so the next round skips them, while a
+ * bitmap scan never does and reads every one of them again each round, until a vacuum.
+ */
+export const LOCK_ADMISSION = statement(
+  'lock_admission',
+  `select pg_advisory_xact_lock(727001), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
+);
 
 /** $1 seconds: queued runs that waited longer than that (QUEUE_MAX_WAIT_SECONDS), oldest first, 500 at most. */
 export const EXPIRED_QUEUED = statement(
