@@ -10,8 +10,8 @@ import { viewTokenOf } from './workflows.ts';
  *
  * - `hit`: with a limit ($24), counts the request in its key's window (`rateHitCte`,
  *   src/sql/rate-windows.ts) and nothing is written unless it was allowed. The window row stays locked
- *   until the commit: the service commits acceptances in groups (src/db/group-commit.ts), one group of a
- *   process in flight at a time, so one key's acceptances are counted a group per commit, not one per
+ *   until the commit: the service commits acceptances in groups (src/db/group-commit.ts), one group of
+ *   acceptances of a process in flight at a time, so one key's acceptances are counted a group per commit, not one per
  *   commit. Without $24 the request was counted before: by the workflow read (FIND_WORKFLOW_TO_RUN in
  *   src/sql/workflows.ts) or, on PGlite, in memory (docs/design/rules.md#rate-limit).
  * - `ok`: whether anything may be written. `allowed`: the hit allowed the request. `current`: the

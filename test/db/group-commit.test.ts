@@ -6,9 +6,9 @@ import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
 /**
- * Group commit (src/db/group-commit.ts): one-statement transactions asked for while a group is in
- * flight go together as one transaction in one message; a group that fails is run again statement by
- * statement, so each caller meets its own outcome.
+ * Group commit (src/db/group-commit.ts): one-statement transactions asked for while a group of the same
+ * statement is in flight go together as one transaction in one message; a group that fails is run again
+ * statement by statement, so each caller meets its own outcome.
  */
 
 const onServer = Boolean(process.env.DATABASE_URL);
@@ -19,6 +19,9 @@ const PROBE = statement(
   `insert into group_commit_probe (id, account) values ($1::int, $2::text)
    returning id, account, txid_current()::text as tx, nextval('group_commit_probe_order')::int as seq`,
 );
+
+/** Another kind of statement (its own name), which takes as long as it is told to. */
+const SLOW = statement('test_group_commit_slow', `select $1::int as id, pg_sleep($2::float8) is null as slept`);
 
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
@@ -85,6 +88,17 @@ if (onServer) {
     assert.match(String((settled[2] as PromiseRejectedResult).reason), /duplicate key|unique/i);
     const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id between 200 and 203');
     assert.is(Number(n!.n), 4);
+  });
+
+  t('a statement of another kind does not wait for a group in flight; one of the same kind does', async ({ orm }) => {
+    const done: string[] = [];
+    const slow = (id: number, seconds: number) => runInGroup(orm.em.fork(), SLOW, [id, seconds], 'x').then(() => done.push(`slow ${id}`));
+    const first = slow(1, 0.3);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the first slow one is on its way
+    const second = slow(2, 0);
+    const other = probe(orm, 500, 'o').then(() => done.push('other kind'));
+    await Promise.all([first, second, other]);
+    assert.equal(done, ['other kind', 'slow 1', 'slow 2']);
   });
 } else {
   t('without a Postgres server every statement is a transaction of its own', async ({ orm }) => {
