@@ -343,6 +343,10 @@ async function hotPath(): Promise<void> {
     `The service's figures include executing the 3-step run (drain after the load: ${(s32.drainMs / 1000).toFixed(1)} s with key, ${(n32.drainMs / 1000).toFixed(1)} s without).`;
   notes.push(headline);
   log(headline);
+  await profiled(child, 'POST /runs + key ×1, runs executing', async () => {
+    await hammer({ ...base, seconds: Math.min(3, DURATION), url: app, connections: 1, body: keyed, idReplacement: true });
+    await drained(child);
+  });
   await drained(child);
   await closeChild(child);
 }
