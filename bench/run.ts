@@ -108,9 +108,17 @@ async function closeChild(child: ServerChild): Promise<void> {
   aborted += child.abortedRequests;
 }
 
-async function startChild(engine: 'null' | 'embedded', extra: { keys?: string[]; accounts?: string[] } = {}): Promise<ServerChild> {
+async function startChild(engine: 'null' | 'embedded', extra: { keys?: string[]; accounts?: string[]; track?: boolean } = {}): Promise<ServerChild> {
   const db = await freshDatabase();
-  const child = await ServerChild.start({ engine, ...db, runCapacity: CAPACITY, extraKeys: extra.keys ?? [], extraAccounts: extra.accounts ?? [], floor: true });
+  const child = await ServerChild.start({
+    engine,
+    ...db,
+    runCapacity: CAPACITY,
+    extraKeys: extra.keys ?? [],
+    extraAccounts: extra.accounts ?? [],
+    floor: true,
+    track: extra.track ?? false,
+  });
   return child;
 }
 
@@ -531,7 +539,7 @@ async function acceptance(): Promise<void> {
 async function endToEnd(): Promise<void> {
   log(`end-to-end: starting the app (embedded engine, RUN_CAPACITY=${CAPACITY})`);
   const accountKeys = Array.from({ length: ACCOUNTS }, (_, i) => `wr_bench_account_${i + 1}_${randomBytes(12).toString('hex')}`);
-  const child = await startChild('embedded', { accounts: accountKeys });
+  const child = await startChild('embedded', { accounts: accountKeys, track: true });
   const app = `${child.ready.appUrl}/v1/runs`;
   const floor = `${child.ready.floorUrl}/runs`;
   const waiter = terminalWaiter();

@@ -109,7 +109,7 @@ async function main(): Promise<void> {
   const deps = app.deps;
   const harness = () => fork(deps);
 
-  // Tracked runs (end-to-end): every accepted run is tracked. The engine announces a terminal transition
+  // Tracked runs (end-to-end; only when asked, opts.track): every accepted run is tracked. The engine announces a terminal transition
   // as a bus notification immediately followed by the webhook dispatcher's notify() (publishTerminal in
   // src/runs/fenced-write.ts): that run is checked at once. Every other notified run is checked by a
   // slow sweep (100 ms), in case a terminal transition is announced differently. One batched query each.
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
   // (which a saturated engine keeps busy); PGlite has one connection, shared with the service.
   let terminalOf: (ids: string[]) => Promise<{ id: string; status: string }[]>;
   let checker: pg.Client | null = null;
-  if (config.databaseUrl && opts.engine !== 'null') {
+  if (config.databaseUrl && opts.engine !== 'null' && opts.track) {
     checker = new pg.Client({ connectionString: config.databaseUrl });
     await checker.connect();
     const c = checker;
@@ -166,7 +166,7 @@ async function main(): Promise<void> {
       void check(ids);
     }, 100);
   };
-  if (opts.engine !== 'null') {
+  if (opts.engine !== 'null' && opts.track) {
     const bus = deps.bus;
     const publish = bus.publish.bind(bus);
     let lastPublished: string | null = null;

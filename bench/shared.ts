@@ -44,6 +44,11 @@ export interface ChildOptions {
   extraAccounts: string[];
   /** Start the bare node:http floor server too. */
   floor: boolean;
+  /**
+   * Track every accepted run and report it when terminal (what closed-loop clients wait for). Off where
+   * nothing waits for runs, so the tracking's checks cost neither the server process nor Postgres there.
+   */
+  track: boolean;
 }
 
 export interface ChildReady {

@@ -276,7 +276,7 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
   const taskQueue = `bench-runs-${randomBytes(4).toString('hex')}`;
   opts.log(`temporal: starting the app (ENGINE=temporal, in-process worker, RUN_CAPACITY=${opts.capacity}) on task queue ${taskQueue}`);
   const db = await opts.database();
-  const child = await ServerChild.start({ engine: 'temporal', temporal: { address, taskQueue }, ...db, runCapacity: opts.capacity, extraKeys: [], extraAccounts: [], floor: false });
+  const child = await ServerChild.start({ engine: 'temporal', temporal: { address, taskQueue }, ...db, runCapacity: opts.capacity, extraKeys: [], extraAccounts: [], floor: false, track: true });
   try {
     const app = `${child.ready.appUrl}/v1/runs`;
     const waiter = terminalWaiter();
