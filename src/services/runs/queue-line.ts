@@ -27,8 +27,12 @@ import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } fro
  */
 
 
-/** How soon after an acceptance the process numbers the runs accepted meanwhile. */
-const NUMBER_AFTER_MS = 50;
+/**
+ * How soon after an acceptance the process numbers the runs accepted meanwhile. A run admitted within
+ * that time is never numbered (a number is one more row version of the run, and numbering makes every
+ * acceptance wait for the gate), and the unnumbered tail a place read counts stays about this long.
+ */
+const NUMBER_AFTER_MS = 1000;
 
 /**
  * Numbers unnumbered queued runs, oldest first; returns how many. Every acceptance waits while the gate

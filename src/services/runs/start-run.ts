@@ -140,7 +140,6 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
     runAccepted();
     deps.bus.publish(runId, 1);
     scheduleNumbering(deps);
-    scheduleNumbering(deps);
     await deps.engine.runAccepted(runId).catch((err) => {
       // The run is durably accepted; the engine also finds it by polling the queue.
       deps.log.error({ err, runId, accountId }, 'engine was not told about an accepted run');
