@@ -12,6 +12,10 @@ import type { Statement } from '../../db/statement.ts';
  * to the other processes (batched: one round trip for all the runs published in one tick, each with its
  * newest sequence). Notifications this connection sent itself are ignored (already delivered locally).
  *
+ * The statements that most often grow a log (a run's acceptance, a run computed in memory finishing)
+ * NOTIFY themselves (`notifyChannel`), so their notification costs no round trip of its own; what this
+ * process's pool connections send is ignored here like what the listening connection sends.
+ *
  * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
  * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
  * lost connection it reconnects with backoff, LISTENs again, publishes what was pending and tells every
@@ -33,6 +37,11 @@ export interface PostgresRunEventBusOptions {
   log?: Pick<Logger, 'warn' | 'error' | 'info'>;
   /** First reconnect delay, doubled up to 10 s. Default 200 ms. */
   reconnectDelayMs?: number;
+  /**
+   * The server process ids of this process's own pool connections: what they NOTIFY (a statement's
+   * pg_notify, see `notifyChannel`) was already delivered here by `publish`.
+   */
+  ownBackends?: () => ReadonlySet<number>;
 }
 
 type Listener = (lastSequence: number) => void;
@@ -40,6 +49,7 @@ type Listener = (lastSequence: number) => void;
 export class PostgresRunEventBus implements RunEventBus {
   readonly #opts: PostgresRunEventBusOptions;
   readonly #emitter = new EventEmitter();
+  readonly notifyChannel = RUN_EVENTS_CHANNEL;
   /** runId → newest sequence not yet sent to Postgres. */
   readonly #pending = new Map<string, number>();
   #client: pg.Client | null = null;
@@ -103,6 +113,7 @@ export class PostgresRunEventBus implements RunEventBus {
   #onNotification(client: pg.Client, msg: pg.Notification): void {
     if (!msg.payload) return;
     if (msg.processId === (client as unknown as { processID?: number }).processID) return; // our own NOTIFY
+    if (this.#opts.ownBackends?.().has(msg.processId)) return; // sent by a statement of this process, published here
     if (msg.channel === RUN_CANCELS_CHANNEL) {
       this.#emitter.emit(CANCEL, msg.payload);
       return;
@@ -152,9 +163,9 @@ export class PostgresRunEventBus implements RunEventBus {
     }
   }
 
-  publish(runId: string, lastSequence: number): void {
+  publish(runId: string, lastSequence: number, notified = false): void {
     this.#emitter.emit(runId, lastSequence);
-    if (this.#closed) return;
+    if (this.#closed || notified) return;
     const prev = this.#pending.get(runId);
     if (prev === undefined || lastSequence > prev) this.#pending.set(runId, lastSequence);
     this.#scheduleFlush();
