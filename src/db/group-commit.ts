@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { executeTogether, isLastOfTransaction } from './prepared.ts';
-import { loggedRows, query, type Statement, type StatementEm } from './statement.ts';
+import { loggedFailure, loggedRows, query, type Statement, type StatementEm } from './statement.ts';
 
 /** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
 interface TxEm extends StatementEm {
@@ -13,7 +13,8 @@ interface TxEm extends StatementEm {
  * for meanwhile wait, then go together as ONE transaction in ONE message (executeTogether in
  * src/db/prepared.ts): N of them cost one round trip, one commit and one WAL flush, and a row they
  * share (an account's wallet) is locked once for the group instead of once per transaction until its
- * commit. With nothing in flight a transaction goes at once, alone, so a quiet service adds no latency.
+ * commit. With nothing in flight a transaction goes at once, alone (`begin; execute …; commit`, the same
+ * one message), so a quiet service adds no latency.
  *
  * A statement sent this way must do what it would do as a transaction of its own (fenced on the rows
  * it reads, nothing assumed about what ran before it). When a group fails (a statement raised, e.g.
@@ -75,7 +76,13 @@ class GroupCommit {
     let results: unknown[] | null = null;
     try {
       results = await this.#together(group);
-    } catch {
+    } catch (error) {
+      // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome.
+      const [w] = group;
+      if (group.length === 1 && (error as { severity?: unknown }).severity === 'ERROR') {
+        await loggedFailure(w!.em, w!.s, w!.values, error).catch(w!.reject);
+        return;
+      }
       // Rolled back whole, or no connection (the server restarting): each runs again alone below and
       // meets its own outcome. A group whose COMMIT was lost with its connection is fenced out there.
       results = null;
@@ -87,10 +94,14 @@ class GroupCommit {
     await Promise.all(group.map((w) => alone(w.em, w.s, w.values).then(w.resolve, w.reject)));
   }
 
-  /** The group in one message, or null when it goes statement by statement (one statement, or no pool). */
+  /**
+   * The group in one message, or null without a pool (statement by statement). A group of one goes the
+   * same way, straight to a pool connection: the ORM's layers and its transaction cost more than the
+   * statement's own work on the service's side.
+   */
   async #together(group: Waiting[]): Promise<unknown[] | null> {
     const pool = this.pool();
-    if (!pool || group.length < 2) return null;
+    if (!pool) return null;
     return sendTogether(pool, group.map((w) => [w.s.text, w.values] as const));
   }
 }

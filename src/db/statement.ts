@@ -78,3 +78,15 @@ export async function loggedRows<T = Record<string, unknown>>(em: StatementEm, s
   const connection = em.getConnection() as unknown as SqlConnection;
   return connection.executeQuery(s.text, async () => connection.transformRawResult(result, 'all') as T[], { query: s.text, params: values });
 }
+
+/** Like loggedRows for a statement that raised `error`: logged as the ORM logs a failed query, then thrown. */
+export async function loggedFailure(em: StatementEm, s: Statement, values: readonly unknown[], error: unknown): Promise<never> {
+  const connection = em.getConnection() as unknown as SqlConnection;
+  return connection.executeQuery(
+    s.text,
+    async () => {
+      throw error;
+    },
+    { query: s.text, params: values },
+  );
+}

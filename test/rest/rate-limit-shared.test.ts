@@ -136,7 +136,8 @@ if (!process.env.DATABASE_URL) {
       for (let i = 0; i < 100 && waiting < 2; i++) {
         await new Promise((r) => setTimeout(r, 50));
         const [w] = await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity
-            where pid <> pg_backend_pid() and query like '%pg_advisory_xact_lock_shared(${QUEUE_GATE})%' and wait_event_type = 'Lock'`);
+            where pid <> pg_backend_pid() and (query like '%pg_advisory_xact_lock_shared(${QUEUE_GATE})%' or query like '%execute accept_run%')
+              and wait_event_type = 'Lock'`);
         waiting = Number(w!.n);
       }
       return waiting;
