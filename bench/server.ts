@@ -170,8 +170,8 @@ async function main(): Promise<void> {
     const bus = deps.bus;
     const publish = bus.publish.bind(bus);
     let lastPublished: string | null = null;
-    bus.publish = (runId: string, lastSequence: number, notified?: boolean) => {
-      publish(runId, lastSequence, notified);
+    bus.publish = (runId: string, lastSequence: number) => {
+      publish(runId, lastSequence);
       if (lastSequence === 1) tracked.add(runId);
       if (!tracked.has(runId)) return;
       if (lastSequence > 1) {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { baseUrl, type Config } from './config/config.ts';
-import { describeDb, migrate, openOrm, ownBackends, type Orm } from './db/orm.ts';
+import { describeDb, migrate, openOrm, type Orm } from './db/orm.ts';
 import type { EnginePort } from './runs/engine-port.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HttpServer } from './http/server.ts';
@@ -71,7 +71,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   // On a Postgres server any process may write a run's events (another API process's embedded engine,
   // a Temporal worker), so live tails here hear of them over LISTEN/NOTIFY (src/services/events/pg-bus.ts).
   const bus = config.databaseUrl
-    ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log, ownBackends: () => ownBackends(orm) })
+    ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
     : new InProcessRunEventBus();
   const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
   const streams = createStreamSlots({ orm, limit: config.maxStreamsPerKey, shared: config.databaseUrl !== undefined, log });

@@ -1,5 +1,5 @@
 import { ConfigError, loadConfigOrExit } from './config/config.ts';
-import { describeDb, migrate, openOrm, ownBackends } from './db/orm.ts';
+import { describeDb, migrate, openOrm } from './db/orm.ts';
 import { TemporalUnreachableError } from './engine/temporal/client.ts';
 import { TemporalEngine } from './engine/temporal/temporal-engine.ts';
 import { createLogger } from './logger.ts';
@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   const applied = await migrate(orm);
   if (applied.length) log.info({ migrations: applied }, 'migrations applied');
   const sealer = new Sealer(loadOrCreateKey(config.encryptionKey, config.dataDir));
-  const bus = new PostgresRunEventBus({ connectionString: config.databaseUrl, log, ownBackends: () => ownBackends(orm) });
+  const bus = new PostgresRunEventBus({ connectionString: config.databaseUrl, log });
   await bus.connect().catch((err) => log.warn({ err }, 'run event bus not connected yet; it keeps trying'));
   const deps = { config, orm, log, sealer, bus, baseUrl: () => config.publicBaseUrl ?? `http://localhost:${config.port}/v1` };
 

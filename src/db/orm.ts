@@ -10,7 +10,6 @@ import { entities, routines } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 import { allowGroupCommit } from './group-commit.ts';
-import { backendsOf, watchBackends } from './own-backends.ts';
 import { yieldsBeforeStatements } from './statement.ts';
 import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
 
@@ -32,13 +31,6 @@ export interface DbOptions {
   /** Who opens a PGlite data directory, recorded in its lock (src/db/data-dir-lock.ts). */
   lockAs?: { role: string; port?: number };
   debug?: boolean;
-}
-
-const poolBackends = new WeakMap<Orm, () => ReadonlySet<number>>();
-
-/** The server process ids of the ORM's pool connections (none on PGlite): src/db/own-backends.ts. */
-export function ownBackends(orm: Orm): ReadonlySet<number> {
-  return poolBackends.get(orm)?.() ?? new Set();
 }
 
 export function describeDb(opts: DbOptions): string {
@@ -67,7 +59,6 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
       driverOptions: {
         onPoolCreated: (created: Pool) => {
           pool = created;
-          watchBackends(created);
           reclaimDeadClients(created);
           watchPool(created);
           if (prepare) nameHotStatements(created);
@@ -78,7 +69,6 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
       usePreparedStatements(orm);
       allowGroupCommit(orm.em.getConnection(), () => pool);
     }
-    poolBackends.set(orm, () => backendsOf(pool));
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';

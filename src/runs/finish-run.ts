@@ -41,8 +41,6 @@ export interface FinishedRun {
   status: Finish['status'];
   outcome: string | null;
   accountId: string;
-  /** The statement that finished the run sent the bus's NOTIFY itself (RunEventBus.publish). */
-  notified?: boolean;
 }
 
 /**
@@ -52,7 +50,7 @@ export interface FinishedRun {
 export function announceFinished(deps: Pick<RunsDeps, 'bus' | 'log' | 'webhooks'>, runId: string, f: FinishedRun): void {
   runFinished(f.status, f.outcome);
   deps.log.info({ runId, accountId: f.accountId, status: f.status, outcome: f.outcome }, 'run finished');
-  deps.bus.publish(runId, f.last, f.notified);
+  deps.bus.publish(runId, f.last);
   if (f.webhooks > 0) deps.webhooks?.notify();
 }
 

@@ -4,16 +4,7 @@
  * notification can delay an event but never lose or repeat one.
  */
 export interface RunEventBus {
-  /**
-   * `notified`: the statement that grew the log also sent the notification to the other processes
-   * (pg_notify on `notifyChannel`, delivered with its commit), so only this process's readers are told here.
-   */
-  publish(runId: string, lastSequence: number, notified?: boolean): void;
-  /**
-   * The channel a statement that grows a run's log may NOTIFY itself (`pg_notify(channel, '<runId>:<seq>')`),
-   * saving the bus a round trip; null when the bus does not span processes.
-   */
-  readonly notifyChannel: string | null;
+  publish(runId: string, lastSequence: number): void;
   subscribe(runId: string, listener: (lastSequence: number) => void): () => void;
   /**
    * After a cancel committed: tells the other processes on the database, whose engines may be executing

@@ -86,15 +86,14 @@ function remember(accountId: string, hooked: boolean): void {
 async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
   // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for
   // all of them, and their account's wallet row locked once instead of once per run until its commit.
-  const values = [...params, deps.bus.notifyChannel];
-  const [row] = await refusedAsInsufficientFunds(() => runInGroup(fork(deps), START_FINISH_AND_SETTLE, values, accountId));
+  const [row] = await refusedAsInsufficientFunds(() => runInGroup(fork(deps), START_FINISH_AND_SETTLE, params, accountId));
   if (!row) return null;
   if (row.hooked === true) {
     remember(String(row.account_id), true);
     return 'hooked';
   }
   const [, outcome] = terminalColumns(finish);
-  return { last: Number(row.last_sequence), webhooks: 0, status: finish.status, outcome, accountId: String(row.account_id), notified: row.notified === true };
+  return { last: Number(row.last_sequence), webhooks: 0, status: finish.status, outcome, accountId: String(row.account_id) };
 }
 
 /**

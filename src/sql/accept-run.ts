@@ -28,16 +28,14 @@ import { viewTokenOf } from './workflows.ts';
  *   nothing of the statement is written (the claimed record included).
  * - `gate`: the queue's numbering gate, held shared until the commit (src/services/runs/queue-line.ts).
  * - `r`, `s`, `e`: the run, its sealed inputs (arrays $19–$21) and `run.queued`, only for a new run.
- * - `n`: for a new run, `NOTIFY $25, '<run id>:1'` (the run event bus's channel, or null: none), sent
- *   with the commit, so other processes hear of the run without a round trip of the bus's own.
  *
  * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
  * reservation), $7 user access, $8 creator price, $9 step price, $10 compute limit, $11 credential
  * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
  * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
- * the key's limit per minute when the request is counted here, else null, $25 the bus's channel or
- * null. Returns `notified` (the NOTIFY was sent) and the hit's columns (HitRow; null when not counted here).
+ * the key's limit per minute when the request is counted here, else null. Returns the hit's columns
+ * (HitRow; null when not counted here).
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
@@ -76,9 +74,8 @@ s as (
     from r, unnest($19::uuid[], $20::text[], $21::text[]) as u(id, name, ciphertext)),
 e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
-  select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate),
-n as (select pg_notify($25::text, r.id::text || ':1') from r where $25::text is not null)
+  select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       not ok.current as stale, exists (select 1 from n) as notified, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms
+       not ok.current as stale, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms
   from ok left join hit on true`,
 );

@@ -110,9 +110,8 @@ const EVENTS_FIRST = '(select count(*) from e) > 0';
  *
  * Fence `h`: an endpoint of the account that would receive the terminal event (as ENQUEUE_RUN_WEBHOOKS
  * picks them, in this statement's snapshot) stops every write; the caller then takes the path that writes
- * the outbox. `n`: when the run was written, `NOTIFY $18, '<run id>:<last sequence>'` (the run event bus's
- * channel, or null: none), sent with the commit. Returns no row when a fence of the run did not hold, else
- * one row: the run's `account_id`, `hooked` (then nothing was written), its new `last_sequence` and `notified`. Raises (wr_refuse, SQLSTATE WR001) when the balance does not
+ * the outbox. Returns no row when a fence of the run did not hold, else one row: the run's `account_id`,
+ * `hooked` (then nothing was written) and its new `last_sequence`. Raises (wr_refuse, SQLSTATE WR001) when the balance does not
  * cover the hold: nothing is written and the COMMIT sent with it does not happen.
  */
 export const START_FINISH_AND_SETTLE = statement(
@@ -124,8 +123,7 @@ h as (
 f as (select f0.* from f0, h where not h.hooked),
 ${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)', true)},
 ${settleWalletCtes({ from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},
-${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })},
-n as (select pg_notify($18::text, u.id::text || ':' || u.last_sequence) from u where $18::text is not null)
-select f0.account_id, h.hooked, u.last_sequence, exists (select 1 from n) as notified, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
+${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })}
+select f0.account_id, h.hooked, u.last_sequence, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
   from f0 cross join h left join u on true`),
 );

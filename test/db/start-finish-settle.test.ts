@@ -1,17 +1,15 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import pg from 'pg';
 import pino from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../../src/config/config.ts';
-import { ownBackends, type Orm } from '../../src/db/orm.ts';
+import type { Orm } from '../../src/db/orm.ts';
 import type { Finished } from '../../src/domain/graph/interpreter.ts';
 import { completeRun } from '../../src/runs/complete-run.ts';
 import type { RunsDeps } from '../../src/runs/deps.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
-import { PostgresRunEventBus } from '../../src/services/events/pg-bus.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
@@ -149,32 +147,5 @@ t('a run no longer admitted is left alone by the one statement', async ({ orm, d
   assert.not.ok((await completeRun(deps, alone.runId, COMPLETED, [], undefined, { start: true })).completed);
   assert.equal(await rows(orm, alone), before);
 });
-
-if (process.env.DATABASE_URL) {
-  t('a run finished by the one statement announces its last sequence by that statement\'s own NOTIFY, not by the bus', async ({ orm, deps }) => {
-    const url = process.env.DATABASE_URL!;
-    const b = new PostgresRunEventBus({ connectionString: url, ownBackends: () => ownBackends(orm) });
-    await b.connect();
-    const other = new pg.Client({ connectionString: url });
-    await other.connect();
-    const heard: { payload: string; pid: number }[] = [];
-    other.on('notification', (m) => heard.push({ payload: m.payload ?? '', pid: m.processId }));
-    await other.query('LISTEN run_events');
-    try {
-      const r = await twin(orm, CASES[0]![1], false);
-      assert.ok((await completeRun({ ...deps, bus: b }, r.runId, COMPLETED, [], undefined, { start: true })).completed);
-      const [row] = await orm.em.fork().execute<{ last_sequence: number }[]>('select last_sequence from runs where id = ?', [r.runId]);
-      for (let i = 0; i < 200 && !heard.some((h) => h.payload.includes(r.runId)); i++) await new Promise((ok) => setTimeout(ok, 10));
-      await b.drain();
-      await new Promise((ok) => setTimeout(ok, 100));
-      const announced = heard.filter((h) => h.payload.includes(r.runId));
-      assert.equal(announced.map((h) => h.payload), [`${r.runId}:${row!.last_sequence}`]);
-      assert.ok(ownBackends(orm).has(announced[0]!.pid), 'sent by the statement, on a pool connection');
-    } finally {
-      await other.end();
-      await b.close();
-    }
-  });
-}
 
 t.run();

@@ -1,13 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import pg from 'pg';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
 import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import { ownBackends } from '../../src/db/orm.ts';
-import { query, statement } from '../../src/db/statement.ts';
 import { NullEngine } from '../../src/runs/engine-port.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
@@ -24,52 +21,11 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 
 const url = process.env.DATABASE_URL;
 const buses: PostgresRunEventBus[] = [];
-const bus = (opts: { ownBackends?: () => ReadonlySet<number> } = {}) => {
-  const b = new PostgresRunEventBus({ connectionString: url!, reconnectDelayMs: 50, ...opts });
+const bus = () => {
+  const b = new PostgresRunEventBus({ connectionString: url!, reconnectDelayMs: 50 });
   buses.push(b);
   return b;
 };
-
-/** A plain LISTEN on the run events channel: every notification with the backend that sent it. */
-async function eavesdrop(): Promise<{ heard: { payload: string; pid: number }[]; end: () => Promise<void> }> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const heard: { payload: string; pid: number }[] = [];
-  client.on('notification', (m) => heard.push({ payload: m.payload ?? '', pid: m.processId }));
-  await client.query('LISTEN run_events');
-  return { heard, end: () => client.end() };
-}
-
-const NOTIFY = statement('test_bus_notify', `select pg_notify('run_events', $1::text) is null as sent`);
-
-/** Alice, her key and a one-step workflow; deps whose bus is `b`. */
-async function seeded(b: PostgresRunEventBus | InProcessRunEventBus) {
-  const orm = await testOrm();
-  await resetDb(orm);
-  const workflowId = randomUUID();
-  await loadCatalog(
-    orm,
-    parseCatalog(
-      JSON.stringify({
-        pricing: { stepUsd: '0.000100' },
-        accounts: [{ handle: 'alice', walletUsd: '1.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute'] }] }],
-        workflows: [{ id: workflowId, owner: 'alice', name: 'Bus', runModel: 'free', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'x' }, { id: 'o', kind: 'output', from: 't' }] } }] }],
-      }),
-      'test',
-    ),
-    { sealer: new Sealer(randomBytes(32)) },
-  );
-  const deps = {
-    config: loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' }),
-    orm,
-    log: pino({ level: 'silent' }),
-    sealer: new Sealer(randomBytes(32)),
-    bus: b,
-    baseUrl: () => 'http://localhost:8080/v1',
-    engine: new NullEngine(),
-  };
-  return { orm, deps, workflowId };
-}
 
 async function until(what: string, probe: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
   const end = Date.now() + ms;
@@ -131,53 +87,31 @@ if (!url) {
     assert.equal(s2, [7]);
   });
 
-  test('a NOTIFY sent by a statement of this process is not heard again by its bus; one sent by another process is', async () => {
-    const orm = await testOrm();
-    const b = bus({ ownBackends: () => ownBackends(orm) });
-    const [mine, theirs] = [randomUUID(), randomUUID()];
-    const seen: string[] = [];
-    b.subscribe(mine, (s) => seen.push(`mine ${s}`));
-    b.subscribe(theirs, (s) => seen.push(`theirs ${s}`));
-    await b.connect();
-    const other = await eavesdrop();
-    try {
-      await query(orm.em.fork(), NOTIFY, [`${mine}:4`]);
-      assert.ok(ownBackends(orm).size > 0, 'the pool connection that sent it is known');
-      const foreign = new pg.Client({ connectionString: url });
-      await foreign.connect();
-      await foreign.query(`select pg_notify('run_events', $1)`, [`${theirs}:6`]);
-      await foreign.end();
-      await until('both notifications delivered', () => other.heard.length === 2);
-      await until('the other process\'s', () => seen.includes('theirs 6'));
-      await new Promise((r) => setTimeout(r, 100));
-      assert.equal(seen, ['theirs 6']);
-    } finally {
-      await other.end();
-    }
-  });
-
-  test('an accepted run is announced by its acceptance\'s own NOTIFY; the accepting process\'s bus sends none of its own', async () => {
-    const orm = await testOrm();
-    const b = bus({ ownBackends: () => ownBackends(orm) });
-    await b.connect();
-    const { deps, workflowId } = await seeded(b);
-    const other = await eavesdrop();
-    try {
-      const { run } = await startRun(deps, await authenticateKey(deps, 'Bearer wr_alice_key'), { body: { workflow: workflowId, inputs: {} } });
-      await until('run.queued announced', () => other.heard.some((h) => h.payload === `${run.id}:1`));
-      await b.drain();
-      await new Promise((r) => setTimeout(r, 100));
-      const announced = other.heard.filter((h) => h.payload.includes(run.id));
-      assert.is(announced.length, 1, JSON.stringify(announced));
-      assert.ok(ownBackends(orm).has(announced[0]!.pid), 'sent by the statement, on a pool connection');
-      assert.is.not(announced[0]!.pid, b.backendPid, 'not by the bus');
-    } finally {
-      await other.end();
-    }
-  });
-
   test('after its connection is killed the bus reconnects, listens again and tells tails where the log is', async () => {
-    const { orm, deps, workflowId } = await seeded(new InProcessRunEventBus());
+    const orm = await testOrm();
+    await resetDb(orm);
+    const workflowId = randomUUID();
+    await loadCatalog(
+      orm,
+      parseCatalog(
+        JSON.stringify({
+          pricing: { stepUsd: '0.000100' },
+          accounts: [{ handle: 'alice', walletUsd: '1.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute'] }] }],
+          workflows: [{ id: workflowId, owner: 'alice', name: 'Bus', runModel: 'free', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'x' }, { id: 'o', kind: 'output', from: 't' }] } }] }],
+        }),
+        'test',
+      ),
+      { sealer: new Sealer(randomBytes(32)) },
+    );
+    const deps = {
+      config: loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' }),
+      orm,
+      log: pino({ level: 'silent' }),
+      sealer: new Sealer(randomBytes(32)),
+      bus: new InProcessRunEventBus(),
+      baseUrl: () => 'http://localhost:8080/v1',
+      engine: new NullEngine(),
+    };
     const { run } = await startRun(deps, await authenticateKey(deps, 'Bearer wr_alice_key'), { body: { workflow: workflowId, inputs: {} } });
 
     const worker = bus();

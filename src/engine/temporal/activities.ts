@@ -107,9 +107,8 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       };
       // Every delta batch the step publishes is also a heartbeat (with the log's sequence as progress).
       const bus: RunEventBus = {
-        notifyChannel: deps.bus.notifyChannel,
-        publish: (runId, lastSequence, notified) => {
-          deps.bus.publish(runId, lastSequence, notified);
+        publish: (runId, lastSequence) => {
+          deps.bus.publish(runId, lastSequence);
           if (runId === args.runId) beat({ lastSequence });
         },
         subscribe: (runId, listener) => deps.bus.subscribe(runId, listener),

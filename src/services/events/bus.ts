@@ -6,7 +6,6 @@ export type { RunEventBus };
 
 export class InProcessRunEventBus implements RunEventBus {
   readonly #emitter = new EventEmitter();
-  readonly notifyChannel = null;
 
   constructor() {
     // One listener per open stream; 10 000 streams on one run is a legitimate load, not a leak.

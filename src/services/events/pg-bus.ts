@@ -11,10 +11,9 @@ import type { Statement } from '../../db/statement.ts';
  * `run_events`; `publish` notifies local subscribers at once and sends `NOTIFY run_events, '<runId>:<seq>'`
  * to the other processes (batched: one round trip for all the runs published in one tick, each with its
  * newest sequence). Notifications this connection sent itself are ignored (already delivered locally).
- *
- * The statements that most often grow a log (a run's acceptance, a run computed in memory finishing)
- * NOTIFY themselves (`notifyChannel`), so their notification costs no round trip of its own; what this
- * process's pool connections send is ignored here like what the listening connection sends.
+ * They are not sent by the statements that grow the logs: Postgres serialises the commits of all the
+ * transactions that NOTIFY, database-wide, under a lock held until each commit is flushed, which would
+ * put every acceptance and every run's settlement of every process in one line.
  *
  * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
  * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
@@ -37,11 +36,6 @@ export interface PostgresRunEventBusOptions {
   log?: Pick<Logger, 'warn' | 'error' | 'info'>;
   /** First reconnect delay, doubled up to 10 s. Default 200 ms. */
   reconnectDelayMs?: number;
-  /**
-   * The server process ids of this process's own pool connections: what they NOTIFY (a statement's
-   * pg_notify, see `notifyChannel`) was already delivered here by `publish`.
-   */
-  ownBackends?: () => ReadonlySet<number>;
 }
 
 type Listener = (lastSequence: number) => void;
@@ -49,7 +43,6 @@ type Listener = (lastSequence: number) => void;
 export class PostgresRunEventBus implements RunEventBus {
   readonly #opts: PostgresRunEventBusOptions;
   readonly #emitter = new EventEmitter();
-  readonly notifyChannel = RUN_EVENTS_CHANNEL;
   /** runId → newest sequence not yet sent to Postgres. */
   readonly #pending = new Map<string, number>();
   #client: pg.Client | null = null;
@@ -113,7 +106,6 @@ export class PostgresRunEventBus implements RunEventBus {
   #onNotification(client: pg.Client, msg: pg.Notification): void {
     if (!msg.payload) return;
     if (msg.processId === (client as unknown as { processID?: number }).processID) return; // our own NOTIFY
-    if (this.#opts.ownBackends?.().has(msg.processId)) return; // sent by a statement of this process, published here
     if (msg.channel === RUN_CANCELS_CHANNEL) {
       this.#emitter.emit(CANCEL, msg.payload);
       return;
@@ -163,9 +155,9 @@ export class PostgresRunEventBus implements RunEventBus {
     }
   }
 
-  publish(runId: string, lastSequence: number, notified = false): void {
+  publish(runId: string, lastSequence: number): void {
     this.#emitter.emit(runId, lastSequence);
-    if (this.#closed || notified) return;
+    if (this.#closed) return;
     const prev = this.#pending.get(runId);
     if (prev === undefined || lastSequence > prev) this.#pending.set(runId, lastSequence);
     this.#scheduleFlush();

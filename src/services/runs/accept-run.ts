@@ -33,17 +33,14 @@ export interface RunToAccept {
   stepUsd: string;
 }
 
-/**
- * The run to answer with (this one, or the original of a replayed key; `notified`: the acceptance sent
- * the bus's NOTIFY of `run.queued` itself), or 'stale': the workflow changed since its read, nothing was written.
- */
-export type Acceptance = { runId: string; replayed: boolean; notified: boolean } | 'stale';
+/** The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed since its read, nothing was written. */
+export type Acceptance = { runId: string; replayed: boolean } | 'stale';
 
 /** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
 const CAP_REACHED = 'WR002';
 
 /** ACCEPT_RUN's row: the acceptance, then its hit's columns (null when it did not count the request). */
-type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean; stale: boolean; notified: boolean } & HitRow;
+type Row = { run_id: string | null; fingerprint: string | null; inserted: boolean; stale: boolean } & HitRow;
 
 /**
  * Accepts run `r`. `token`: the view token of the workflow read (null fences nothing). `rate`: the
@@ -65,7 +62,7 @@ export async function acceptRun(
   const limit = rate ? await rate.statementLimit() : null;
   let row: Row | undefined;
   try {
-    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit, deps.bus.notifyChannel], r.principal.apiKeyId);
+    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit], r.principal.apiKeyId);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
@@ -79,12 +76,12 @@ export async function acceptRun(
   // Throws the 429 when the window was full (then nothing was written).
   if (limit !== null) rate!.folded(row);
   if (row.stale) return 'stale';
-  if (row.inserted) return { runId: r.runId, replayed: false, notified: row.notified === true };
+  if (row.inserted) return { runId: r.runId, replayed: false };
   if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
   if (row.fingerprint !== fingerprint) {
     throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
   }
-  return { runId: String(row.run_id), replayed: true, notified: false };
+  return { runId: String(row.run_id), replayed: true };
 }
 
 /** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts): the password inputs are sealed here. */
