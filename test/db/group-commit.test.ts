@@ -23,6 +23,12 @@ const PROBE = statement(
 /** Another kind of statement (its own name), which takes as long as it is told to. */
 const SLOW = statement('test_group_commit_slow', `select $1::int as id, pg_sleep($2::float8) is null as slept`);
 
+/** PROBE that first takes a number from a sequence, so each execution is counted even when it fails. */
+const TRY = statement(
+  'test_group_commit_try',
+  `insert into group_commit_probe (id, account) select $1::int, $2::text from (select nextval('group_commit_probe_tries')) t returning id`,
+);
+
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
   const em = ctx.orm.em.fork();
@@ -30,10 +36,14 @@ t.before(async (ctx) => {
   await em.execute('drop sequence if exists group_commit_probe_order');
   await em.execute('create table group_commit_probe (id int primary key, account text not null)');
   await em.execute('create sequence group_commit_probe_order');
+  await em.execute('drop sequence if exists group_commit_probe_tries');
+  await em.execute('create sequence group_commit_probe_tries');
+  await em.execute(`select nextval('group_commit_probe_tries')`);
 });
 t.after(async (ctx) => {
   await ctx.orm.em.fork().execute('drop table if exists group_commit_probe');
   await ctx.orm.em.fork().execute('drop sequence if exists group_commit_probe_order');
+  await ctx.orm.em.fork().execute('drop sequence if exists group_commit_probe_tries');
 });
 
 const probe = (orm: Orm, id: number, account: string) =>
@@ -88,6 +98,18 @@ if (onServer) {
     assert.match(String((settled[2] as PromiseRejectedResult).reason), /duplicate key|unique/i);
     const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id between 200 and 203');
     assert.is(Number(n!.n), 4);
+  });
+
+  t('a statement alone that raises is run once: its error reaches its caller, and it is not sent again', async ({ orm }) => {
+    await probe(orm, 600, 'y');
+    // Sequences are not transactional: each execution of TRY leaves its mark, rolled back or not.
+    const tries = async () => Number((await orm.em.fork().execute<{ n: string }[]>(`select last_value as n from group_commit_probe_tries`))[0]!.n);
+    const before = await tries();
+    const outcome = await runInGroup(orm.em.fork(), TRY, [600, 'y'], 'y').then(() => 'accepted', (err: unknown) => String(err));
+    assert.match(outcome, /duplicate key|unique/i);
+    assert.is(await tries(), before + 1, 'executed once');
+    const again = await probe(orm, 601, 'y');
+    assert.is(Number(again.id), 601, 'the connection is usable after the error');
   });
 
   t('a statement of another kind does not wait for a group in flight; one of the same kind does', async ({ orm }) => {
