@@ -539,6 +539,19 @@ test('RUN_CAPACITY=1 keeps a second run pending in the queue until the first end
   });
 });
 
+test('with RUN_CAPACITY=1 and no sweep to fall back on, runs accepted together are each admitted as the one before ends', async () => {
+  const f = await seed([text('t', 'x'), out('o', 't')]);
+  // The sweep would admit what admission rounds left behind; here it never runs during the test.
+  const h = harness({ RUN_CAPACITY: '1' }, { sweepIntervalMs: 600_000 });
+  await withEngine(h, async () => {
+    const ids = await Promise.all(Array.from({ length: 12 }, () => start(h, f, {}, 'alice')));
+    for (const id of ids) assert.is((await waitTerminal(id, 5_000)).status, 'completed');
+    const rows = await Promise.all(ids.map(runRow));
+    const spans = rows.map((r) => [new Date(String(r.started_at)).getTime(), new Date(String(r.completed_at)).getTime()] as const).sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < spans.length; i++) assert.ok(spans[i]![0] >= spans[i - 1]![1], 'one at a time');
+  });
+});
+
 test('a per-account max_concurrent_runs queues that account only', async () => {
   const f = await seed([delay('d', 0.6), text('t', 'x', { after: ['d'] }), out('o', 't')], { bobMax: 1, priceUsd: '0' });
   const h = harness({ RUN_CAPACITY: '8' });

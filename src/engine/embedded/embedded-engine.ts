@@ -100,6 +100,7 @@ export class EmbeddedEngine implements EnginePort {
   #unlistenCancels: (() => void) | null = null;
   #admitting: Promise<void> | null = null;
   #admitAgain = false;
+  #freedMeanwhile = false;
   /** Bumped whenever a run may have joined the queue; admission is skipped while the queue is known empty. */
   #queueEpoch = 1;
   #queueCleanEpoch = 0;
@@ -216,8 +217,11 @@ export class EmbeddedEngine implements EnginePort {
     this.#wakeTimers.clear();
   }
 
-  /** Runs an admission now, or once more after the one in progress. */
-  #pump(force = false): void {
+  /**
+   * Runs an admission now, or once more after the one in progress. `freed` (a run ended): during a round,
+   * another is needed only if that round left runs waiting; one that took every run it saw needs none.
+   */
+  #pump(force = false, freed = false): void {
     if (!this.#running) return;
     if (force) {
       this.#queueEpoch++;
@@ -225,12 +229,14 @@ export class EmbeddedEngine implements EnginePort {
     }
     if (this.#queueCleanEpoch === this.#queueEpoch) return; // nothing can be waiting
     if (this.#admitting) {
-      this.#admitAgain = true;
+      if (freed) this.#freedMeanwhile = true;
+      else this.#admitAgain = true;
       return;
     }
     this.#admitting = (async () => {
       do {
         this.#admitAgain = false;
+        this.#freedMeanwhile = false;
         const epoch = this.#queueEpoch;
         const expireQueued = this.#expireDue;
         this.#expireDue = false;
@@ -241,6 +247,7 @@ export class EmbeddedEngine implements EnginePort {
           expireQueued,
         });
         if (!r.more) this.#queueCleanEpoch = epoch;
+        else if (this.#freedMeanwhile) this.#admitAgain = true;
         for (const st of r.states) this.#startDriver(st.runId, st);
       } while (this.#admitAgain && this.#running);
     })()
@@ -379,7 +386,7 @@ export class EmbeddedEngine implements EnginePort {
       this.#deps.log.error({ err, runId: d.runId, accountId: knownRunAccount(d.runId) }, 'run driver stopped');
     } finally {
       if (this.#drivers.get(d.runId) === d) this.#drivers.delete(d.runId);
-      this.#pump();
+      this.#pump(false, true);
     }
   }
 
