@@ -4,6 +4,7 @@ import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
+import { AdmissionPump } from './admission-pump.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
@@ -19,7 +20,7 @@ import { executeStep } from '../execute-step.ts';
  *
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
  *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it
- *   coalesce into one admission at a time. Admitted runs are leased to this instance in the same
+ *   coalesce into one admission at a time (admission-pump.ts). Admitted runs are leased to this instance in the same
  *   statement (runs.lease_owner / lease_until).
  * - One async driver per in-flight run: `nextRunMove` says what the loaded run needs, a `RunDriver` drives
  *   it move by move (free actions, in-memory steps batched into one fenced statement or into the
@@ -98,14 +99,7 @@ export class EmbeddedEngine implements EnginePort {
   #sweeping: Promise<void> | null = null;
   /** Stops listening to cancels committed by other processes. */
   #unlistenCancels: (() => void) | null = null;
-  #admitting: Promise<void> | null = null;
-  #admitAgain = false;
-  #freedMeanwhile = false;
-  /** Bumped whenever a run may have joined the queue; admission is skipped while the queue is known empty. */
-  #queueEpoch = 1;
-  #queueCleanEpoch = 0;
-  /** Queue timeouts are checked on start and on every sweep, not on every admission. */
-  #expireDue = true;
+  readonly #admission: AdmissionPump;
 
   constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
     this.#deps = deps;
@@ -116,6 +110,15 @@ export class EmbeddedEngine implements EnginePort {
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 1_000;
     this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
+    this.#admission = new AdmissionPump({
+      round: (expireQueued) =>
+        admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, lease: this.#holder, expireQueued }),
+      admitted: (r) => {
+        for (const st of r.states) this.#startDriver(st.runId, st);
+      },
+      running: () => this.#running,
+      failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
+    });
   }
 
   get #running(): boolean {
@@ -134,7 +137,7 @@ export class EmbeddedEngine implements EnginePort {
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
     await this.#recover();
-    this.#pump(true);
+    this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
     this.#sweepTimer.unref();
     this.#renewTimer = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.#leaseTtlMs / 3)));
@@ -145,7 +148,7 @@ export class EmbeddedEngine implements EnginePort {
     if (this.#state !== 'running') return;
     this.#state = 'stopping';
     this.#clearTimers();
-    await Promise.allSettled([this.#admitting, this.#sweeping]);
+    await Promise.allSettled([this.#admission.inFlight, this.#sweeping]);
     for (const d of this.#drivers.values()) {
       d.stopRequested = true;
       d.wake?.();
@@ -179,8 +182,7 @@ export class EmbeddedEngine implements EnginePort {
   }
 
   async runAccepted(_runId: string): Promise<void> {
-    this.#queueEpoch++;
-    this.#pump();
+    this.#admission.accepted();
   }
 
   async runCancelled(runId: string): Promise<void> {
@@ -192,7 +194,7 @@ export class EmbeddedEngine implements EnginePort {
       d.abort.abort(new DOMException('the run was cancelled', 'AbortError'));
       d.wake?.();
     }
-    this.#pump();
+    this.#admission.pump();
   }
 
   async credentialsSupplied(runId: string): Promise<void> {
@@ -217,53 +219,12 @@ export class EmbeddedEngine implements EnginePort {
     this.#wakeTimers.clear();
   }
 
-  /**
-   * Runs an admission now, or once more after the one in progress. `freed` (a run ended): during a round,
-   * another is needed only if that round left runs waiting; one that took every run it saw needs none.
-   */
-  #pump(force = false, freed = false): void {
-    if (!this.#running) return;
-    if (force) {
-      this.#queueEpoch++;
-      this.#expireDue = true;
-    }
-    if (this.#queueCleanEpoch === this.#queueEpoch) return; // nothing can be waiting
-    if (this.#admitting) {
-      if (freed) this.#freedMeanwhile = true;
-      else this.#admitAgain = true;
-      return;
-    }
-    this.#admitting = (async () => {
-      do {
-        this.#admitAgain = false;
-        this.#freedMeanwhile = false;
-        const epoch = this.#queueEpoch;
-        const expireQueued = this.#expireDue;
-        this.#expireDue = false;
-        const r = await admitQueuedRunsDetailed(this.#deps, {
-          capacity: this.#capacity,
-          engine: this.name,
-          lease: this.#holder,
-          expireQueued,
-        });
-        if (!r.more) this.#queueCleanEpoch = epoch;
-        else if (this.#freedMeanwhile) this.#admitAgain = true;
-        for (const st of r.states) this.#startDriver(st.runId, st);
-      } while (this.#admitAgain && this.#running);
-    })()
-      .catch((err) => this.#deps.log.error({ err }, 'run admission failed'))
-      .finally(() => {
-        this.#admitting = null;
-        if (this.#admitAgain) this.#pump();
-      });
-  }
-
   async #sweep(): Promise<void> {
     if (!this.#running || this.#sweeping) return;
     this.#sweeping = (async () => {
       try {
         await this.#recover();
-        this.#pump(true); // other processes' runs, queue timeouts
+        this.#admission.force(); // other processes' runs, queue timeouts
       } catch (err) {
         this.#deps.log.error({ err }, 'engine sweep failed');
       }
@@ -386,7 +347,7 @@ export class EmbeddedEngine implements EnginePort {
       this.#deps.log.error({ err, runId: d.runId, accountId: knownRunAccount(d.runId) }, 'run driver stopped');
     } finally {
       if (this.#drivers.get(d.runId) === d) this.#drivers.delete(d.runId);
-      this.#pump(false, true);
+      this.#admission.pump(true);
     }
   }
 

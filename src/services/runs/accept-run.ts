@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Em } from '../../db/orm.ts';
-import { query } from '../../db/statement.ts';
 import { runInGroup } from '../../db/group-commit.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ResolvedInputs } from '../../domain/inputs.ts';
