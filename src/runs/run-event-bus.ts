@@ -1,7 +1,8 @@
 /**
  * Tells live readers (SSE, GraphQL subscriptions) that a run's log grew. It carries only the run id and
  * its newest sequence: readers re-read the log from their own cursor, so a missed or duplicated
- * notification can delay an event but never lose or repeat one.
+ * notification can delay an event but never lose or repeat one. A reader subscribes first and then
+ * reads the log, so what was written before it subscribed needs no notification.
  */
 export interface RunEventBus {
   publish(runId: string, lastSequence: number): void;

@@ -21,8 +21,8 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 
 const url = process.env.DATABASE_URL;
 const buses: PostgresRunEventBus[] = [];
-const bus = () => {
-  const b = new PostgresRunEventBus({ connectionString: url!, reconnectDelayMs: 50 });
+const bus = (opts: { notifyGapMs?: number } = {}) => {
+  const b = new PostgresRunEventBus({ connectionString: url!, reconnectDelayMs: 50, ...opts });
   buses.push(b);
   return b;
 };
@@ -85,6 +85,40 @@ if (!url) {
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(s1, [4]);
     assert.equal(s2, [7]);
+  });
+
+  test('publishes within the gap after a NOTIFY are sent together once the gap is over', async () => {
+    const worker = bus({ notifyGapMs: 300 });
+    const api = bus();
+    const runId = randomUUID();
+    const seen: [number, number][] = [];
+    api.subscribe(runId, (seq) => seen.push([seq, performance.now()]));
+    await Promise.all([api.connect(), worker.connect()]);
+    const first = performance.now();
+    worker.publish(runId, 1); // a quiet bus: sent at once
+    await until('the first notification', () => seen.length === 1);
+    assert.ok(seen[0]![1] - first < 250, 'the first publish is not held back');
+    worker.publish(runId, 2);
+    await new Promise((r) => setTimeout(r, 20)); // another tick, still within the gap
+    worker.publish(runId, 3);
+    await until('the second notification', () => seen.length >= 2);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(seen.map(([s]) => s), [1, 3], 'the two publishes of the gap travel as one notification, with the newest sequence');
+    assert.ok(seen[1]![1] - first >= 280, 'the second notification waits for the gap');
+  });
+
+  test('drain sends what is held back by the gap at once', async () => {
+    const worker = bus({ notifyGapMs: 10_000 });
+    const api = bus();
+    const runId = randomUUID();
+    const seen: number[] = [];
+    api.subscribe(runId, (seq) => seen.push(seq));
+    await Promise.all([api.connect(), worker.connect()]);
+    worker.publish(runId, 1);
+    await until('the first notification', () => seen.length === 1);
+    worker.publish(runId, 2);
+    await worker.drain();
+    await until('the drained notification', () => seen.includes(2), 2_000);
   });
 
   test('after its connection is killed the bus reconnects, listens again and tells tails where the log is', async () => {

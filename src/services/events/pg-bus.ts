@@ -9,8 +9,10 @@ import type { Statement } from '../../db/statement.ts';
  * The run event bus across processes (ENGINE=temporal with DATABASE_URL): the worker writes run events,
  * the API process tails them over SSE / GraphQL. A dedicated `pg` connection LISTENs on the channel
  * `run_events`; `publish` notifies local subscribers at once and sends `NOTIFY run_events, '<runId>:<seq>'`
- * to the other processes (batched: one round trip for all the runs published in one tick, each with its
- * newest sequence). Notifications this connection sent itself are ignored (already delivered locally).
+ * to the other processes, batched: one round trip for all the runs published meanwhile, each with its
+ * newest sequence, and at most one every `notifyGapMs` (a quiet bus sends at once; a busy one lets the
+ * publishes of the next few milliseconds join, so a run's events cost the other processes a fraction
+ * of a NOTIFY instead of one each). Notifications this connection sent itself are ignored (already delivered locally).
  * They are not sent by the statements that grow the logs: Postgres serialises the commits of all the
  * transactions that NOTIFY, database-wide, under a lock held until each commit is flushed, which would
  * put every acceptance and every run's settlement of every process in one line.
@@ -36,6 +38,8 @@ export interface PostgresRunEventBusOptions {
   log?: Pick<Logger, 'warn' | 'error' | 'info'>;
   /** First reconnect delay, doubled up to 10 s. Default 200 ms. */
   reconnectDelayMs?: number;
+  /** Least time between two NOTIFY round trips of run events. Default 5 ms. */
+  notifyGapMs?: number;
 }
 
 type Listener = (lastSequence: number) => void;
@@ -48,7 +52,11 @@ export class PostgresRunEventBus implements RunEventBus {
   #client: pg.Client | null = null;
   #connecting: Promise<void> | null = null;
   #flushing: Promise<void> | null = null;
-  #flushQueued = false;
+  /** The flush scheduled (an immediate or, within notifyGapMs of the last one, a timer), or null. */
+  #flushTimer: { cancel: () => void } | null = null;
+  /** When the last NOTIFY of run events was sent (performance.now()). */
+  #lastNotifyAt = -Infinity;
+  readonly #notifyGapMs: number;
   #closed = false;
   #retryMs: number;
   #reconnectTimer: NodeJS.Timeout | undefined;
@@ -68,6 +76,7 @@ export class PostgresRunEventBus implements RunEventBus {
   constructor(opts: PostgresRunEventBusOptions) {
     this.#opts = opts;
     this.#retryMs = opts.reconnectDelayMs ?? 200;
+    this.#notifyGapMs = opts.notifyGapMs ?? 5;
     this.#emitter.setMaxListeners(0);
   }
 
@@ -196,12 +205,19 @@ export class PostgresRunEventBus implements RunEventBus {
   }
 
   #scheduleFlush(): void {
-    if (this.#flushQueued || this.#pending.size === 0) return;
-    this.#flushQueued = true;
-    setImmediate(() => {
-      this.#flushQueued = false;
+    if (this.#flushTimer || this.#pending.size === 0) return;
+    const flush = () => {
+      this.#flushTimer = null;
       void this.#flush();
-    });
+    };
+    const wait = this.#lastNotifyAt + this.#notifyGapMs - performance.now();
+    if (wait <= 0) {
+      const immediate = setImmediate(flush);
+      this.#flushTimer = { cancel: () => clearImmediate(immediate) };
+    } else {
+      const timer = setTimeout(flush, wait);
+      this.#flushTimer = { cancel: () => clearTimeout(timer) };
+    }
   }
 
   /** Sends the pending notifications, one statement; kept for the next connection when it fails. */
@@ -218,6 +234,7 @@ export class PostgresRunEventBus implements RunEventBus {
     if (this.#pending.size === 0) return;
     const batch = [...this.#pending];
     this.#pending.clear();
+    this.#lastNotifyAt = performance.now();
     // A NOTIFY payload is limited to 8000 bytes: ~45 bytes an item, so 150 items a notification.
     const payloads: string[] = [];
     for (let i = 0; i < batch.length; i += 150) payloads.push(batch.slice(i, i + 150).map(([id, seq]) => `${id}:${seq}`).join(','));
@@ -238,11 +255,15 @@ export class PostgresRunEventBus implements RunEventBus {
     if (this.#pending.size) this.#scheduleFlush();
   }
 
-  /** Waits until everything published so far was sent (tests, shutdown). */
+  /** Sends everything published so far now, without waiting for the gap, and waits for it (tests, shutdown). */
   async drain(): Promise<void> {
-    for (let i = 0; i < 50 && (this.#pending.size > 0 || this.#flushing || this.#flushQueued); i++) {
+    for (let i = 0; i < 50 && (this.#pending.size > 0 || this.#flushing || this.#flushTimer); i++) {
       if (this.#flushing) await this.#flushing;
-      else await new Promise((r) => setImmediate(r));
+      else if (this.#flushTimer) {
+        this.#flushTimer.cancel();
+        this.#flushTimer = null;
+        await this.#flush();
+      } else await new Promise((r) => setImmediate(r));
       if (!this.#client && !this.#connecting) break;
     }
   }
@@ -251,6 +272,8 @@ export class PostgresRunEventBus implements RunEventBus {
     if (this.#closed) return;
     await this.drain().catch(() => undefined);
     this.#closed = true;
+    this.#flushTimer?.cancel();
+    this.#flushTimer = null;
     clearTimeout(this.#reconnectTimer);
     await this.#connecting?.catch(() => undefined);
     const client = this.#client;
