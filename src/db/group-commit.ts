@@ -39,13 +39,36 @@ interface Waiting {
   s: Statement;
   values: readonly unknown[];
   order: string;
+  receipt: GroupReceipt | undefined;
   resolve: (rows: Record<string, unknown>[]) => void;
   reject: (error: unknown) => void;
+}
+
+/** What a caller of runInGroup may learn of how its statement was committed. */
+export interface GroupReceipt {
+  /** The kind's tail (GroupTail) ran in the statement's transaction and said it covered the group. */
+  covered: boolean;
+}
+
+/**
+ * Statements that a kind's groups carry after their own, in their transaction and message (the embedded
+ * engine's admission round after acceptances: src/engine/embedded/admission-in-acceptance.ts). Each must
+ * keep the group committable: nothing that raises for a reason of its own, nothing that waits on a
+ * lock while the group's rows are held.
+ */
+export interface GroupTail {
+  /** The tail for the group about to be sent, or null for none this time. */
+  next(): {
+    statements: readonly (readonly [Statement, readonly unknown[]])[];
+    /** Their results (pg results, in order) once committed, or null when they were not: whether the group is covered. */
+    done(results: readonly unknown[] | null): boolean;
+  } | null;
 }
 
 class GroupCommit {
   #waiting: Waiting[] = [];
   #sending = false;
+  tail: GroupTail | null = null;
 
   /** `pool`: the ORM's connection pool, once created (undefined before). */
   constructor(readonly pool: () => Pool | undefined) {}
@@ -73,10 +96,12 @@ class GroupCommit {
   }
 
   async #sendGroup(group: Waiting[]): Promise<void> {
+    const tail = this.pool() ? (this.tail?.next() ?? null) : null;
     let results: unknown[] | null = null;
     try {
-      results = await this.#together(group);
+      results = await this.#together(group, tail?.statements ?? []);
     } catch (error) {
+      tail?.done(null);
       // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome.
       const [w] = group;
       if (group.length === 1 && (error as { severity?: unknown }).severity === 'ERROR') {
@@ -88,21 +113,30 @@ class GroupCommit {
       results = null;
     }
     if (results) {
-      for (const [i, w] of group.entries()) loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
+      let covered = false;
+      try {
+        covered = tail ? tail.done(results.slice(group.length)) : false;
+      } catch {
+        // The group committed whatever its tail makes of its results; uncovered, its callers go on as without one.
+      }
+      for (const [i, w] of group.entries()) {
+        if (w.receipt) w.receipt.covered = covered;
+        loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
+      }
       return;
     }
     await Promise.all(group.map((w) => alone(w.em, w.s, w.values).then(w.resolve, w.reject)));
   }
 
   /**
-   * The group in one message, or null without a pool (statement by statement). A group of one goes the
-   * same way, straight to a pool connection: the ORM's layers and its transaction cost more than the
-   * statement's own work on the service's side.
+   * The group in one message, then `after` (the kind's tail), or null without a pool (statement by
+   * statement). A group of one goes the same way, straight to a pool connection: the ORM's layers and
+   * its transaction cost more than the statement's own work on the service's side.
    */
-  async #together(group: Waiting[]): Promise<unknown[] | null> {
+  async #together(group: Waiting[], after: readonly (readonly [Statement, readonly unknown[]])[]): Promise<unknown[] | null> {
     const pool = this.pool();
     if (!pool) return null;
-    return sendTogether(pool, group.map((w) => [w.s.text, w.values] as const));
+    return sendTogether(pool, [...group.map((w) => [w.s.text, w.values] as const), ...after.map(([s, values]) => [s.text, values] as const)]);
   }
 }
 
@@ -162,11 +196,35 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
 /**
  * Runs `s` with `values` as a transaction of its own, possibly committed together with others (above).
  * `order`: the key groups are sorted by (the account or API key whose shared rows it locks).
+ * `receipt`: told whether the kind's tail covered the statement's group.
  */
-export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string): Promise<T[]> {
+export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string, receipt?: GroupReceipt): Promise<T[]> {
   const c = connections.get(em.getConnection() as object);
   if (!c) return alone(em, s, values) as Promise<T[]>;
+  const group = groupOf(c, s);
+  return new Promise<Record<string, unknown>[]>((resolve, reject) => group.run({ em, s, values, order, receipt, resolve, reject })) as Promise<T[]>;
+}
+
+function groupOf(c: { pool: () => Pool | undefined; kinds: Map<string, GroupCommit> }, s: Statement): GroupCommit {
   let group = c.kinds.get(s.name);
   if (!group) c.kinds.set(s.name, (group = new GroupCommit(c.pool)));
-  return new Promise<Record<string, unknown>[]>((resolve, reject) => group.run({ em, s, values, order, resolve, reject })) as Promise<T[]>;
+  return group;
+}
+
+/**
+ * Gives the groups of statement `s` on this ORM connection a tail (one per kind: the last given).
+ * Returns whether groups are committed on this connection at all (false: embedded PGlite, or prepared
+ * statements off — every statement is its own transaction and no tail ever runs).
+ */
+export function setGroupTail(em: StatementEm, s: Statement, tail: GroupTail): boolean {
+  const c = connections.get(em.getConnection() as object);
+  if (!c) return false;
+  groupOf(c, s).tail = tail;
+  return true;
+}
+
+/** Removes `tail` from the groups of `s`, if it is still theirs. */
+export function clearGroupTail(em: StatementEm, s: Statement, tail: GroupTail): void {
+  const group = connections.get(em.getConnection() as object)?.kinds.get(s.name);
+  if (group?.tail === tail) group.tail = null;
 }

@@ -43,8 +43,7 @@ export interface AdmitResult {
 /** admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle admissions). */
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
   const published: [string, FinishedRun][] = [];
-  const window = Math.max(args.capacity * 4, 100);
-  const admit = { capacity: args.capacity, engine: args.engine, window, lease: args.lease };
+  const admit = roundArgs(args);
   const result = args.expireQueued === false ? await admitOnly(deps, admit) : await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
     const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
@@ -61,6 +60,11 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
   const em = fork(deps);
   const states = await Promise.all(result.rows.map((r) => stateFromRow(em, String(r.id), r)));
   return { admitted: states.map((st) => st.runId), states, more: result.more };
+}
+
+/** ADMIT_QUEUED's arguments for a round of `args`: it looks at the queue's first 4 × capacity runs (100 at least). */
+export function roundArgs(args: AdmitArgs): AdmitFromQueueArgs {
+  return { capacity: args.capacity, engine: args.engine, window: Math.max(args.capacity * 4, 100), lease: args.lease };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { StatementEm } from '../db/statement.ts';
 import type { Em } from '../db/orm.ts';
 import { freeActionEffects, syncStepEvents, type BatchEntry, type NewRunEvent, type StepBatch } from '../domain/run-steps.ts';
 import type { NodeResult } from '../domain/graph/types.ts';
@@ -21,7 +22,7 @@ export async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): 
 }
 
 /** The batch's fenced write (fenced on the run running; startAdmitted fences it on the admitted run instead). */
-export async function batchWrite(em: Em, runId: string, entries: BatchEntry[]): Promise<FencedWrite | null> {
+export async function batchWrite(em: StatementEm, runId: string, entries: BatchEntry[]): Promise<FencedWrite | null> {
   const meta = await runMeta(em, runId);
   if (!meta) return null;
   const graph = await graphOf(em, meta.versionId);

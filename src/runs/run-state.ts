@@ -4,7 +4,7 @@ import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 import { READ_RUN, READ_RUN_FOR_UPDATE, RUN_META, RUN_STATE, STATE_COLUMNS } from '../sql/runs.ts';
-import { query } from '../db/statement.ts';
+import { query, type StatementEm } from '../db/statement.ts';
 import { VERSION_GRAPH } from '../sql/version-graph.ts';
 
 /** A run's state as the engines drive it, read from its row (and its version's graph). */
@@ -48,7 +48,7 @@ function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
   return value;
 }
 
-export async function graphOf(em: Em, versionId: string): Promise<Graph> {
+export async function graphOf(em: StatementEm, versionId: string): Promise<Graph> {
   const hit = graphCache.get(versionId);
   if (hit) return hit;
   const [row] = await query<{ graph: unknown }>(em, VERSION_GRAPH, [versionId]);
@@ -59,7 +59,7 @@ export async function graphOf(em: Em, versionId: string): Promise<Graph> {
 /** The run's account when this process has seen the run (for log lines that have only the run id). */
 export const knownRunAccount = (runId: string): string | undefined => runMetaCache.get(runId)?.accountId;
 
-export async function runMeta(em: Em, runId: string): Promise<{ versionId: string; accountId: string } | null> {
+export async function runMeta(em: StatementEm, runId: string): Promise<{ versionId: string; accountId: string } | null> {
   const hit = runMetaCache.get(runId);
   if (hit) return hit;
   const [row] = await query<{ version_id: string; account_id: string }>(em, RUN_META, [runId]);
@@ -102,7 +102,7 @@ function normaliseProgress(raw: unknown): RunProgress {
 
 export { STATE_COLUMNS };
 
-export async function stateFromRow(em: Em, runId: string, r: Record<string, unknown>): Promise<RunState> {
+export async function stateFromRow(em: StatementEm, runId: string, r: Record<string, unknown>): Promise<RunState> {
   const versionId = String(r.version_id);
   remember(runMetaCache, runId, { versionId, accountId: String(r.account_id) });
   return {

@@ -1,5 +1,5 @@
 import type { Em } from '../db/orm.ts';
-import { query } from '../db/statement.ts';
+import { outsideTransaction, query } from '../db/statement.ts';
 import { runInGroup } from '../db/group-commit.ts';
 import type { BatchEntry, NewRunEvent } from '../domain/run-steps.ts';
 import { InsufficientFundsAtSettlement, refusedAsInsufficientFunds, type SettleInput } from '../billing/settle-run.ts';
@@ -25,7 +25,7 @@ import { runMeta } from './run-state.ts';
  */
 export async function startAndComplete(deps: RunsDeps, runId: string, finish: Finish, entries: BatchEntry[] | null): Promise<{ completed: boolean }> {
   // Reads only what never changes (the run's version and account, the graph), cached: outside the transaction.
-  const w = entries?.length ? await batchWrite(fork(deps), runId, entries) : null;
+  const w = entries?.length ? await batchWrite(outsideTransaction(deps.orm), runId, entries) : null;
   if (entries?.length && !w) return { completed: false };
   const params = [
     runId,
@@ -41,7 +41,7 @@ export async function startAndComplete(deps: RunsDeps, runId: string, finish: Fi
     ...terminalColumns(finish),
     finish.charge,
   ];
-  const accountId = (await runMeta(fork(deps), runId))?.accountId;
+  const accountId = (await runMeta(outsideTransaction(deps.orm), runId))?.accountId;
   let done: FinishedRun | null | 'hooked';
   try {
     done = accountId && hookedAccounts.has(accountId) ? 'hooked' : await startFinishAndSettle(deps, finish, params, accountId ?? runId);
@@ -86,7 +86,7 @@ function remember(accountId: string, hooked: boolean): void {
 async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
   // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for
   // all of them, and their account's wallet row locked once instead of once per run until its commit.
-  const [row] = await refusedAsInsufficientFunds(() => runInGroup(fork(deps), START_FINISH_AND_SETTLE, params, accountId));
+  const [row] = await refusedAsInsufficientFunds(() => runInGroup(outsideTransaction(deps.orm), START_FINISH_AND_SETTLE, params, accountId));
   if (!row) return null;
   if (row.hooked === true) {
     remember(String(row.account_id), true);

@@ -39,15 +39,39 @@ export const EXPIRED_QUEUED = statement(
  * it (src/db/prepared.ts withCommit), so the admission lock is released without a round trip to this
  * process, and the caller runs nothing else in that transaction.
  */
-export const ADMIT_QUEUED = statement(
-  'admit_queued',
-  lastOfTransaction(`with inflight as (
+export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitText(false)));
+
+/**
+ * The admission lock if it is free, for a round that follows statements of its own transaction (an
+ * acceptance's, src/engine/embedded/admission-in-acceptance.ts): that transaction holds rows others may
+ * want while they hold the lock, so it never waits for it. Whether it was taken is kept in the setting
+ * `wr.admission` for ADMIT_QUEUED_IF_LOCKED; the planner settings are LOCK_ADMISSION's.
+ */
+export const TRY_LOCK_ADMISSION = statement(
+  'try_lock_admission',
+  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
+);
+
+/**
+ * ADMIT_QUEUED after TRY_LOCK_ADMISSION, in a transaction that already holds other rows: it admits
+ * nothing unless the lock was taken (`locked` says which), and it skips a picked run whose row another
+ * transaction holds instead of waiting for it (a skipped run counts as still waiting).
+ */
+export const ADMIT_QUEUED_IF_LOCKED = statement('admit_queued_if_locked', admitText(true));
+
+/**
+ * ADMIT_QUEUED's text; `ifLocked`: ADMIT_QUEUED_IF_LOCKED's. `picked_count` is what was admitted, so
+ * `looked_at > picked_count` whenever an admissible run is left waiting.
+ */
+function admitText(ifLocked: boolean): string {
+  const lockedNow = `current_setting('wr.admission', true) = 'true'`;
+  return `with inflight as (
   select account_id, count(*)::int as n from runs
    where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))
    group by account_id),
 q as (
   select id, account_id, queue_seq, queued_at from runs
-   where status = 'pending' and phase = 'queued' and ($2::text is null or engine = $2::text)
+   where status = 'pending' and phase = 'queued' and ($2::text is null or engine = $2::text)${ifLocked ? ` and ${lockedNow}` : ''}
    order by queue_seq, queued_at, id limit $3::int),
 ranked as (
   select q.id, q.queue_seq, q.queued_at, a.max_concurrent_runs as max, coalesce(i.n, 0) as used,
@@ -55,16 +79,23 @@ ranked as (
     from q join accounts a on a.id = q.account_id left join inflight i on i.account_id = q.account_id),
 picked as (
   select id from ranked where max is null or used + rn <= max
-   order by queue_seq, queued_at, id limit greatest($1::int - (select coalesce(sum(n), 0)::int from inflight), 0)),
+   order by queue_seq, queued_at, id limit greatest($1::int - (select coalesce(sum(n), 0)::int from inflight), 0)),${
+     ifLocked
+       ? `
+free as (
+  select r.id from runs r join picked on picked.id = r.id
+   where r.status = 'pending' and r.phase = 'queued' for update of r skip locked),`
+       : ''
+   }
 u as (
   update runs r set phase = 'starting', updated_at = now(),
          lease_owner = case when $4::text is null then r.lease_owner else $4::text end,
          lease_until = case when $4::text is null then r.lease_until else clock_timestamp() + make_interval(secs => $5::float8) end
-    from picked where r.id = picked.id and r.status = 'pending' and r.phase = 'queued'
+    from ${ifLocked ? 'free as picked' : 'picked'} where r.id = picked.id and r.status = 'pending' and r.phase = 'queued'
   returning r.id, ${STATE_COLUMNS.replace(/(\w+)/g, 'r.$1')})
-select u.*, (select count(*) from q)::int as looked_at, (select count(*) from picked)::int as picked_count
-  from (select 1) one left join u on true`),
-);
+select u.*, (select count(*) from q)::int as looked_at, (select count(*) from u)::int as picked_count${ifLocked ? `, ${lockedNow} as locked` : ''}
+  from (select 1) one left join u on true`;
+}
 
 export interface AdmitFromQueueArgs {
   capacity: number;

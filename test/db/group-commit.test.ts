@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { inOneMessage, runInGroup } from '../../src/db/group-commit.ts';
+import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupTail } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -22,6 +22,9 @@ const PROBE = statement(
 
 /** Another kind of statement (its own name), which takes as long as it is told to. */
 const SLOW = statement('test_group_commit_slow', `select $1::int as id, pg_sleep($2::float8) is null as slept`);
+
+/** PROBE's tail in the tests: what its transaction sees of the group (its rows) and its transaction id. */
+const TAIL = statement('test_group_commit_tail', `select count(*)::int as n, txid_current()::text as tx from group_commit_probe where id between $1::int and $2::int`);
 
 /** PROBE that first takes a number from a sequence, so each execution is counted even when it fails. */
 const TRY = statement(
@@ -110,6 +113,43 @@ if (onServer) {
     assert.is(await tries(), before + 1, 'executed once');
     const again = await probe(orm, 601, 'y');
     assert.is(Number(again.id), 601, 'the connection is usable after the error');
+  });
+
+  t('a kind’s tail runs after its group in the same transaction, and each caller learns whether it covered the group', async ({ orm }) => {
+    const seen: (readonly unknown[] | null)[] = [];
+    const tail: GroupTail = {
+      next: () => ({
+        statements: [[TAIL, [700, 799]]],
+        done: (results) => {
+          seen.push(results);
+          return results !== null;
+        },
+      }),
+    };
+    assert.ok(setGroupTail(orm.em, PROBE, tail), 'groups are committed on a server');
+    try {
+      const receipts: GroupReceipt[] = [1, 2, 3].map(() => ({ covered: false }));
+      const rows = await Promise.all([701, 702, 703].map((id, i) => runInGroup<{ tx: string }>(orm.em.fork(), PROBE, [id, 't'], 't', receipts[i])));
+      assert.ok(receipts.every((r) => r.covered), 'every caller was covered');
+      const tails = seen.map((r) => (r![0] as { rows: { n: number; tx: string }[] }).rows[0]!);
+      // The first goes alone; the two asked for meanwhile go together: each tail sees its own group's rows.
+      assert.equal(tails.map((x) => Number(x.n)), [1, 3]);
+      assert.is(tails[0]!.tx, rows[0]![0]!.tx, 'the tail ran in the transaction of the statement');
+      assert.is(tails[1]!.tx, rows[2]![0]!.tx);
+
+      // A group that fails is not covered: its tail hears null, its statements run again alone.
+      seen.length = 0;
+      const receipt: GroupReceipt = { covered: true };
+      const outcome = await runInGroup(orm.em.fork(), PROBE, [701, 't'], 't', receipt).then(() => 'accepted', (err: unknown) => String(err));
+      assert.match(outcome, /duplicate key|unique/i);
+      assert.equal(seen, [null]);
+      assert.is(receipt.covered, true, 'a caller whose statement failed is not told anything');
+    } finally {
+      clearGroupTail(orm.em, PROBE, tail);
+    }
+    const after: GroupReceipt = { covered: true };
+    await runInGroup(orm.em.fork(), PROBE, [704, 't'], 't', after);
+    assert.is(after.covered, false, 'without a tail no group is covered');
   });
 
   t('a statement of another kind does not wait for a group in flight; one of the same kind does', async ({ orm }) => {

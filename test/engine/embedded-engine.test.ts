@@ -35,6 +35,7 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS } from '../helpers/provider-stub.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { statementsWhile, type LoggedStatement } from '../helpers/statement-log.ts';
+import { ACCEPT_RUN } from '../../src/sql/accept-run.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -307,11 +308,11 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
   });
 });
 
-/** Statements the ORM sends while `fn` runs that have `needle` among their parameters. */
+/** Statements the ORM sends while `fn` runs that have `needle` among their parameters, the run's acceptance left out. */
 async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
   const mentions = (s: LoggedStatement) => {
     const n = needle();
-    return !!n && (s.params ?? []).includes(n);
+    return !!n && s.query !== ACCEPT_RUN.text && (s.params ?? []).includes(n);
   };
   return (await statementsWhile(orm, fn, mentions)).sql;
 }

@@ -9,6 +9,7 @@ import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { renewLeases } from '../../src/runs/leases.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
+import { ACCEPT_RUN } from '../../src/sql/accept-run.ts';
 
 /**
  * An in-memory run of an account with no webhook endpoint for its terminal event is executed, after its
@@ -90,10 +91,10 @@ async function run(app: TestApp, who: string): Promise<{ id: string; sql: string
   return { id: id!, sql };
 }
 
-/** The named statements among `sql` (src/sql names as the texts start; the test's own polls left out). */
+/** The named statements among `sql` after the acceptance (src/sql names as the texts start; the test's own polls left out). */
 const named = (sql: string[]) =>
   sql
-    .filter((s) => !s.startsWith('select status from runs'))
+    .filter((s) => !s.startsWith('select status from runs') && s !== ACCEPT_RUN.text)
     .map((s) => {
       const text = s.replace('/* with commit */ ', '');
       if (text.startsWith('with f0 as')) return 'start_finish_and_settle';

@@ -7,19 +7,21 @@ export interface LoggedStatement {
 }
 
 /**
- * The SQL statements the ORM logs while `fn` runs (those `keep` accepts, read when each is logged), seen
- * through the ORM logger as bench/server.ts counts them.
+ * The SQL statements the ORM logs while `fn` runs that `keep` accepts, seen through the ORM logger as
+ * bench/server.ts counts them. `keep` looks at them once `fn` is done, so it may depend on what `fn`
+ * learned (a run's id, known only after a statement that mentions it may already have been sent).
  */
 export async function statementsWhile<T>(orm: Orm, fn: () => Promise<T>, keep: (s: LoggedStatement) => boolean = () => true): Promise<{ result: T; sql: string[] }> {
   const logger = orm.config.getLogger() as unknown as { logQuery: (ctx: LoggedStatement) => void };
   const original = logger.logQuery;
-  const sql: string[] = [];
+  const seen: LoggedStatement[] = [];
   logger.logQuery = (ctx) => {
-    if (keep(ctx)) sql.push(ctx.query);
+    seen.push({ query: ctx.query, params: ctx.params });
     original.call(logger, ctx);
   };
   try {
-    return { result: await fn(), sql };
+    const result = await fn();
+    return { result, sql: seen.filter(keep).map((s) => s.query) };
   } finally {
     logger.logQuery = original;
   }

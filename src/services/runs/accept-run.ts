@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Em } from '../../db/orm.ts';
-import { runInGroup } from '../../db/group-commit.ts';
+import { runInGroup, type GroupReceipt } from '../../db/group-commit.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ResolvedInputs } from '../../domain/inputs.ts';
 import { toDb } from '../../domain/money.ts';
@@ -32,8 +32,12 @@ export interface RunToAccept {
   stepUsd: string;
 }
 
-/** The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed since its read, nothing was written. */
-export type Acceptance = { runId: string; replayed: boolean } | 'stale';
+/**
+ * The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed
+ * since its read, nothing was written. `admissionRan`: the engine's admission round ran in the same
+ * transaction (src/engine/embedded/admission-in-acceptance.ts).
+ */
+export type Acceptance = { runId: string; replayed: boolean; admissionRan: boolean } | 'stale';
 
 /** The SQLSTATE `wr_reserve_spend_cap` raises when the run's price does not fit the key's cap. */
 const CAP_REACHED = 'WR002';
@@ -60,8 +64,9 @@ export async function acceptRun(
   const values = [...acceptValues(deps, r, idempotencyKey, fingerprint), token];
   const limit = rate ? await rate.statementLimit() : null;
   let row: Row | undefined;
+  const receipt: GroupReceipt = { covered: false };
   try {
-    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit], r.principal.apiKeyId);
+    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit], r.principal.apiKeyId, receipt);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
@@ -75,12 +80,12 @@ export async function acceptRun(
   // Throws the 429 when the window was full (then nothing was written).
   if (limit !== null) rate!.folded(row);
   if (row.stale) return 'stale';
-  if (row.inserted) return { runId: r.runId, replayed: false };
+  if (row.inserted) return { runId: r.runId, replayed: false, admissionRan: receipt.covered };
   if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
   if (row.fingerprint !== fingerprint) {
     throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
   }
-  return { runId: String(row.run_id), replayed: true };
+  return { runId: String(row.run_id), replayed: true, admissionRan: receipt.covered };
 }
 
 /** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts): the password inputs are sealed here. */

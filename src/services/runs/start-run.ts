@@ -93,7 +93,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     // A workflow that keeps changing under the request is accepted on its latest read, unfenced, as before the cache.
     const token = attempt < MAX_READS ? read.token : null;
     const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, token, req.rate);
-    if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
+    if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed, outcome.admissionRan);
     // Changed since it was read: read again (the request was counted) and check again.
     cache.drop(principal.accountId, workflowId);
     kept = undefined;
@@ -134,13 +134,16 @@ async function checkRun(
   };
 }
 
-/** After the commit: live readers and the engine hear of a new run; the 202's body. */
-async function accepted(deps: Deps, runId: string, accountId: string, replayed: boolean): Promise<StartRunResult> {
+/**
+ * After the commit: the engine hears of a new run; the 202's body. The bus is not told of its
+ * `run.queued`: nobody can be following a run before its id is answered, and a reader reads the log
+ * once it has subscribed (src/runs/run-event-bus.ts).
+ */
+async function accepted(deps: Deps, runId: string, accountId: string, replayed: boolean, admissionRan: boolean): Promise<StartRunResult> {
   if (!replayed) {
     runAccepted();
-    deps.bus.publish(runId, 1);
     scheduleNumbering(deps);
-    await deps.engine.runAccepted(runId).catch((err) => {
+    await deps.engine.runAccepted(runId, admissionRan).catch((err) => {
       // The run is durably accepted; the engine also finds it by polling the queue.
       deps.log.error({ err, runId, accountId }, 'engine was not told about an accepted run');
     });

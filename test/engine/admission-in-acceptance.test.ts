@@ -1,0 +1,168 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import pino from 'pino';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { query } from '../../src/db/statement.ts';
+import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
+import { ADMIT_QUEUED_IF_LOCKED, admitValues, TRY_LOCK_ADMISSION } from '../../src/sql/admit-queued.ts';
+import { Sealer } from '../../src/security/crypto.ts';
+import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
+import type { Deps } from '../../src/services/deps.ts';
+import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
+import { startRun } from '../../src/services/runs/start-run.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+import { statementsWhile } from '../helpers/statement-log.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+/**
+ * The embedded engine's admission round carried by POST /runs acceptances on a Postgres server
+ * (src/engine/embedded/admission-in-acceptance.ts): in the acceptances' own transaction, never waiting
+ * for the admission lock or for a queued run's row. Embedded PGlite commits each acceptance alone, and
+ * the engine's own rounds admit the run, as the other engine suites show.
+ */
+
+const url = process.env.DATABASE_URL;
+const orm = await testOrm();
+const sealer = new Sealer(randomBytes(32));
+const engines: EmbeddedEngine[] = [];
+const db = () => orm.em.fork();
+
+async function seed(): Promise<string> {
+  await resetDb(orm);
+  const workflowId = randomUUID();
+  const catalog = {
+    pricing: { stepUsd: '0.000100' },
+    accounts: [{ handle: 'alice', walletUsd: '10.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute', 'run:read'] }] }],
+    workflows: [
+      {
+        id: workflowId,
+        owner: 'alice',
+        name: 'Admission in acceptance',
+        runModel: 'free',
+        versions: [{ id: randomUUID(), label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'x' }, { id: 'o', kind: 'output', from: 't' }] } }],
+      },
+    ],
+  };
+  await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'test'), { sealer });
+  return workflowId;
+}
+
+function app(): Deps {
+  const base = {
+    config: loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' }),
+    orm,
+    log: pino({ level: 'silent' }),
+    sealer,
+    bus: new InProcessRunEventBus(),
+    baseUrl: () => 'http://localhost:8080/v1',
+  };
+  // No sweep during a test: only the rounds under test admit anything.
+  const engine = new EmbeddedEngine(base, { leaseTtlMs: 2_000, sweepIntervalMs: 600_000, stopTimeoutMs: 2_000 });
+  engines.push(engine);
+  return { ...base, engine };
+}
+
+async function accept(deps: Deps, workflowId: string): Promise<string> {
+  const principal = await authenticateKey(deps, 'Bearer wr_alice_key');
+  return (await startRun(deps, principal, { body: { workflow: workflowId, inputs: {} } })).run.id;
+}
+
+const status = async (id: string) => (await db().execute<{ status: string; phase: string | null }[]>('select status, phase from runs where id = ?', [id]))[0]!;
+
+test.after.each(async () => {
+  for (const e of engines.splice(0)) await e.stop().catch(() => undefined);
+});
+
+if (!url) {
+  console.log('  admission in acceptance: skipped — DATABASE_URL not set (embedded PGlite commits each acceptance alone)');
+} else {
+  test('a run accepted alone is admitted by the round its acceptance carries: the engine runs no round of its own', async () => {
+    const workflowId = await seed();
+    const deps = app();
+    await deps.engine.start();
+    await new Promise((r) => setTimeout(r, 100)); // the start's own round
+    let id = '';
+    const { sql } = await statementsWhile(orm, async () => {
+      id = await accept(deps, workflowId);
+      await waitFor('the run to complete', async () => (await status(id)).status === 'completed', 5_000);
+    });
+    assert.is(sql.filter((q) => q.includes('pg_try_advisory_xact_lock(727001)')).length, 1, 'one round, carried by the acceptance');
+    assert.is(sql.filter((q) => q.includes('pg_advisory_xact_lock(727001)')).length, 0, 'no round of the engine’s own');
+  });
+
+  test('while another transaction holds the admission lock the acceptance does not wait for it, and the engine admits the run once it is free', async () => {
+    const workflowId = await seed();
+    const deps = app();
+    await deps.engine.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_advisory_xact_lock(727001)');
+      const t0 = Date.now();
+      const id = await accept(deps, workflowId);
+      assert.ok(Date.now() - t0 < 1_000, 'accepted without waiting for the lock');
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(await status(id), { status: 'pending', phase: 'queued' }, 'not admitted while the lock is held elsewhere');
+      await holder.query('commit');
+      await waitFor('the run to complete after the lock is free', async () => (await status(id)).status === 'completed', 5_000);
+    } finally {
+      await holder.query('rollback').catch(() => undefined);
+      await holder.end();
+    }
+  });
+
+  test('the carried round skips a queued run whose row another transaction holds, and says one is still waiting', async () => {
+    const workflowId = await seed();
+    const deps = app(); // not started: the runs stay queued
+    const held = await accept(deps, workflowId);
+    const free = await accept(deps, workflowId);
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from runs where id = $1 for update', [held]);
+      const out = await db().transactional(async (tx) => {
+        await query(tx, TRY_LOCK_ADMISSION, []);
+        return query<{ id: string | null; looked_at: number; picked_count: number; locked: boolean }>(
+          tx,
+          ADMIT_QUEUED_IF_LOCKED,
+          admitValues({ capacity: 8, engine: 'embedded', window: 100 }),
+        );
+      });
+      assert.equal(out.map((r) => r.id), [free], 'only the run whose row is free is admitted');
+      assert.is(out[0]!.locked, true);
+      assert.ok(Number(out[0]!.looked_at) > Number(out[0]!.picked_count), 'a run is still waiting');
+    } finally {
+      await holder.query('rollback');
+      await holder.end();
+    }
+    assert.equal(await status(held), { status: 'pending', phase: 'queued' });
+  });
+
+  test('without the admission lock the carried round admits nothing and says so', async () => {
+    const workflowId = await seed();
+    const deps = app();
+    const id = await accept(deps, workflowId);
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('select pg_advisory_lock(727001)');
+      const out = await db().transactional(async (tx) => {
+        await query(tx, TRY_LOCK_ADMISSION, []);
+        return query<{ id: string | null; locked: boolean }>(tx, ADMIT_QUEUED_IF_LOCKED, admitValues({ capacity: 8, engine: 'embedded', window: 100 }));
+      });
+      assert.equal(out.map((r) => [r.id, r.locked]), [[null, false]]);
+    } finally {
+      await holder.end();
+    }
+    assert.equal(await status(id), { status: 'pending', phase: 'queued' });
+  });
+}
+
+test.run();
