@@ -181,12 +181,18 @@ async function main(): Promise<void> {
     const bus = deps.bus;
     const publish = bus.publish.bind(bus);
     let lastPublished: string | null = null;
+    // The acceptance publishes nothing (nobody can follow a run before its id is answered): a run is
+    // tracked from its first publish.
+    const seen = new Set<string>();
     bus.publish = (runId: string, lastSequence: number) => {
       publish(runId, lastSequence);
-      if (lastSequence === 1) tracked.add(runId);
+      if (!seen.has(runId)) {
+        seen.add(runId);
+        tracked.add(runId);
+      }
       if (!tracked.has(runId)) return;
       if (lastSequence > 1) {
-        // A run executed in memory publishes once more, when it is finished and settled: check it at once.
+        // A run executed in memory publishes once, when it is finished and settled: check it at once.
         urgent.add(runId);
         checkUrgent();
       }

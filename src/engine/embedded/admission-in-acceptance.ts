@@ -42,7 +42,7 @@ export function admissionInAcceptance(o: {
           const first = admitResult?.rows[0];
           const covered = first?.locked === true;
           if (covered) o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
-          void (async () => {
+          const start = async () => {
             // Through the ORM's query log like every statement (counts, slow-query logs).
             const em = outsideTransaction(o.deps.orm);
             await loggedRows(em, TRY_LOCK_ADMISSION, [], lockResult);
@@ -52,7 +52,10 @@ export function admissionInAcceptance(o: {
             if (r.rows.length === 0) return;
             const states = await Promise.all(r.rows.map((row) => stateFromRow(em, String(row.id), row)));
             o.admitted({ admitted: states.map((st) => st.runId), states, more: r.more });
-          })().catch(o.failed);
+          };
+          // After the group's callers have answered: a POST /runs response is written before its
+          // run's first step is computed.
+          setImmediate(() => start().catch(o.failed));
           return covered;
         },
       };
