@@ -96,15 +96,22 @@ class GroupCommit {
   }
 
   async #sendGroup(group: Waiting[]): Promise<void> {
-    const tail = this.pool() ? (this.tail?.next() ?? null) : null;
+    const tail = this.pool() ? this.#nextTail() : null;
     let results: unknown[] | null = null;
     try {
       results = await this.#together(group, tail?.statements ?? []);
     } catch (error) {
-      tail?.done(null);
-      // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome.
+      try {
+        tail?.done(null);
+      } catch {
+        // Nothing was committed; the callers below meet their own outcomes.
+      }
+      // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome. With
+      // a tail, only a refusal of our own (SQLSTATE class WR) is surely the statement's: the tail's
+      // statements never raise one; any other error runs the statement again alone, below.
       const [w] = group;
-      if (group.length === 1 && (error as { severity?: unknown }).severity === 'ERROR') {
+      const { severity, code } = error as { severity?: unknown; code?: unknown };
+      if (group.length === 1 && severity === 'ERROR' && (!tail || String(code).startsWith('WR'))) {
         await loggedFailure(w!.em, w!.s, w!.values, error).catch(w!.reject);
         return;
       }
@@ -126,6 +133,15 @@ class GroupCommit {
       return;
     }
     await Promise.all(group.map((w) => alone(w.em, w.s, w.values).then(w.resolve, w.reject)));
+  }
+
+  /** The kind's tail for the next group; none when it throws (a tail must never cost a group its commit). */
+  #nextTail(): ReturnType<GroupTail['next']> {
+    try {
+      return this.tail?.next() ?? null;
+    } catch {
+      return null;
+    }
   }
 
   /**

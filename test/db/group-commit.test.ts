@@ -152,6 +152,37 @@ if (onServer) {
     assert.is(after.covered, false, 'without a tail no group is covered');
   });
 
+  t('a tail that raises or throws costs its group nothing: each statement is still committed and answered', async ({ orm }) => {
+    const BAD = statement('test_group_commit_bad_tail', `select 1 / ($1::int - $1::int) as boom`);
+    const tails: GroupTail[] = [
+      { next: () => ({ statements: [[BAD, [1]]], done: () => true }) },
+      {
+        next: () => {
+          throw new Error('the tail broke');
+        },
+      },
+      {
+        next: () => ({
+          statements: [[BAD, [1]]],
+          done: () => {
+            throw new Error('the tail broke on hearing of the failure');
+          },
+        }),
+      },
+    ];
+    for (const [i, tail] of tails.entries()) {
+      setGroupTail(orm.em, PROBE, tail);
+      try {
+        const [row] = await runInGroup<{ id: number }>(orm.em.fork(), PROBE, [801 + i, 'f'], 'f');
+        assert.is(Number(row!.id), 801 + i, `tail ${i + 1}: the statement was answered with its own row`);
+      } finally {
+        clearGroupTail(orm.em, PROBE, tail);
+      }
+    }
+    const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id between 801 and 803');
+    assert.is(Number(n!.n), 3, 'every statement was committed');
+  });
+
   t('a statement of another kind does not wait for a group in flight; one of the same kind does', async ({ orm }) => {
     const done: string[] = [];
     const slow = (id: number, seconds: number) => runInGroup(orm.em.fork(), SLOW, [id, seconds], 'x').then(() => done.push(`slow ${id}`));

@@ -68,7 +68,9 @@ export class AdmissionPump {
   /**
    * That round committed (the caller starts the runs it admitted). It leaves the queue known clean as of
    * its mark when it left nothing admissible waiting; otherwise a run's end must bring a round, and one
-   * runs now if a run ended while it was on its way (its end may have found the queue clean).
+   * runs now if a run ended while it was on its way (its end may have found the queue clean), or after
+   * the round of our own in progress (which may have started before it and found nothing waiting, and
+   * whose end would then forget the runs that ended meanwhile).
    */
   roundElsewhereDone(more: boolean, mark: RoundMark): void {
     if (!more) {
@@ -76,7 +78,7 @@ export class AdmissionPump {
       return;
     }
     this.#epoch++;
-    if (this.#ends !== mark.ends) this.pump();
+    if (this.#ends !== mark.ends || this.#admitting) this.pump();
   }
 
   /**
