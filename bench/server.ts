@@ -191,11 +191,10 @@ async function main(): Promise<void> {
         tracked.add(runId);
       }
       if (!tracked.has(runId)) return;
-      if (lastSequence > 1) {
-        // A run executed in memory publishes once, when it is finished and settled: check it at once.
-        urgent.add(runId);
-        checkUrgent();
-      }
+      // Any publish may be the terminal one (a run executed in memory publishes once, when it is
+      // finished and settled): check it at once.
+      urgent.add(runId);
+      checkUrgent();
       dirty.add(runId);
       checkDirty();
       lastPublished = runId;
