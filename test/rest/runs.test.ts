@@ -34,6 +34,41 @@ async function finish(t: TestApp, runId: string) {
   t.deps.bus.publish(runId, last!.last);
 }
 
+/**
+ * The test app's real database, with every read of a run's log passed through `wrap` (statements reach
+ * the database through the connection's executeQuery: src/db/statement.ts).
+ */
+function logReadsThrough(t: TestApp, wrap: (read: () => Promise<unknown>) => Promise<unknown>): TestApp['deps']['orm'] {
+  return new Proxy(t.deps.orm, {
+    get(target, prop, receiver) {
+      if (prop !== 'em') return Reflect.get(target, prop, receiver);
+      return {
+        fork: () => {
+          const em = target.em.fork();
+          const connection = em.getConnection();
+          const counted = new Proxy(connection, {
+            get(c, p3) {
+              const v = Reflect.get(c, p3, c) as unknown;
+              if (p3 !== 'executeQuery' || typeof v !== 'function') return typeof v === 'function' ? v.bind(c) : v;
+              return (sql: string, ...rest: unknown[]) => {
+                const run = () => (v as (...a: unknown[]) => Promise<unknown>).call(c, sql, ...rest);
+                return /from run_events/.test(sql) ? wrap(run) : run();
+              };
+            },
+          });
+          return new Proxy(em, {
+            get(e, p2) {
+              if (p2 === 'getConnection') return () => counted;
+              const v = Reflect.get(e, p2, e) as unknown;
+              return typeof v === 'function' ? v.bind(e) : v;
+            },
+          });
+        },
+      };
+    },
+  }) as TestApp['deps']['orm'];
+}
+
 t('a pending run reports every Run field, queue position in FIFO order and empty outputs', async ({ t }) => {
   const a = await start(t);
   const b = await start(t);
@@ -225,36 +260,10 @@ t('resuming with Last-Event-ID or afterSequence replays only later events; Last-
 t('followers of one run at the same cursor share one log read per event, and each gets every event once in order', async ({ t }) => {
   const id = await start(t);
   let reads = 0;
-  // The real database, with its log reads counted.
-  const orm = new Proxy(t.deps.orm, {
-    get(target, prop, receiver) {
-      if (prop !== 'em') return Reflect.get(target, prop, receiver);
-      return {
-        fork: () => {
-          const em = target.em.fork();
-          // Statements reach the database through the connection's executeQuery (src/db/statement.ts).
-          const connection = em.getConnection();
-          const counted = new Proxy(connection, {
-            get(c, p3) {
-              const v = Reflect.get(c, p3, c) as unknown;
-              if (p3 !== 'executeQuery' || typeof v !== 'function') return typeof v === 'function' ? v.bind(c) : v;
-              return (sql: string, ...rest: unknown[]) => {
-                if (/from run_events/.test(sql)) reads++;
-                return (v as (...a: unknown[]) => unknown).call(c, sql, ...rest);
-              };
-            },
-          });
-          return new Proxy(em, {
-            get(e, p2) {
-              if (p2 === 'getConnection') return () => counted;
-              const v = Reflect.get(e, p2, e) as unknown;
-              return typeof v === 'function' ? v.bind(e) : v;
-            },
-          });
-        },
-      };
-    },
-  }) as typeof t.deps.orm;
+  const orm = logReadsThrough(t, (read) => {
+    reads++;
+    return read();
+  });
   const deps = { orm, bus: t.deps.bus };
   const FOLLOWERS = 200;
   const got: number[][] = Array.from({ length: FOLLOWERS }, () => []);
@@ -278,6 +287,43 @@ t('followers of one run at the same cursor share one log read per event, and eac
   for (const g of got) assert.equal(g, [1, 2, 3, 4, 5, 6, 7]);
   // 6 notifications; one follower reading alone would make one read each, 200 would make 1200.
   assert.ok(reads <= 12, `${reads} log reads for 6 events to ${FOLLOWERS} followers`);
+});
+
+t('a follower that joins while an older read of the log is running still gets an event committed between that read and its subscription', async ({ t }) => {
+  const id = await start(t);
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
+  // The first log read runs (its snapshot taken before the run finishes), then its rows are held back.
+  let first = true;
+  let ran!: () => void;
+  const readRan = new Promise<void>((r) => (ran = r));
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  const orm = logReadsThrough(t, async (read) => {
+    const hold = first;
+    first = false;
+    const rows = await read();
+    if (hold) {
+      ran();
+      await released;
+    }
+    return rows;
+  });
+  const deps = { orm, bus: t.deps.bus };
+  const follow = () => {
+    const got: string[] = [];
+    const ended = new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, { deliver: (ev) => void got.push(ev.type), end: (err) => (err ? reject(err) : resolve()) }));
+    return { got, ended };
+  };
+  const early = follow();
+  await readRan;
+  await finish(t, id); // committed and published after the held read's snapshot
+  const late = follow(); // subscribes now: it was never told of run.completed
+  release();
+  const within = (p: Promise<void>) => Promise.race([p.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 3000))]);
+  assert.ok(await within(early.ended), 'the first follower ended');
+  assert.ok(await within(late.ended), 'the follower that joined later ended');
+  assert.equal(early.got, ['run.queued', 'run.completed']);
+  assert.equal(late.got, ['run.queued', 'run.completed']);
 });
 
 t('a run already terminal gets its snapshot and the close', async ({ t }) => {

@@ -8,11 +8,15 @@ const PAGE = 1000;
 interface SharedRead {
   /** The newest sequence its starter had been told of when the read began: the read sees at least that far. */
   knows: number;
+  /** When it began, on `clock`. */
+  began: number;
   page: Promise<PublicRunEvent[]>;
 }
 
 /** In-flight log reads per database, keyed by run and cursor. */
 const inflight = new WeakMap<object, Map<string, SharedRead>>();
+/** Orders the beginnings of reads and of followers' subscriptions (one thread: a counter is exact). */
+let clock = 0;
 
 /**
  * One query for every follower of a run at the same cursor: when an event reaches 1000 caught-up
@@ -20,21 +24,23 @@ const inflight = new WeakMap<object, Map<string, SharedRead>>();
  * instead of queueing 1000 identical SELECTs on the pool. A follower joins a read in flight only if
  * that read began after its starter had been told of everything the joiner has been told of (a
  * notification is sent after its commit, so such a read sees it); otherwise it starts a fresh one.
- * The events are shared objects: callers must not mutate them.
+ * A read that began before the joiner subscribed may have missed an event the joiner will never be
+ * told of (committed and announced in between): the follower reads once more after it
+ * (RunFollower's `#since`). The events are shared objects: callers must not mutate them.
  */
-function readPage(deps: Pick<Deps, 'orm'>, runId: string, after: number, knows: number): Promise<PublicRunEvent[]> {
+function readPage(deps: Pick<Deps, 'orm'>, runId: string, after: number, knows: number): SharedRead {
   let reads = inflight.get(deps.orm);
   if (!reads) inflight.set(deps.orm, (reads = new Map()));
   const key = `${runId}:${after}`;
   const running = reads.get(key);
-  if (running && running.knows >= knows) return running.page;
-  const read: SharedRead = { knows, page: readEvents(fork(deps), runId, after, PAGE) };
+  if (running && running.knows >= knows) return running;
+  const read: SharedRead = { knows, began: ++clock, page: readEvents(fork(deps), runId, after, PAGE) };
   reads.set(key, read);
   const forget = () => {
     if (reads.get(key) === read) reads.delete(key);
   };
   read.page.then(forget, forget);
-  return read.page;
+  return read;
 }
 
 /** Where a follower's events go. `deliver` may return a promise (backpressure); `end` is called once. */
@@ -66,6 +72,8 @@ export class RunFollower {
   #last: number;
   /** The newest sequence the bus announced for this run. */
   #told: number;
+  /** When it subscribed, on `clock`: a page from a read begun earlier is followed by one more read. */
+  #since = 0;
   #closed = false;
   #reading = false;
   #unsubscribe: (() => void) | null = null;
@@ -82,6 +90,7 @@ export class RunFollower {
 
   start(): void {
     this.#unsubscribe = this.deps.bus.subscribe(this.runId, (seq) => this.#notified(seq));
+    this.#since = ++clock;
     void this.#pump();
   }
 
@@ -102,7 +111,8 @@ export class RunFollower {
     try {
       for (;;) {
         const knew = this.#told;
-        const page = await readPage(this.deps, this.runId, this.#last, knew);
+        const read = readPage(this.deps, this.runId, this.#last, knew);
+        const page = await read.page;
         for (const ev of page) {
           if (this.#closed) return;
           this.#last = ev.sequence;
@@ -114,7 +124,7 @@ export class RunFollower {
           }
         }
         if (this.#closed) return;
-        if (page.length === PAGE) continue;
+        if (page.length === PAGE || read.began < this.#since) continue;
         // Announced but not seen: read again, unless this read already knew of it and found nothing
         // (then only a later notification can help, and a loop here would spin).
         if (this.#last >= this.#told || (page.length === 0 && knew >= this.#told)) return;
