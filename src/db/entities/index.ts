@@ -328,7 +328,9 @@ export const RunEventSchema = defineEntity({
   name: 'RunEvent',
   tableName: 'run_events',
   properties: {
-    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade').primary(),
+    // No foreign key: each event is written from its run's row by the statement writing that row, and
+    // runs are never deleted (Migration20261130000000RunEventsWithoutForeignKey).
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').createForeignKeyConstraint(false).primary(),
     sequence: p.integer().primary(),
     type: p.string(),
     nodeId: p.string().nullable(),

@@ -12,6 +12,7 @@ import { Migration20261127000000RateWindowBuckets } from './Migration20261127000
 import { Migration20261128000000UnloggedRateWindows } from './Migration20261128000000UnloggedRateWindows.ts';
 import { Migration20261128010000RunEventsKey } from './Migration20261128010000RunEventsKey.ts';
 import { Migration20261129000000InFlightIndex } from './Migration20261129000000InFlightIndex.ts';
+import { Migration20261130000000RunEventsWithoutForeignKey } from './Migration20261130000000RunEventsWithoutForeignKey.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -28,4 +29,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261128000000UnloggedRateWindows', class: Migration20261128000000UnloggedRateWindows },
   { name: 'Migration20261128010000RunEventsKey', class: Migration20261128010000RunEventsKey },
   { name: 'Migration20261129000000InFlightIndex', class: Migration20261129000000InFlightIndex },
+  { name: 'Migration20261130000000RunEventsWithoutForeignKey', class: Migration20261130000000RunEventsWithoutForeignKey },
 ];
