@@ -51,18 +51,27 @@ export interface GroupReceipt {
 }
 
 /**
- * Statements that a kind's groups carry after their own, in their transaction and message (the embedded
- * engine's admission round after acceptances: src/engine/embedded/admission-in-acceptance.ts). Each must
- * keep the group committable: nothing that raises for a reason of its own, nothing that waits on a
- * lock while the group's rows are held.
+ * Statements that a kind's groups carry before and after their own, in their transaction and message
+ * (the embedded engine's admission lock before acceptances and its round after them:
+ * src/engine/embedded/admission-in-acceptance.ts). Each must keep the group committable: nothing that
+ * raises for a reason of its own, nothing that waits on a lock while the group's rows are held.
  */
 export interface GroupTail {
   /** The tail for the group about to be sent, or null for none this time. */
   next(): {
+    /** Sent before the group's statements. */
+    head?: readonly (readonly [Statement, readonly unknown[]])[];
     statements: readonly (readonly [Statement, readonly unknown[]])[];
-    /** Their results (pg results, in order) once committed, or null when they were not: whether the group is covered. */
-    done(results: readonly unknown[] | null): boolean;
+    /** The results (pg results, in order) once committed, or null when they were not: whether the group is covered. */
+    done(results: GroupResults | null): boolean;
   } | null;
+}
+
+/** A committed group's results: the head's, the group's own statements', the tail's. */
+export interface GroupResults {
+  head: readonly unknown[];
+  group: readonly unknown[];
+  tail: readonly unknown[];
 }
 
 class GroupCommit {
@@ -98,8 +107,9 @@ class GroupCommit {
   async #sendGroup(group: Waiting[]): Promise<void> {
     const tail = this.pool() ? this.#nextTail() : null;
     let results: unknown[] | null = null;
+    const head = tail?.head ?? [];
     try {
-      results = await this.#together(group, tail?.statements ?? []);
+      results = await this.#together(head, group, tail?.statements ?? []);
     } catch (error) {
       try {
         tail?.done(null);
@@ -108,7 +118,7 @@ class GroupCommit {
       }
       // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome. With
       // a tail, only a refusal of our own (SQLSTATE class WR) is surely the statement's: the tail's
-      // statements never raise one; any other error runs the statement again alone, below.
+      // statements (head included) never raise one; any other error runs the statement again alone, below.
       const [w] = group;
       const { severity, code } = error as { severity?: unknown; code?: unknown };
       if (group.length === 1 && severity === 'ERROR' && (!tail || String(code).startsWith('WR'))) {
@@ -120,15 +130,16 @@ class GroupCommit {
       results = null;
     }
     if (results) {
+      const own = results.slice(head.length, head.length + group.length);
       let covered = false;
       try {
-        covered = tail ? tail.done(results.slice(group.length)) : false;
+        covered = tail ? tail.done({ head: results.slice(0, head.length), group: own, tail: results.slice(head.length + group.length) }) : false;
       } catch {
         // The group committed whatever its tail makes of its results; uncovered, its callers go on as without one.
       }
       for (const [i, w] of group.entries()) {
         if (w.receipt) w.receipt.covered = covered;
-        loggedRows(w.em, w.s, w.values, results[i]).then(w.resolve, w.reject);
+        loggedRows(w.em, w.s, w.values, own[i]).then(w.resolve, w.reject);
       }
       return;
     }
@@ -145,14 +156,19 @@ class GroupCommit {
   }
 
   /**
-   * The group in one message, then `after` (the kind's tail), or null without a pool (statement by
-   * statement). A group of one goes the same way, straight to a pool connection: the ORM's layers and
-   * its transaction cost more than the statement's own work on the service's side.
+   * `before` (the kind's head), the group, then `after` (its tail) in one message, or null without a
+   * pool (statement by statement). A group of one goes the same way, straight to a pool connection: the
+   * ORM's layers and its transaction cost more than the statement's own work on the service's side.
    */
-  async #together(group: Waiting[], after: readonly (readonly [Statement, readonly unknown[]])[]): Promise<unknown[] | null> {
+  async #together(
+    before: readonly (readonly [Statement, readonly unknown[]])[],
+    group: Waiting[],
+    after: readonly (readonly [Statement, readonly unknown[]])[],
+  ): Promise<unknown[] | null> {
     const pool = this.pool();
     if (!pool) return null;
-    return sendTogether(pool, [...group.map((w) => [w.s.text, w.values] as const), ...after.map(([s, values]) => [s.text, values] as const)]);
+    const extra = ([s, values]: readonly [Statement, readonly unknown[]]) => [s.text, values] as const;
+    return sendTogether(pool, [...before.map(extra), ...group.map((w) => [w.s.text, w.values] as const), ...after.map(extra)]);
   }
 }
 

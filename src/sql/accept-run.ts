@@ -1,4 +1,6 @@
 import { statement } from '../db/statement.ts';
+import { inFlight } from './admit-queued.ts';
+import { STATE_COLUMNS } from './runs.ts';
 import { GATE_CTE } from './queue-line.ts';
 import { rateHitCte } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
@@ -27,6 +29,13 @@ import { viewTokenOf } from './workflows.ts';
  *   and raises WR002 when the window's reservations ($17 onwards) plus this price ($6) exceed the cap, so
  *   nothing of the statement is written (the claimed record included).
  * - `gate`: the queue's numbering gate, held shared until the commit (src/services/runs/queue-line.ts).
+ * - `adm`: whether the run is admitted by its acceptance (inserted in phase `starting`, with the engine's
+ *   lease) instead of queued. Only when the group's first statement took the admission lock and said how
+ *   to admit (TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, src/sql/admit-queued.ts: the embedded engine's
+ *   acceptances on a Postgres server), for this run's engine, with no run of it queued (the line keeps
+ *   its order: a queued run is admitted first, by the round after the acceptances) and room both under
+ *   RUN_CAPACITY and under the account's max_concurrent_runs, as an admission round would decide. Each
+ *   acceptance's snapshot follows the lock and the group's earlier acceptances, so it counts them.
  * - `r`, `s`, `e`: the run, its sealed inputs (arrays $19–$21) and `run.queued`, only for a new run.
  *
  * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
@@ -35,7 +44,8 @@ import { viewTokenOf } from './workflows.ts';
  * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
  * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
  * the key's limit per minute when the request is counted here, else null. Returns the hit's columns
- * (HitRow; null when not counted here).
+ * (HitRow; null when not counted here) and, for a run admitted here, `admitted_id` and its state columns
+ * (STATE_COLUMNS, as an admission round returns them).
  */
 export const ACCEPT_RUN = statement(
   'accept_run',
@@ -58,16 +68,27 @@ claim as (
 fresh as (
   select 1 as one where (select allowed and current from ok)
      and ($14::varchar is null or exists (select 1 from claim where run_id = $1::uuid))),
+adm as (
+  select case when current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = $13::text
+    then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = $13::text)
+     and (select count(*) from runs i where ${inFlight('i')}) < current_setting('wr.admit_capacity', true)::int
+     and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
+            from accounts a where a.id = $2::uuid)
+    else false end as now),
 reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
 r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
-                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context)
-  select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', 'queued', 'pending', $6::numeric, $7::text, $6::numeric,
+                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context,
+                    lease_owner, lease_until)
+  select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', case when adm.now then 'starting' else 'queued' end, 'pending', $6::numeric, $7::text, $6::numeric,
          $8::numeric, $9::numeric, $10::numeric, $11::text, $12::jsonb,
-         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb
-    from fresh where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)
-  returning id, created_at),
+         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb,
+         case when adm.now then nullif(current_setting('wr.admit_lease_owner', true), '') end,
+         case when adm.now and current_setting('wr.admit_lease_owner', true) <> ''
+              then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
+    from fresh, adm where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)
+  returning id, created_at, ${STATE_COLUMNS}),
 s as (
   insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
   select u.id, r.id, 'password_input', u.name, u.ciphertext, now()
@@ -76,6 +97,7 @@ e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       not ok.current as stale, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms
-  from ok left join hit on true`,
+       not ok.current as stale, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms, a.*
+  from ok left join hit on true
+  left join (select id as admitted_id, ${STATE_COLUMNS} from r where phase = 'starting') a on true`,
 );

@@ -4,6 +4,16 @@ import { query, statement } from '../db/statement.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
 /**
+ * A run in flight (running, suspended, or admitted and not yet started), as `runs_in_flight_idx`'s
+ * predicate says it (src/db/entities/index.ts): what RUN_CAPACITY and an account's
+ * max_concurrent_runs bound. `r`: the alias of `runs`, or none.
+ */
+export const inFlight = (r?: string): string => {
+  const c = (col: string) => (r ? `${r}.${col}` : col);
+  return `(${c('status')} in ('running', 'suspended') or (${c('status')} = 'pending' and ${c('phase')} in ('starting', 'preparing')))`;
+};
+
+/**
  * Admission rounds run one at a time across processes: each transaction takes this lock first. It also
  * plans the rest of the transaction with plain index scans only (bitmap and sequential scans off): every
  * table the round reads has an index made for its question, and the planner's statistics lag on a young
@@ -53,6 +63,20 @@ export const TRY_LOCK_ADMISSION = statement(
 );
 
 /**
+ * TRY_LOCK_ADMISSION as the first statement of a group of acceptances, with what lets each acceptance
+ * admit its own run (`wr.admit_*`, read by src/sql/accept-run.ts): $1 RUN_CAPACITY, $2 the engine, $3
+ * the lease owner or null, $4 the lease's seconds. Taken first, the lock is held by every acceptance's
+ * snapshot, so each sees every admission committed before it, and admissions elsewhere wait for the group.
+ */
+export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
+  'try_lock_admission_for_acceptances',
+  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true),
+       set_config('wr.admit_capacity', $1::int::text, true), set_config('wr.admit_engine', $2::text, true),
+       set_config('wr.admit_lease_owner', coalesce($3::text, ''), true), set_config('wr.admit_lease_secs', coalesce($4::float8, 0)::text, true),
+       set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
+);
+
+/**
  * ADMIT_QUEUED after TRY_LOCK_ADMISSION, in a transaction that already holds other rows: it admits
  * nothing unless the lock was taken (`locked` says which), and it skips a picked run whose row another
  * transaction holds instead of waiting for it (a skipped run counts as still waiting).
@@ -67,7 +91,7 @@ function admitText(ifLocked: boolean): string {
   const lockedNow = `current_setting('wr.admission', true) = 'true'`;
   return `with inflight as (
   select account_id, count(*)::int as n from runs
-   where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))
+   where ${inFlight()}
    group by account_id),
 q as (
   select id, account_id, queue_seq, queued_at from runs
@@ -79,7 +103,8 @@ ranked as (
     from q join accounts a on a.id = q.account_id left join inflight i on i.account_id = q.account_id),
 picked as (
   select id from ranked where max is null or used + rn <= max
-   order by queue_seq, queued_at, id limit greatest($1::int - (select coalesce(sum(n), 0)::int from inflight), 0)),${
+   order by queue_seq, queued_at, id
+   limit case when exists (select 1 from q) then greatest($1::int - (select coalesce(sum(n), 0)::int from inflight), 0) else 0 end),${
      ifLocked
        ? `
 free as (

@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupTail } from '../../src/db/group-commit.ts';
+import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupResults, type GroupTail } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -115,10 +115,11 @@ if (onServer) {
     assert.is(Number(again.id), 601, 'the connection is usable after the error');
   });
 
-  t('a kind’s tail runs after its group in the same transaction, and each caller learns whether it covered the group', async ({ orm }) => {
-    const seen: (readonly unknown[] | null)[] = [];
+  t('a kind’s head runs before its group and its tail after it, in the same transaction, and each caller learns whether the tail covered the group', async ({ orm }) => {
+    const seen: (GroupResults | null)[] = [];
     const tail: GroupTail = {
       next: () => ({
+        head: [[TAIL, [700, 799]]],
         statements: [[TAIL, [700, 799]]],
         done: (results) => {
           seen.push(results);
@@ -131,11 +132,18 @@ if (onServer) {
       const receipts: GroupReceipt[] = [1, 2, 3].map(() => ({ covered: false }));
       const rows = await Promise.all([701, 702, 703].map((id, i) => runInGroup<{ tx: string }>(orm.em.fork(), PROBE, [id, 't'], 't', receipts[i])));
       assert.ok(receipts.every((r) => r.covered), 'every caller was covered');
-      const tails = seen.map((r) => (r![0] as { rows: { n: number; tx: string }[] }).rows[0]!);
-      // The first goes alone; the two asked for meanwhile go together: each tail sees its own group's rows.
+      type Counted = { rows: { n: number; tx: string }[] };
+      const heads = seen.map((r) => (r!.head[0] as Counted).rows[0]!);
+      const tails = seen.map((r) => (r!.tail[0] as Counted).rows[0]!);
+      // The first goes alone; the two asked for meanwhile go together: each head sees the rows of the
+      // groups before its own, each tail its own group's too.
+      assert.equal(heads.map((x) => Number(x.n)), [0, 1]);
       assert.equal(tails.map((x) => Number(x.n)), [1, 3]);
+      assert.is(heads[0]!.tx, rows[0]![0]!.tx, 'the head ran in the transaction of the statement');
       assert.is(tails[0]!.tx, rows[0]![0]!.tx, 'the tail ran in the transaction of the statement');
       assert.is(tails[1]!.tx, rows[2]![0]!.tx);
+      const own = seen.map((r) => r!.group.map((g) => Number((g as { rows: { id: number }[] }).rows[0]!.id)));
+      assert.equal(own, [[701], [702, 703]], 'the tail is given the group’s own results');
 
       // A group that fails is not covered: its tail hears null, its statements run again alone.
       seen.length = 0;

@@ -31,19 +31,25 @@ const sealer = new Sealer(randomBytes(32));
 const engines: EmbeddedEngine[] = [];
 const db = () => orm.em.fork();
 
-async function seed(): Promise<string> {
+/** alice (at most `aliceMax` runs in flight) and bob, and one free workflow by alice: a template, after a `delaySeconds` delay if given. */
+async function seed(o: { aliceMax?: number; delaySeconds?: number } = {}): Promise<string> {
   await resetDb(orm);
+  const template = { id: 't', kind: 'text.template', template: 'x', ...(o.delaySeconds ? { after: ['d'] } : {}) };
+  const nodes = [...(o.delaySeconds ? [{ id: 'd', kind: 'delay', seconds: o.delaySeconds }] : []), template, { id: 'o', kind: 'output', from: 't' }];
   const workflowId = randomUUID();
   const catalog = {
     pricing: { stepUsd: '0.000100' },
-    accounts: [{ handle: 'alice', walletUsd: '10.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute', 'run:read'] }] }],
+    accounts: [
+      { handle: 'alice', walletUsd: '10.000000', maxConcurrentRuns: o.aliceMax ?? null, apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute', 'run:read'] }] },
+      { handle: 'bob', walletUsd: '10.000000', apiKeys: [{ secret: 'wr_bob_key', scopes: ['run:execute', 'run:read'] }] },
+    ],
     workflows: [
       {
         id: workflowId,
         owner: 'alice',
         name: 'Admission in acceptance',
         runModel: 'free',
-        versions: [{ id: randomUUID(), label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'x' }, { id: 'o', kind: 'output', from: 't' }] } }],
+        versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
       },
     ],
   };
@@ -66,8 +72,8 @@ function app(): Deps {
   return { ...base, engine };
 }
 
-async function accept(deps: Deps, workflowId: string): Promise<string> {
-  const principal = await authenticateKey(deps, 'Bearer wr_alice_key');
+async function accept(deps: Deps, workflowId: string, key = 'wr_alice_key'): Promise<string> {
+  const principal = await authenticateKey(deps, `Bearer ${key}`);
   return (await startRun(deps, principal, { body: { workflow: workflowId, inputs: {} } })).run.id;
 }
 
@@ -92,6 +98,63 @@ if (!url) {
     });
     assert.is(sql.filter((q) => q.includes('pg_try_advisory_xact_lock(727001)')).length, 1, 'one round, carried by the acceptance');
     assert.is(sql.filter((q) => q.includes('pg_advisory_xact_lock(727001)')).length, 0, 'no round of the engine’s own');
+  });
+
+  /** Records each run's row as it was inserted (phase, lease) while `fn` runs. */
+  async function asInserted(fn: () => Promise<void>): Promise<Map<string, { phase: string; leased: boolean }>> {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(`create table if not exists test_inserted_runs (id uuid, phase text, leased boolean);
+        truncate test_inserted_runs;
+        create or replace function test_record_inserted_run() returns trigger language plpgsql as $$
+          begin insert into test_inserted_runs values (new.id, new.phase, new.lease_owner is not null and new.lease_until > now()); return null; end $$;
+        create trigger test_record_inserted_run after insert on runs for each row execute function test_record_inserted_run();`);
+      try {
+        await fn();
+      } finally {
+        await c.query('drop trigger test_record_inserted_run on runs');
+      }
+      const { rows } = await c.query<{ id: string; phase: string; leased: boolean }>('select id::text, phase, leased from test_inserted_runs');
+      return new Map(rows.map((r) => [r.id, { phase: r.phase, leased: r.leased }]));
+    } finally {
+      await c.end();
+    }
+  }
+
+  test('a run accepted while nothing waits in the queue and there is room is inserted admitted, with the engine’s lease, and runs', async () => {
+    const workflowId = await seed();
+    const deps = app();
+    await deps.engine.start();
+    await new Promise((r) => setTimeout(r, 100));
+    let id = '';
+    const inserted = await asInserted(async () => {
+      id = await accept(deps, workflowId);
+    });
+    assert.equal(inserted.get(id), { phase: 'starting', leased: true });
+    await waitFor('the run to complete', async () => (await status(id)).status === 'completed', 5_000);
+  });
+
+  test('a run accepted while another waits in the queue is inserted queued behind it, and one over its account’s limit is inserted queued', async () => {
+    const workflowId = await seed({ aliceMax: 1, delaySeconds: 0.5 });
+    const deps = app();
+    await deps.engine.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const ids: string[] = [];
+    const inserted = await asInserted(async () => {
+      ids.push(await accept(deps, workflowId)); // admitted: alice has none in flight
+      ids.push(await accept(deps, workflowId)); // alice's limit: queued
+      ids.push(await accept(deps, workflowId, 'wr_bob_key')); // room for bob, but alice's second waits in the queue
+    });
+    assert.equal(
+      ids.map((id) => inserted.get(id)),
+      [
+        { phase: 'starting', leased: true },
+        { phase: 'queued', leased: false },
+        { phase: 'queued', leased: false },
+      ],
+    );
+    for (const id of ids) await waitFor('every run to complete', async () => (await status(id)).status === 'completed', 10_000);
   });
 
   test('while another transaction holds the admission lock the acceptance does not wait for it, and the engine admits the run once it is free', async () => {

@@ -2,21 +2,27 @@ import type { GroupTail } from '../../db/group-commit.ts';
 import { loggedRows, outsideTransaction } from '../../db/statement.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import { stateFromRow } from '../../runs/run-state.ts';
-import { ADMIT_QUEUED_IF_LOCKED, admitted, admitValues, TRY_LOCK_ADMISSION, type AdmitFromQueueArgs } from '../../sql/admit-queued.ts';
+import { ADMIT_QUEUED_IF_LOCKED, admitted, admitValues, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, type AdmitFromQueueArgs } from '../../sql/admit-queued.ts';
 import type { AdmitResult } from '../../runs/admit-runs.ts';
 import type { AdmissionPump } from './admission-pump.ts';
 
+type Rows = { rows: Record<string, unknown>[] };
+
 /**
- * The embedded engine's admission round carried by the acceptances' group commit
- * (src/db/group-commit.ts GroupTail): after a group of POST /runs acceptances, in their transaction and
- * their one message, TRY_LOCK_ADMISSION and ADMIT_QUEUED_IF_LOCKED admit from the queue as a round of
- * the engine's own would, the group's new runs included. A run accepted alone and admitted at once then
- * costs one round trip to Postgres and one commit less, and its acceptance needs no round of its own.
+ * The embedded engine's admission carried by the acceptances' group commit (src/db/group-commit.ts
+ * GroupTail), in their transaction and their one message:
  *
- * The acceptances hold rows (a key's rate window, idempotency records, a cap) while the round runs, so
- * it never waits: not for the admission lock (taken only if free; when it is not, the round admits
- * nothing and the acceptances ask the pump for a round as before) and not for a queued run's row
- * (skipped, and counted as still waiting). See docs/architecture.md#admission-carried-by-acceptances.
+ * - before them, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES takes the admission lock if it is free and says how
+ *   to admit, so an acceptance that finds the queue empty and room in flight inserts its run admitted
+ *   (src/sql/accept-run.ts `adm`): one row version, and no round at all for it;
+ * - after them, ADMIT_QUEUED_IF_LOCKED admits from the queue as a round of the engine's own would, the
+ *   group's queued runs included.
+ *
+ * A run accepted alone and admitted at once then costs one round trip to Postgres, one commit and one
+ * update of its row less. The acceptances hold rows (a key's rate window, idempotency records, a cap)
+ * while the round runs, so nothing here waits: not for the admission lock (taken only if free; when it
+ * is not, the acceptances queue their runs and ask the pump for a round as before) and not for a queued
+ * run's row (skipped, and counted as still waiting). See docs/architecture.md#admission-carried-by-acceptances.
  */
 export function admissionInAcceptance(o: {
   deps: RunsDeps;
@@ -26,31 +32,35 @@ export function admissionInAcceptance(o: {
   admitted: (r: AdmitResult) => void;
   failed: (err: unknown) => void;
 }): GroupTail {
+  const lease = o.args.lease;
+  const headValues = [o.args.capacity, o.args.engine ?? null, lease?.owner ?? null, lease ? lease.ttlMs / 1000 : null];
   return {
     next() {
       if (!o.running()) return null;
       const mark = o.pump.roundElsewhere();
       const values = admitValues(o.args);
       return {
-        statements: [
-          [TRY_LOCK_ADMISSION, []],
-          [ADMIT_QUEUED_IF_LOCKED, values],
-        ],
+        head: [[TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, headValues]],
+        statements: [[ADMIT_QUEUED_IF_LOCKED, values]],
         done(results) {
           if (!results) return false;
-          const [lockResult, admitResult] = results as { rows: Record<string, unknown>[] }[];
+          const [lockResult] = results.head as Rows[];
+          const [admitResult] = results.tail as Rows[];
           const first = admitResult?.rows[0];
           const covered = first?.locked === true;
           if (covered) o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
+          // Runs admitted by their acceptance (their rows' `admitted_id`).
+          const atAcceptance = covered ? (results.group as Rows[]).map((r) => r.rows[0]).filter((row) => row?.admitted_id) : [];
           const start = async () => {
             // Through the ORM's query log like every statement (counts, slow-query logs).
             const em = outsideTransaction(o.deps.orm);
-            await loggedRows(em, TRY_LOCK_ADMISSION, [], lockResult);
+            await loggedRows(em, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, headValues, lockResult);
             const rows = await loggedRows(em, ADMIT_QUEUED_IF_LOCKED, values, admitResult);
             if (!covered) return;
             const r = admitted(rows);
-            if (r.rows.length === 0) return;
-            const states = await Promise.all(r.rows.map((row) => stateFromRow(em, String(row.id), row)));
+            const all = [...atAcceptance.map((row) => ({ ...row!, id: row!.admitted_id })), ...r.rows];
+            if (all.length === 0) return;
+            const states = await Promise.all(all.map((row) => stateFromRow(em, String(row.id), row)));
             o.admitted({ admitted: states.map((st) => st.runId), states, more: r.more });
           };
           // After the group's callers have answered: a POST /runs response is written before its
