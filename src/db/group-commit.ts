@@ -54,7 +54,8 @@ export interface GroupReceipt {
  * Statements that a kind's groups carry before and after their own, in their transaction and message
  * (the embedded engine's admission lock before acceptances and its round after them:
  * src/engine/embedded/admission-in-acceptance.ts). Each must keep the group committable: nothing that
- * raises for a reason of its own, nothing that waits on a lock while the group's rows are held.
+ * raises for a reason of its own, nothing that waits on a lock while the group's rows are held. What a
+ * head takes is held while the group's statements run, waits for rows included, until the commit.
  */
 export interface GroupTail {
   /** The tail for the group about to be sent, or null for none this time. */

@@ -52,21 +52,14 @@ export const EXPIRED_QUEUED = statement(
 export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitText(false)));
 
 /**
- * The admission lock if it is free, for a round that follows statements of its own transaction (an
- * acceptance's, src/engine/embedded/admission-in-acceptance.ts): that transaction holds rows others may
- * want while they hold the lock, so it never waits for it. Whether it was taken is kept in the setting
- * `wr.admission` for ADMIT_QUEUED_IF_LOCKED; the planner settings are LOCK_ADMISSION's.
- */
-export const TRY_LOCK_ADMISSION = statement(
-  'try_lock_admission',
-  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
-);
-
-/**
- * TRY_LOCK_ADMISSION as the first statement of a group of acceptances, with what lets each acceptance
- * admit its own run (`wr.admit_*`, read by src/sql/accept-run.ts): $1 RUN_CAPACITY, $2 the engine, $3
- * the lease owner or null, $4 the lease's seconds. Taken first, the lock is held by every acceptance's
- * snapshot, so each sees every admission committed before it, and admissions elsewhere wait for the group.
+ * The admission lock if it is free, as the first statement of a group of acceptances (src/engine/embedded/
+ * admission-in-acceptance.ts): that transaction holds rows others may want while they hold the lock, so it
+ * never waits for it. Whether it was taken is kept in the setting `wr.admission` (for ADMIT_QUEUED_IF_LOCKED
+ * and the acceptances), with what lets each acceptance admit its own run (`wr.admit_*`, read by
+ * src/sql/accept-run.ts): $1 RUN_CAPACITY, $2 the engine, $3 the lease owner or null, $4 the lease's
+ * seconds. Taken first, the lock is held by every acceptance's snapshot, so each sees every admission
+ * committed before it; admissions elsewhere wait for the group's commit. The planner settings are
+ * LOCK_ADMISSION's (the acceptances' own statements are index lookups either way).
  */
 export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
   'try_lock_admission_for_acceptances',
@@ -77,7 +70,7 @@ export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
 );
 
 /**
- * ADMIT_QUEUED after TRY_LOCK_ADMISSION, in a transaction that already holds other rows: it admits
+ * ADMIT_QUEUED after TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, in a transaction that already holds other rows: it admits
  * nothing unless the lock was taken (`locked` says which), and it skips a picked run whose row another
  * transaction holds instead of waiting for it (a skipped run counts as still waiting).
  */

@@ -8,7 +8,10 @@ import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { query } from '../../src/db/statement.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
-import { ADMIT_QUEUED_IF_LOCKED, admitValues, TRY_LOCK_ADMISSION } from '../../src/sql/admit-queued.ts';
+import { ADMIT_QUEUED_IF_LOCKED, admitValues, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES } from '../../src/sql/admit-queued.ts';
+import { admissionInAcceptance } from '../../src/engine/embedded/admission-in-acceptance.ts';
+import type { AdmissionPump } from '../../src/engine/embedded/admission-pump.ts';
+import type { RunsDeps } from '../../src/runs/deps.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
@@ -81,6 +84,36 @@ const status = async (id: string) => (await db().execute<{ status: string; phase
 
 test.after.each(async () => {
   for (const e of engines.splice(0)) await e.stop().catch(() => undefined);
+});
+
+test('runs admitted by a group that cannot be started are let go at once, not left leased until their leases run out', async () => {
+  const failures: unknown[] = [];
+  let unstarted: string[] = [];
+  const tail = admissionInAcceptance({
+    // Starting needs the database; this one is gone.
+    deps: {
+      orm: {
+        get em(): never {
+          throw new Error('the database is gone');
+        },
+      },
+    } as unknown as RunsDeps,
+    args: { capacity: 8, engine: 'embedded', window: 100, lease: { owner: 'me', ttlMs: 15_000 } },
+    pump: { roundElsewhere: () => 0, roundElsewhereDone: () => undefined } as unknown as AdmissionPump,
+    running: () => true,
+    admitted: () => assert.unreachable('nothing could be started'),
+    failed: (err) => failures.push(err),
+    unstarted: (ids) => (unstarted = ids),
+  });
+  const carried = tail.next()!;
+  const covered = carried.done({
+    head: [{ rows: [{}] }],
+    group: [{ rows: [{ admitted_id: 'run-a' }] }, { rows: [{ admitted_id: null }] }],
+    tail: [{ rows: [{ id: 'run-b', locked: true, looked_at: 1, picked_count: 1 }] }],
+  });
+  assert.is(covered, true);
+  await waitFor('the start to fail', async () => failures.length > 0, 2_000);
+  assert.equal(unstarted, ['run-a', 'run-b']);
 });
 
 if (!url) {
@@ -191,7 +224,7 @@ if (!url) {
       await holder.query('begin');
       await holder.query('select 1 from runs where id = $1 for update', [held]);
       const out = await db().transactional(async (tx) => {
-        await query(tx, TRY_LOCK_ADMISSION, []);
+        await query(tx, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, [8, 'embedded', null, null]);
         return query<{ id: string | null; looked_at: number; picked_count: number; locked: boolean }>(
           tx,
           ADMIT_QUEUED_IF_LOCKED,
@@ -217,7 +250,7 @@ if (!url) {
     try {
       await holder.query('select pg_advisory_lock(727001)');
       const out = await db().transactional(async (tx) => {
-        await query(tx, TRY_LOCK_ADMISSION, []);
+        await query(tx, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, [8, 'embedded', null, null]);
         return query<{ id: string | null; locked: boolean }>(tx, ADMIT_QUEUED_IF_LOCKED, admitValues({ capacity: 8, engine: 'embedded', window: 100 }));
       });
       assert.equal(out.map((r) => [r.id, r.locked]), [[null, false]]);

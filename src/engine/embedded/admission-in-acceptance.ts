@@ -31,6 +31,8 @@ export function admissionInAcceptance(o: {
   running: () => boolean;
   admitted: (r: AdmitResult) => void;
   failed: (err: unknown) => void;
+  /** Runs admitted (leased to this engine) that could not be started: their leases are to be let go. */
+  unstarted: (runIds: string[]) => void;
 }): GroupTail {
   const lease = o.args.lease;
   const headValues = [o.args.capacity, o.args.engine ?? null, lease?.owner ?? null, lease ? lease.ttlMs / 1000 : null];
@@ -51,6 +53,9 @@ export function admissionInAcceptance(o: {
           if (covered) o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
           // Runs admitted by their acceptance (their rows' `admitted_id`).
           const atAcceptance = covered ? (results.group as Rows[]).map((r) => r.rows[0]).filter((row) => row?.admitted_id) : [];
+          const ids = covered
+            ? [...atAcceptance.map((row) => String(row!.admitted_id)), ...(admitResult?.rows ?? []).filter((row) => row.id != null).map((row) => String(row.id))]
+            : [];
           const start = async () => {
             // Through the ORM's query log like every statement (counts, slow-query logs).
             const em = outsideTransaction(o.deps.orm);
@@ -65,7 +70,13 @@ export function admissionInAcceptance(o: {
           };
           // After the group's callers have answered: a POST /runs response is written before its
           // run's first step is computed.
-          setImmediate(() => start().catch(o.failed));
+          // A run that cannot be started is let go rather than left leased until its lease expires.
+          setImmediate(() =>
+            start().catch((err) => {
+              o.failed(err);
+              if (ids.length > 0) o.unstarted(ids);
+            }),
+          );
           return covered;
         },
       };

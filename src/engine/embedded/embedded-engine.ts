@@ -133,6 +133,8 @@ export class EmbeddedEngine implements EnginePort {
         for (const st of r.states) this.#startDriver(st.runId, st);
       },
       failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
+      // The sweep claims them at once, instead of when the leases would have run out.
+      unstarted: (ids) => void releaseLeases(this.#deps, this.#holder, ids.filter((id) => !this.#drivers.has(id))).catch(() => undefined),
     });
   }
 
