@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { DEFAULT_MAX_STREAMS_PER_KEY as MAX_STREAMS_PER_KEY } from '../src/config/config.ts';
+import { inFlight } from '../src/sql/admit-queued.ts';
 import { ServerChild } from './child.ts';
 import { closedLoop, hammer, httpJson, openSse, pool, terminalWaiter, type LoadResult, type SseClient } from './load.ts';
 import { cpuMeter, describeMachine, type CpuSplit } from './machine.ts';
@@ -264,7 +265,7 @@ async function drained(child: ServerChild, limitMs = 60_000): Promise<number> {
   const t0 = performance.now();
   for (;;) {
     const [r] = await child.sql<{ n: number }>(
-      `select ((select count(*) from runs where status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing')))
+      `select ((select count(*) from runs where ${inFlight()})
              + (select count(*) from runs where status = 'pending' and phase = 'queued'))::int as n`,
     );
     if (!r!.n) return performance.now() - t0;

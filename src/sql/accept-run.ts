@@ -29,8 +29,8 @@ import { viewTokenOf } from './workflows.ts';
  *   and raises WR002 when the window's reservations ($17 onwards) plus this price ($6) exceed the cap, so
  *   nothing of the statement is written (the claimed record included).
  * - `gate`: the queue's numbering gate, held shared until the commit (src/services/runs/queue-line.ts).
- * - `adm`: whether the run is admitted by its acceptance (inserted in phase `starting`, with the engine's
- *   lease) instead of queued. Only when the group's first statement took the admission lock and said how
+ * - `adm`: whether the run is admitted by its acceptance (`now`: inserted in phase `starting`, with the
+ *   engine's lease, `lease_owner`) instead of queued. Only when the group's first statement took the admission lock and said how
  *   to admit (TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, src/sql/admit-queued.ts: the embedded engine's
  *   acceptances on a Postgres server), for this run's engine, with no run of it queued (the line keeps
  *   its order: a queued run is admitted first, by the round after the acceptances) and room both under
@@ -69,12 +69,13 @@ fresh as (
   select 1 as one where (select allowed and current from ok)
      and ($14::varchar is null or exists (select 1 from claim where run_id = $1::uuid))),
 adm as (
-  select case when current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = $13::text
-    then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = $13::text)
-     and (select count(*) from runs i where ${inFlight('i')}) < current_setting('wr.admit_capacity', true)::int
-     and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
-            from accounts a where a.id = $2::uuid)
-    else false end as now),
+  select d.now, case when d.now then nullif(current_setting('wr.admit_lease_owner', true), '') end as lease_owner
+    from (select case when current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = $13::text
+      then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = $13::text)
+       and (select count(*) from runs i where ${inFlight('i')}) < current_setting('wr.admit_capacity', true)::int
+       and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
+              from accounts a where a.id = $2::uuid)
+      else false end as now) d),
 reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
 r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
@@ -84,9 +85,8 @@ r as (
   select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', case when adm.now then 'starting' else 'queued' end, 'pending', $6::numeric, $7::text, $6::numeric,
          $8::numeric, $9::numeric, $10::numeric, $11::text, $12::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb,
-         case when adm.now then nullif(current_setting('wr.admit_lease_owner', true), '') end,
-         case when adm.now and current_setting('wr.admit_lease_owner', true) <> ''
-              then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
+         adm.lease_owner,
+         case when adm.lease_owner is not null then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
     from fresh, adm where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)
   returning id, created_at, ${STATE_COLUMNS}),
 s as (

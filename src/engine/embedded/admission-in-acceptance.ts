@@ -51,30 +51,30 @@ export function admissionInAcceptance(o: {
           const first = admitResult?.rows[0];
           const covered = first?.locked === true;
           if (covered) o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
-          // Runs admitted by their acceptance (their rows' `admitted_id`).
-          const atAcceptance = covered ? (results.group as Rows[]).map((r) => r.rows[0]).filter((row) => row?.admitted_id) : [];
-          const ids = covered
-            ? [...atAcceptance.map((row) => String(row!.admitted_id)), ...(admitResult?.rows ?? []).filter((row) => row.id != null).map((row) => String(row.id))]
+          // The runs admitted: by their acceptance (its row's `admitted_id`), then by the round after them.
+          const round = covered ? admitted(admitResult!.rows) : null;
+          const runs = round
+            ? [
+                ...(results.group as Rows[]).flatMap((r) => (r.rows[0]?.admitted_id ? [{ ...r.rows[0], id: r.rows[0].admitted_id }] : [])),
+                ...round.rows,
+              ]
             : [];
           const start = async () => {
             // Through the ORM's query log like every statement (counts, slow-query logs).
             const em = outsideTransaction(o.deps.orm);
             await loggedRows(em, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, headValues, lockResult);
-            const rows = await loggedRows(em, ADMIT_QUEUED_IF_LOCKED, values, admitResult);
-            if (!covered) return;
-            const r = admitted(rows);
-            const all = [...atAcceptance.map((row) => ({ ...row!, id: row!.admitted_id })), ...r.rows];
-            if (all.length === 0) return;
-            const states = await Promise.all(all.map((row) => stateFromRow(em, String(row.id), row)));
-            o.admitted({ admitted: states.map((st) => st.runId), states, more: r.more });
+            await loggedRows(em, ADMIT_QUEUED_IF_LOCKED, values, admitResult);
+            if (runs.length === 0) return;
+            const states = await Promise.all(runs.map((row) => stateFromRow(em, String(row.id), row)));
+            o.admitted({ admitted: states.map((st) => st.runId), states, more: round!.more });
           };
-          // After the group's callers have answered: a POST /runs response is written before its
-          // run's first step is computed.
-          // A run that cannot be started is let go rather than left leased until its lease expires.
+          // After the group's callers have answered: a POST /runs response is written before its run's
+          // first step is computed. A run that cannot be started is let go rather than left leased
+          // until its lease expires.
           setImmediate(() =>
             start().catch((err) => {
               o.failed(err);
-              if (ids.length > 0) o.unstarted(ids);
+              if (runs.length > 0) o.unstarted(runs.map((row) => String(row.id)));
             }),
           );
           return covered;
