@@ -36,6 +36,7 @@ import { viewTokenOf } from './workflows.ts';
  *   its order: a queued run is admitted first, by the round after the acceptances) and room both under
  *   RUN_CAPACITY and under the account's max_concurrent_runs, as an admission round would decide. Each
  *   acceptance's snapshot follows the lock and the group's earlier acceptances, so it counts them.
+ *   Materialized: `r` reads `now` three times, and an inlined `adm` would count the runs three times.
  * - `r`, `s`, `e`: the run, its sealed inputs (arrays $19–$21) and `run.queued`, only for a new run.
  *
  * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
@@ -68,7 +69,7 @@ claim as (
 fresh as (
   select 1 as one where (select allowed and current from ok)
      and ($14::varchar is null or exists (select 1 from claim where run_id = $1::uuid))),
-adm as (
+adm as materialized (
   select d.now, case when d.now then nullif(current_setting('wr.admit_lease_owner', true), '') end as lease_owner
     from (select case when current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = $13::text
       then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = $13::text)

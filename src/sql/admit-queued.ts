@@ -59,11 +59,12 @@ export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitTex
  * src/sql/accept-run.ts): $1 RUN_CAPACITY, $2 the engine, $3 the lease owner or null, $4 the lease's
  * seconds. Taken first, the lock is held by every acceptance's snapshot, so each sees every admission
  * committed before it; admissions elsewhere wait for the group's commit. The planner settings are
- * LOCK_ADMISSION's (the acceptances' own statements are index lookups either way).
+ * LOCK_ADMISSION's (the acceptances' own statements are index lookups either way). Returns `locked`:
+ * 'true' when the lock was taken.
  */
 export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
   'try_lock_admission_for_acceptances',
-  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true),
+  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true) as locked,
        set_config('wr.admit_capacity', $1::int::text, true), set_config('wr.admit_engine', $2::text, true),
        set_config('wr.admit_lease_owner', coalesce($3::text, ''), true), set_config('wr.admit_lease_secs', coalesce($4::float8, 0)::text, true),
        set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,

@@ -17,7 +17,8 @@ import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { startRun } from '../../src/services/runs/start-run.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { openOrm, type Orm } from '../../src/db/orm.ts';
+import { resetDb, testDbOptions, testOrm } from '../helpers/db.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -60,10 +61,10 @@ async function seed(o: { aliceMax?: number; delaySeconds?: number } = {}): Promi
   return workflowId;
 }
 
-function app(): Deps {
+function app(on: Orm = orm): Deps {
   const base = {
     config: loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' }),
-    orm,
+    orm: on,
     log: pino({ level: 'silent' }),
     sealer,
     bus: new InProcessRunEventBus(),
@@ -210,6 +211,35 @@ if (!url) {
     } finally {
       await holder.query('rollback').catch(() => undefined);
       await holder.end();
+    }
+  });
+
+  test('while the queue is known clean a group goes without the round after its acceptances, and a run it queues behind another process’s is still admitted', async () => {
+    const workflowId = await seed();
+    const deps = app();
+    await deps.engine.start();
+    await new Promise((r) => setTimeout(r, 100)); // the start's own round finds the queue clean
+    const isRound = (q: string) => q.includes('skip locked');
+    const alone = await statementsWhile(orm, async () => {
+      const id = await accept(deps, workflowId);
+      await waitFor('the run to complete', async () => (await status(id)).status === 'completed', 5_000);
+    });
+    assert.is(alone.sql.filter((q) => q.includes('pg_try_advisory_xact_lock(727001)')).length, 1, 'the group took the admission lock');
+    assert.is(alone.sql.filter(isRound).length, 0, 'and carried no round');
+
+    // Another process, with no engine running, queues a run: this process does not know of it.
+    const elsewhere = await openOrm(testDbOptions());
+    try {
+      const theirs = await accept(app(elsewhere), workflowId);
+      assert.equal(await status(theirs), { status: 'pending', phase: 'queued' });
+      let ours = '';
+      const inserted = await asInserted(async () => {
+        ours = await accept(deps, workflowId);
+      });
+      assert.equal(inserted.get(ours), { phase: 'queued', leased: false }, 'queued behind the other process’s run');
+      for (const id of [theirs, ours]) await waitFor('both runs to complete', async () => (await status(id)).status === 'completed', 5_000);
+    } finally {
+      await elsewhere.close(true);
     }
   });
 

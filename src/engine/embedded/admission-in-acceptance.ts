@@ -40,33 +40,42 @@ export function admissionInAcceptance(o: {
     next() {
       if (!o.running()) return null;
       const mark = o.pump.roundElsewhere();
+      // With nothing admissible known to wait, a round after the acceptances would find nothing to
+      // admit: the group goes without it (a run it queues asks the pump for a round, below).
+      const withRound = !o.pump.knownClean;
       const values = admitValues(o.args);
       return {
         head: [[TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, headValues]],
-        statements: [[ADMIT_QUEUED_IF_LOCKED, values]],
+        statements: withRound ? [[ADMIT_QUEUED_IF_LOCKED, values]] : [],
         done(results) {
           if (!results) return false;
           const [lockResult] = results.head as Rows[];
           const [admitResult] = results.tail as Rows[];
-          const first = admitResult?.rows[0];
-          const covered = first?.locked === true;
-          if (covered) o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
+          const group = (results.group as Rows[]).map((r) => r.rows[0]);
+          let covered: boolean;
+          let round: ReturnType<typeof admitted> | null = null;
+          if (withRound) {
+            const first = admitResult?.rows[0];
+            covered = first?.locked === true;
+            if (covered) {
+              o.pump.roundElsewhereDone(Number(first.looked_at) > Number(first.picked_count), mark);
+              round = admitted(admitResult!.rows);
+            }
+          } else {
+            // Without a round, a run the group queued (behind another process's, or at a limit) is
+            // not answered for: its acceptance asks the pump for one, as without the lock.
+            covered = lockResult?.rows[0]?.locked === 'true' && group.every((row) => !row?.inserted || Boolean(row.admitted_id));
+          }
           // The runs admitted: by their acceptance (its row's `admitted_id`), then by the round after them.
-          const round = covered ? admitted(admitResult!.rows) : null;
-          const runs = round
-            ? [
-                ...(results.group as Rows[]).flatMap((r) => (r.rows[0]?.admitted_id ? [{ ...r.rows[0], id: r.rows[0].admitted_id }] : [])),
-                ...round.rows,
-              ]
-            : [];
+          const runs = [...group.flatMap((row) => (row?.admitted_id ? [{ ...row, id: row.admitted_id }] : [])), ...(round?.rows ?? [])];
           const start = async () => {
             // Through the ORM's query log like every statement (counts, slow-query logs).
             const em = outsideTransaction(o.deps.orm);
             await loggedRows(em, TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, headValues, lockResult);
-            await loggedRows(em, ADMIT_QUEUED_IF_LOCKED, values, admitResult);
+            if (withRound) await loggedRows(em, ADMIT_QUEUED_IF_LOCKED, values, admitResult);
             if (runs.length === 0) return;
             const states = await Promise.all(runs.map((row) => stateFromRow(em, String(row.id), row)));
-            o.admitted({ admitted: states.map((st) => st.runId), states, more: round!.more });
+            o.admitted({ admitted: states.map((st) => st.runId), states, more: round?.more ?? false });
           };
           // After the group's callers have answered: a POST /runs response is written before its run's
           // first step is computed. A run that cannot be started is let go rather than left leased

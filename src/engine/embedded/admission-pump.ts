@@ -39,6 +39,15 @@ export class AdmissionPump {
     this.#o = o;
   }
 
+  /**
+   * Whether the queue is known to hold nothing admissible: no run accepted here since a round found it
+   * clean (runs queued by other processes are found by the sweep's forced round, or by an acceptance
+   * here that finds one and queues behind it).
+   */
+  get knownClean(): boolean {
+    return this.#cleanEpoch === this.#epoch;
+  }
+
   /** The round in flight (stop waits for it), or null. */
   get inFlight(): Promise<void> | null {
     return this.#admitting;
@@ -88,7 +97,7 @@ export class AdmissionPump {
   pump(freed = false): void {
     if (freed) this.#ends++;
     if (!this.#o.running()) return;
-    if (this.#cleanEpoch === this.#epoch) return; // nothing can be waiting
+    if (this.knownClean) return; // nothing can be waiting
     if (this.#admitting) {
       if (freed) this.#freedMeanwhile = true;
       else this.#again = true;
