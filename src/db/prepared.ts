@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
-// pg's own conversion of a parameter to its text (arrays as Postgres array literals, objects as JSON).
-// @ts-expect-error pg/lib/utils has no type declarations
-import { prepareValue as pgPrepareValue } from 'pg/lib/utils.js';
-
-const prepareValue = pgPrepareValue as (v: unknown) => unknown;
+import { sqlLiteral } from './sql-literal.ts';
 
 /**
  * Named prepared statements for the hot statements, on a Postgres server.
@@ -225,12 +221,12 @@ export function nameHotStatements(pool: Pool): void {
       if (begin && (config === 'commit' || config === 'rollback') && noValues) return Promise.resolve(done(config === 'commit' ? 'COMMIT' : 'ROLLBACK'));
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && names.has(config)) {
         if (config.startsWith(COMMITS)) {
-          return executeSimple(client, query, preparedHere, config, values, begin, true).then((result) => {
+          return executeSimple(query, preparedHere, config, values, begin, true).then((result) => {
             committed = true;
             return result;
           });
         }
-        if (begin) return executeSimple(client, query, preparedHere, config, values, true, false);
+        if (begin) return executeSimple(query, preparedHere, config, values, true, false);
         return query({ name: names.get(config)!, text: config, values }, cb);
       }
       if (begin) {
@@ -263,15 +259,14 @@ async function prepareOnce(query: Query, preparedHere: Set<string>, name: string
 }
 
 /** `execute <name>_b(<literals>)` for a src/sql statement's text, prepared on this connection first if it was not. */
-async function executeText(client: PoolClient, query: Query, preparedHere: Set<string>, text: string, values: readonly unknown[]): Promise<string> {
+async function executeText(query: Query, preparedHere: Set<string>, text: string, values: readonly unknown[]): Promise<string> {
   const name = `${names.get(text)!}_b`;
   await prepareOnce(query, preparedHere, name, text);
-  return values.length ? `execute ${name}(${literals(client, values)})` : `execute ${name}`;
+  return values.length ? `execute ${name}(${literals(values)})` : `execute ${name}`;
 }
 
 /** Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred. */
-const literals = (client: PoolClient, values: readonly unknown[]): string =>
-  values.map((v) => (v === null || v === undefined ? 'null' : client.escapeLiteral(String(prepareValue(v))))).join(', ');
+const literals = (values: readonly unknown[]): string => values.map(sqlLiteral).join(', ');
 
 /**
  * Runs src/sql statements (`[text, values]`) one after another in ONE transaction sent as ONE message
@@ -283,7 +278,7 @@ export async function executeTogether(client: PoolClient, statements: readonly (
   const on = preparedOn.get(client);
   if (!on) throw new Error('executeTogether needs a connection of a pool given to nameHotStatements');
   const parts: string[] = [];
-  for (const [text, values] of statements) parts.push(await executeText(client, on.query, on.preparedHere, text, values));
+  for (const [text, values] of statements) parts.push(await executeText(on.query, on.preparedHere, text, values));
   try {
     const results = (await on.query(`begin; ${parts.join('; ')}; commit`)) as QueryResult[];
     return results.slice(1, -1);
@@ -299,7 +294,6 @@ export async function executeTogether(client: PoolClient, statements: readonly (
  * as `<name>_b`) and/or before the COMMIT (`commit`, a withCommit text, prepared as `<name>_c`).
  */
 async function executeSimple(
-  client: PoolClient,
   query: Query,
   preparedHere: Set<string>,
   text: string,
@@ -309,7 +303,7 @@ async function executeSimple(
 ): Promise<QueryResult> {
   const name = `${names.get(text)!}_${commit ? 'c' : 'b'}`;
   if (await prepareOnce(query, preparedHere, name, text, begin)) begin = false;
-  const args = literals(client, values);
+  const args = literals(values);
   const results = (await query(`${begin ? 'begin; ' : ''}execute ${name}(${args})${commit ? '; commit' : ''}`)) as QueryResult | QueryResult[];
   // One statement in the message: one result; more: one per statement, the EXECUTE's after the BEGIN's.
   return Array.isArray(results) ? results[begin ? 1 : 0]! : results;
