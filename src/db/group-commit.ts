@@ -23,10 +23,11 @@ interface TxEm extends StatementEm {
  * order of their `order` key (a run's account, an acceptance's API key: the rows each kind shares with
  * its own kind), so groups of several processes lock shared rows in one order.
  *
- * Each statement (by name) has its own group commit, so one group of each kind is in flight at once:
- * acceptances and run completions touch different rows (a key's rate window and idempotency records;
- * an account's wallet and its runs), and two groups of different kinds keep two of Postgres's backends
- * busy, where one line for both made each wait for the other. Two groups of the same kind in flight
+ * Each kind of statement (its name, or the `kind` its variants share) has its own group commit, so one
+ * group of each kind is in flight at once: acceptances and run completions touch different rows (a
+ * key's rate window and idempotency records; an account's wallet and its runs), and two groups of
+ * different kinds keep two of Postgres's backends busy, where one line for both made each wait for the
+ * other. Two groups of the same kind in flight
  * would mostly queue on their shared rows and commit smaller groups (measured: slower).
  * Embedded PGlite, or prepared statements turned off: each is its own transaction, as before.
  */
@@ -239,8 +240,9 @@ export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, 
 }
 
 function groupOf(c: { pool: () => Pool | undefined; kinds: Map<string, GroupCommit> }, s: Statement): GroupCommit {
-  let group = c.kinds.get(s.name);
-  if (!group) c.kinds.set(s.name, (group = new GroupCommit(c.pool)));
+  const kind = s.kind ?? s.name;
+  let group = c.kinds.get(kind);
+  if (!group) c.kinds.set(kind, (group = new GroupCommit(c.pool)));
   return group;
 }
 
@@ -258,6 +260,6 @@ export function setGroupTail(em: StatementEm, s: Statement, tail: GroupTail): bo
 
 /** Removes `tail` from the groups of `s`, if it is still theirs. */
 export function clearGroupTail(em: StatementEm, s: Statement, tail: GroupTail): void {
-  const group = connections.get(em.getConnection() as object)?.kinds.get(s.name);
+  const group = connections.get(em.getConnection() as object)?.kinds.get(s.kind ?? s.name);
   if (group?.tail === tail) group.tail = null;
 }

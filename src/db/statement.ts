@@ -11,11 +11,13 @@ import { nameStatement } from './prepared.ts';
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** Its group commit's kind (src/db/group-commit.ts): statements of one kind share groups, head and tail. Its name by default. */
+  readonly kind?: string;
 }
 
-export function statement(name: string, text: string): Statement {
+export function statement(name: string, text: string, kind?: string): Statement {
   nameStatement(text, name);
-  return { name, text };
+  return kind === undefined ? { name, text } : { name, text, kind };
 }
 
 /** The parts of MikroORM's SQL connection used here (executeQuery logs, transformRawResult shapes rows). */

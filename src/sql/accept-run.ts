@@ -1,9 +1,12 @@
-import { statement } from '../db/statement.ts';
+import { statement, type Statement } from '../db/statement.ts';
 import { inFlight } from './admit-queued.ts';
 import { STATE_COLUMNS } from './runs.ts';
 import { GATE_CTE } from './queue-line.ts';
 import { rateHitCte } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
+
+/** A variant without the hit answers its columns as nulls. */
+const NO_HIT = 'null::boolean as allowed, null::int as counted, null::float8 as oldest_ms, null::float8 as now_ms';
 
 /**
  * POST /runs as ONE statement (docs/design/rules.md#idempotency, money.md#spend-caps): the
@@ -48,12 +51,12 @@ import { viewTokenOf } from './workflows.ts';
  * (HitRow; null when not counted here) and, for a run admitted here, `admitted_id` and its state columns
  * (STATE_COLUMNS, as an admission round returns them).
  */
-export const ACCEPT_RUN = statement(
-  'accept_run',
-  `with ${GATE_CTE},
-${rateHitCte('$3', '$24')},
+
+function acceptText(o: { hit: boolean; cap: boolean; secrets: boolean }): string {
+  return `with ${GATE_CTE},
+${o.hit ? rateHitCte('$3', '$24') : 'unhit as (select $24::int)'},${o.cap ? '' : `\nuncapped as (select $17::timestamptz, $18::numeric),`}${o.secrets ? '' : `\nunsealed as (select $19::uuid[], $20::text[], $21::text[]),`}
 ok as (
-  select coalesce((select allowed from hit), true) as allowed,
+  select ${o.hit ? 'coalesce((select allowed from hit), true)' : 'true'} as allowed,
          ($23::text is null or ${viewTokenOf('$2', '$4')} is not distinct from $23::text) as current),
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
@@ -77,8 +80,8 @@ adm as materialized (
        and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
               from accounts a where a.id = $2::uuid)
       else false end as now) d),
-reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
-r as (
+${!o.cap ? '' : `reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
+`}r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context,
@@ -88,17 +91,42 @@ r as (
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb,
          adm.lease_owner,
          case when adm.lease_owner is not null then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
-    from fresh, adm where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)
+    from fresh, adm${!o.cap ? '' : ' where (select count(*) from reserve) = (case when $18::numeric is null then 0 else 1 end)'}
   returning id, created_at, ${STATE_COLUMNS}),
-s as (
+${!o.secrets ? '' : `s as (
   insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
   select u.id, r.id, 'password_input', u.name, u.ciphertext, now()
     from r, unnest($19::uuid[], $20::text[], $21::text[]) as u(id, name, ciphertext)),
-e as (
+`}e as (
   insert into run_events (run_id, sequence, type, node_id, data, ts)
   select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
-       not ok.current as stale, hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms, a.*
-  from ok left join hit on true
-  left join (select id as admitted_id, ${STATE_COLUMNS} from r where phase = 'starting') a on true`,
-);
+       not ok.current as stale, ${o.hit ? 'hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms' : NO_HIT}, a.*
+  from ok${o.hit ? ' left join hit on true' : ''}
+  left join (select id as admitted_id, ${STATE_COLUMNS} from r where phase = 'starting') a on true`;
+}
+
+/**
+ * ACCEPT_RUN and its variants without the parts a request does not need: the rate count ($24 null),
+ * the cap's reservation ($18 null), the sealed inputs ($19 empty). Each part a plan holds costs its
+ * start-up on every execution, run or not. Same parameters, same columns, same answers; one group
+ * commit kind (`accept_run`). A variant without a part still types that part's parameters (Postgres
+ * prepares no statement with an untyped one) in a CTE nothing reads, which the planner drops. Index:
+ * 4 × hit + 2 × cap + secrets.
+ */
+export const ACCEPT_RUN_VARIANTS: readonly Statement[] = [
+  'accept_run_plain',
+  'accept_run_with_secrets',
+  'accept_run_with_cap',
+  'accept_run_with_cap_secrets',
+  'accept_run_with_hit',
+  'accept_run_with_hit_secrets',
+  'accept_run_with_hit_cap',
+  'accept_run',
+].map((name, i) => statement(name, acceptText({ hit: (i & 4) > 0, cap: (i & 2) > 0, secrets: (i & 1) > 0 }), 'accept_run'));
+
+export const ACCEPT_RUN = ACCEPT_RUN_VARIANTS[7]!;
+
+/** The variant for a request: `hit` counted here, `cap` reserved, `secrets` sealed inputs to insert. */
+export const acceptRunFor = (o: { hit: boolean; cap: boolean; secrets: boolean }): Statement =>
+  ACCEPT_RUN_VARIANTS[(o.hit ? 4 : 0) + (o.cap ? 2 : 0) + (o.secrets ? 1 : 0)]!;

@@ -26,7 +26,8 @@ async function sqlStatements(): Promise<Statement[]> {
   const found = new Set<Statement>();
   for (const path of tsFiles('src/sql')) {
     const mod = (await import(join(root, path))) as Record<string, unknown>;
-    for (const v of Object.values(mod)) {
+    // A statement, or a list of a statement's variants.
+    for (const v of Object.values(mod).flatMap((x) => (Array.isArray(x) ? x : [x]))) {
       if (v && typeof v === 'object' && typeof (v as Statement).name === 'string' && typeof (v as Statement).text === 'string') found.add(v as Statement);
     }
   }

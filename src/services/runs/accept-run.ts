@@ -6,7 +6,7 @@ import type { ResolvedInputs } from '../../domain/inputs.ts';
 import { toDb } from '../../domain/money.ts';
 import { requestSpendCapped } from '../../observability/metrics.ts';
 import { currentTraceCarrier } from '../../observability/tracing.ts';
-import { ACCEPT_RUN } from '../../sql/accept-run.ts';
+import { acceptRunFor } from '../../sql/accept-run.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import type { Deps } from '../deps.ts';
 import type { WorkflowAccess } from '../workflows/workflow-access.ts';
@@ -66,7 +66,9 @@ export async function acceptRun(
   let row: Row | undefined;
   const receipt: GroupReceipt = { covered: false };
   try {
-    [row] = await runInGroup<Row>(em, ACCEPT_RUN, [...values, limit], r.principal.apiKeyId, receipt);
+    const sealed = values[18] as readonly string[]; // $19, the sealed inputs' ids
+    const s = acceptRunFor({ hit: limit !== null, cap: Boolean(cap), secrets: sealed.length > 0 });
+    [row] = await runInGroup<Row>(em, s, [...values, limit], r.principal.apiKeyId, receipt);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
