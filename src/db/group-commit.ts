@@ -59,8 +59,8 @@ export interface GroupReceipt {
  * head takes is held while the group's statements run, waits for rows included, until the commit.
  */
 export interface GroupTail {
-  /** The tail for the group about to be sent, or null for none this time. */
-  next(): {
+  /** The tail for the group about to be sent (its statements' values, in order), or null for none this time. */
+  next(group: readonly (readonly unknown[])[]): {
     /** Sent before the group's statements. */
     head?: readonly (readonly [Statement, readonly unknown[]])[];
     statements: readonly (readonly [Statement, readonly unknown[]])[];
@@ -107,7 +107,7 @@ class GroupCommit {
   }
 
   async #sendGroup(group: Waiting[]): Promise<void> {
-    const tail = this.pool() ? this.#nextTail() : null;
+    const tail = this.pool() ? this.#nextTail(group) : null;
     let results: unknown[] | null = null;
     const head = tail?.head ?? [];
     try {
@@ -149,9 +149,9 @@ class GroupCommit {
   }
 
   /** The kind's tail for the next group; none when it throws (a tail must never cost a group its commit). */
-  #nextTail(): ReturnType<GroupTail['next']> {
+  #nextTail(group: Waiting[]): ReturnType<GroupTail['next']> {
     try {
-      return this.tail?.next() ?? null;
+      return this.tail?.next(group.map((w) => w.values)) ?? null;
     } catch {
       return null;
     }

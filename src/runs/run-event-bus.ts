@@ -12,6 +12,15 @@ export interface RunEventBus {
    * the run (this process's engine is told directly). Nothing to do within one process.
    */
   publishCancel(runId: string): void;
+  /**
+   * Across processes: when the bus would send a notification at once anyway (nothing waiting, its gap
+   * over), a transaction about to commit may carry it instead, saving the bus its round trip. Returns
+   * the channel to NOTIFY on (the gap starts now), or null: the bus notifies as usual. The caller then
+   * reports what that transaction notified (notifiedBy) before it publishes those runs.
+   */
+  claimNotify?(): string | null;
+  /** Runs (id → sequence) a committed transaction notified: their publish tells this process's readers only. */
+  notifiedBy?(runs: ReadonlyMap<string, number>): void;
   /** Runs cancelled by other processes (see publishCancel); returns the unsubscribe. */
   onCancel(listener: (runId: string) => void): () => void;
   close(): Promise<void>;

@@ -106,7 +106,7 @@ test('runs admitted by a group that cannot be started are let go at once, not le
     failed: (err) => failures.push(err),
     unstarted: (ids) => (unstarted = ids),
   });
-  const carried = tail.next()!;
+  const carried = tail.next([[]])!;
   const covered = carried.done({
     head: [{ rows: [{}] }],
     group: [{ rows: [{ admitted_id: 'run-a' }] }, { rows: [{ admitted_id: null }] }],

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -12,6 +13,7 @@ import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { PostgresRunEventBus } from '../../src/services/events/pg-bus.ts';
 import { startRun } from '../../src/services/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { messagesWhile } from '../helpers/round-trips.ts';
 
 /**
  * The LISTEN/NOTIFY run event bus against the Postgres server (DATABASE_URL): two bus instances stand
@@ -105,6 +107,34 @@ if (!url) {
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(seen.map(([s]) => s), [1, 3], 'the two publishes of the gap travel as one notification, with the newest sequence');
     assert.ok(seen[1]![1] - first >= 280, 'the second notification waits for the gap');
+  });
+
+  test('a quiet bus lets a transaction carry its notification: the gap starts, and what that transaction notified is not sent again', async () => {
+    const worker = bus({ notifyGapMs: 200 });
+    const runId = randomUUID();
+    const local: number[] = [];
+    worker.subscribe(runId, (seq) => local.push(seq));
+    await worker.connect();
+    assert.is(worker.claimNotify(), 'run_events', 'quiet: the transaction may notify');
+    assert.is(worker.claimNotify(), null, 'within the gap that claim started');
+    // The transaction notifies sequence 4 and commits (told before its echo can come back); the process then publishes it.
+    worker.notifiedBy(new Map([[runId, 4]]));
+    const tx = new pg.Client({ connectionString: url });
+    await tx.connect();
+    await tx.query(`select pg_notify('run_events', $1)`, [`${runId}:4`]);
+    await tx.end();
+    const { messages } = await messagesWhile(async () => {
+      worker.publish(runId, 4);
+      await new Promise((r) => setTimeout(r, 300));
+      await worker.drain();
+    });
+    assert.equal(messages.filter((m) => m === 'notify_each'), [], 'the bus sends nothing for it');
+    assert.equal(local, [4], 'local subscribers hear it once: the echo of the transaction’s NOTIFY is not told again');
+    // A newer sequence is the bus's to send; something pending means no claim.
+    worker.publish(runId, 5);
+    assert.is(worker.claimNotify(), null, 'a publish is waiting');
+    const sent = await messagesWhile(() => worker.drain());
+    assert.ok(sent.messages.includes('notify_each'));
   });
 
   test('drain sends what is held back by the gap at once', async () => {

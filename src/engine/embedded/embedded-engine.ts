@@ -8,6 +8,8 @@ import { AdmissionPump } from './admission-pump.ts';
 import { admissionInAcceptance } from './admission-in-acceptance.ts';
 import { clearGroupTail, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
 import { ACCEPT_RUN } from '../../sql/accept-run.ts';
+import { START_FINISH_AND_SETTLE } from '../../sql/start-and-finish.ts';
+import { notifyInSettlement } from '../../runs/notify-in-settlement.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
@@ -105,6 +107,8 @@ export class EmbeddedEngine implements EnginePort {
   readonly #admission: AdmissionPump;
   /** The admission round that POST /runs acceptances carry (admission-in-acceptance.ts). */
   readonly #acceptanceRound: GroupTail;
+  /** The NOTIFY that the runs' settlements carry when the bus lets them (src/runs/notify-in-settlement.ts). */
+  readonly #settlementNotify: GroupTail;
 
   constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
     this.#deps = deps;
@@ -136,6 +140,7 @@ export class EmbeddedEngine implements EnginePort {
       // The sweep claims them at once, instead of when the leases would have run out.
       unstarted: (ids) => void releaseLeases(this.#deps, this.#holder, ids.filter((id) => !this.#drivers.has(id))).catch(() => undefined),
     });
+    this.#settlementNotify = notifyInSettlement(deps.bus);
   }
 
   get #running(): boolean {
@@ -154,6 +159,7 @@ export class EmbeddedEngine implements EnginePort {
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
     setGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
+    setGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
     await this.#recover();
     this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -229,6 +235,7 @@ export class EmbeddedEngine implements EnginePort {
 
   #clearTimers(): void {
     clearGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
+    clearGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
     this.#unlistenCancels?.();
     this.#unlistenCancels = null;
     clearInterval(this.#sweepTimer);

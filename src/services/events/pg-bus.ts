@@ -15,7 +15,9 @@ import type { Statement } from '../../db/statement.ts';
  * of a NOTIFY instead of one each). Notifications this connection sent itself are ignored (already delivered locally).
  * They are not sent by the statements that grow the logs: Postgres serialises the commits of all the
  * transactions that NOTIFY, database-wide, under a lock held until each commit is flushed, which would
- * put every acceptance and every run's settlement of every process in one line.
+ * put every acceptance and every run's settlement of every process in one line. The one exception is a
+ * notification the bus would send at once anyway, which a settlement may carry (claimNotify,
+ * docs/architecture.md#notifications-carried-by-settlements): at most one such transaction per gap.
  *
  * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
  * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
@@ -58,6 +60,10 @@ export class PostgresRunEventBus implements RunEventBus {
   #lastNotifyAt = -Infinity;
   readonly #notifyGapMs: number;
   #closed = false;
+  /** Runs whose sequence a transaction notified (claimNotify): their publish sends nothing. */
+  readonly #notified = new Map<string, number>();
+  /** The same, until its notification comes back to this connection: heard, it is not told again. */
+  readonly #echoes = new Map<string, number>();
   #retryMs: number;
   #reconnectTimer: NodeJS.Timeout | undefined;
   /** Connections made so far (1 after the first connect); for tests and logs. */
@@ -124,7 +130,12 @@ export class PostgresRunEventBus implements RunEventBus {
       const cut = item.lastIndexOf(':');
       if (cut <= 0) continue;
       const seq = Number(item.slice(cut + 1));
-      if (Number.isInteger(seq)) this.#emitter.emit(item.slice(0, cut), seq);
+      const runId = item.slice(0, cut);
+      if (this.#echoes.get(runId) === seq) {
+        this.#echoes.delete(runId); // a transaction of this process notified it, and it was told here then
+        continue;
+      }
+      if (Number.isInteger(seq)) this.#emitter.emit(runId, seq);
     }
   }
 
@@ -167,9 +178,32 @@ export class PostgresRunEventBus implements RunEventBus {
   publish(runId: string, lastSequence: number): void {
     this.#emitter.emit(runId, lastSequence);
     if (this.#closed) return;
+    const told = this.#notified.get(runId);
+    if (told !== undefined) {
+      this.#notified.delete(runId);
+      if (told >= lastSequence) return;
+    }
     const prev = this.#pending.get(runId);
     if (prev === undefined || lastSequence > prev) this.#pending.set(runId, lastSequence);
     this.#scheduleFlush();
+  }
+
+  claimNotify(): string | null {
+    if (this.#closed || !this.#client || this.#pending.size > 0 || this.#flushing || this.#flushTimer) return null;
+    const now = performance.now();
+    if (now < this.#lastNotifyAt + this.#notifyGapMs) return null;
+    this.#lastNotifyAt = now;
+    return RUN_EVENTS_CHANNEL;
+  }
+
+  notifiedBy(runs: ReadonlyMap<string, number>): void {
+    // Bounded: an entry whose publish or echo never comes (a run written by another statement meanwhile) must not pile up.
+    if (this.#notified.size > 10_000) this.#notified.clear();
+    if (this.#echoes.size > 10_000) this.#echoes.clear();
+    for (const [runId, seq] of runs) {
+      this.#notified.set(runId, seq);
+      this.#echoes.set(runId, seq);
+    }
   }
 
   subscribe(runId: string, listener: Listener): () => void {

@@ -1,0 +1,40 @@
+import type { GroupTail } from '../db/group-commit.ts';
+import { NOTIFY_RUNS_WRITTEN } from '../sql/run-notifications.ts';
+import type { RunEventBus } from './run-event-bus.ts';
+
+/** A NOTIFY payload holds 8000 bytes, ~45 an item: a larger group leaves its notifications to the bus. */
+const MAX_RUNS = 150;
+
+/**
+ * The group commit tail (src/db/group-commit.ts) of the runs' one-statement settlements
+ * (START_FINISH_AND_SETTLE, whose first value is the run id): when the run event bus across processes
+ * would notify at once anyway (nothing waiting, its gap over: one process finishing runs one at a time),
+ * the group's transaction carries the NOTIFY of its runs (NOTIFY_RUNS_WRITTEN) and the bus sends none
+ * for them, which saves a transaction and a round trip per run. While the bus is busy it keeps batching
+ * them itself: the commits of transactions that NOTIFY are serialised database-wide, and this carries
+ * at most one per bus gap. See docs/architecture.md#notifications-carried-by-settlements.
+ */
+export function notifyInSettlement(bus: RunEventBus): GroupTail {
+  return {
+    next(group) {
+      if (group.length > MAX_RUNS) return null;
+      const channel = bus.claimNotify?.() ?? null;
+      if (!channel) return null;
+      return {
+        statements: [[NOTIFY_RUNS_WRITTEN, [channel, group.map((values) => values[0])]]],
+        done(results) {
+          const told = (results?.tail[0] as { rows: { told: string }[] } | undefined)?.rows[0]?.told;
+          if (told) {
+            const runs = new Map<string, number>();
+            for (const item of told.split(',')) {
+              const cut = item.lastIndexOf(':');
+              runs.set(item.slice(0, cut), Number(item.slice(cut + 1)));
+            }
+            bus.notifiedBy?.(runs);
+          }
+          return false;
+        },
+      };
+    },
+  };
+}
