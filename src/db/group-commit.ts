@@ -66,6 +66,8 @@ export interface GroupTail {
     statements: readonly (readonly [Statement, readonly unknown[]])[];
     /** The results (pg results, in order) once committed, or null when they were not: whether the group is covered. */
     done(results: GroupResults | null): boolean;
+    /** Its statements raise no error of their own: a group of one that fails failed for its statement. */
+    raisesNothing?: boolean;
   } | null;
 }
 
@@ -120,10 +122,11 @@ class GroupCommit {
       }
       // A statement sent alone that raised (wr_refuse, a cap, a conflict) has met its own outcome. With
       // a tail, only a refusal of our own (SQLSTATE class WR) is surely the statement's: the tail's
-      // statements (head included) never raise one; any other error runs the statement again alone, below.
+      // statements (head included) never raise one; any other error runs the statement again alone,
+      // below, unless the tail says its statements raise nothing.
       const [w] = group;
       const { severity, code } = error as { severity?: unknown; code?: unknown };
-      if (group.length === 1 && severity === 'ERROR' && (!tail || String(code).startsWith('WR'))) {
+      if (group.length === 1 && severity === 'ERROR' && (!tail || tail.raisesNothing === true || String(code).startsWith('WR'))) {
         await loggedFailure(w!.em, w!.s, w!.values, error).catch(w!.reject);
         return;
       }

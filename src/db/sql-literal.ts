@@ -12,7 +12,7 @@ const prepareValue = pgPrepareValue as (v: unknown) => unknown;
  */
 export function sqlLiteral(v: unknown): string {
   if (v === null || v === undefined) return 'null';
-  const text = typeof v === 'string' ? v : Array.isArray(v) ? arrayText(v) : String(prepareValue(v));
+  const text = typeof v === 'string' ? v : ((Array.isArray(v) ? arrayText(v) : null) ?? String(prepareValue(v)));
   return quoted(text);
 }
 
@@ -21,18 +21,29 @@ function quoted(s: string): string {
   return s.includes('\\') ? ` E'${doubled.replaceAll('\\', '\\\\')}'` : `'${doubled}'`;
 }
 
-/** pg's arrayString: a Postgres array literal, elements converted as pg converts them. */
-function arrayText(val: readonly unknown[]): string {
+/**
+ * pg's arrayString: a Postgres array literal, elements converted as pg converts them; null for an
+ * element pg does not turn into text (a toPostgres giving null or a Buffer), left to pg's own path.
+ */
+function arrayText(val: readonly unknown[]): string | null {
   let out = '{';
   for (let i = 0; i < val.length; i++) {
     if (i > 0) out += ',';
     const item = val[i];
     if (item === null || item === undefined) out += 'NULL';
-    else if (Array.isArray(item)) out += arrayText(item);
+    else if (Array.isArray(item)) {
+      const inner = arrayText(item);
+      if (inner === null) return null;
+      out += inner;
+    }
     else if (ArrayBuffer.isView(item)) {
       const b = item instanceof Buffer ? item : Buffer.from(item.buffer, item.byteOffset, item.byteLength);
       out += '\\\\x' + b.toString('hex');
-    } else out += element(typeof item === 'string' ? item : String(prepareValue(item)));
+    } else {
+      const text = typeof item === 'string' ? item : prepareValue(item);
+      if (typeof text !== 'string') return null;
+      out += element(text);
+    }
   }
   return out + '}';
 }

@@ -22,6 +22,8 @@ export function notifyInSettlement(bus: RunEventBus): GroupTail {
       if (!channel) return null;
       return {
         statements: [[NOTIFY_RUNS_WRITTEN, [channel, group.map((values) => values[0])]]],
+        // A payload of MAX_RUNS at most is within NOTIFY's limit: a settlement's error is its own.
+        raisesNothing: true,
         done(results) {
           const told = (results?.tail[0] as { rows: { told: string }[] } | undefined)?.rows[0]?.told;
           if (told) {

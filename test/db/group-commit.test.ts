@@ -115,6 +115,23 @@ if (onServer) {
     assert.is(Number(again.id), 601, 'the connection is usable after the error');
   });
 
+  t('a statement alone that raises is run once under a tail whose statements raise nothing, and again alone under any other tail', async ({ orm }) => {
+    await probe(orm, 610, 'y');
+    const tries = async () => Number((await orm.em.fork().execute<{ n: string }[]>(`select last_value as n from group_commit_probe_tries`))[0]!.n);
+    for (const raisesNothing of [true, false]) {
+      const tail: GroupTail = { next: () => ({ statements: [[TAIL, [0, 0]]], done: () => false, raisesNothing }) };
+      setGroupTail(orm.em, TRY, tail);
+      try {
+        const before = await tries();
+        const outcome = await runInGroup(orm.em.fork(), TRY, [610, 'y'], 'y').then(() => 'accepted', (err: unknown) => String(err));
+        assert.match(outcome, /duplicate key|unique/i);
+        assert.is(await tries(), before + (raisesNothing ? 1 : 2), raisesNothing ? 'its error is its own' : 'run again alone');
+      } finally {
+        clearGroupTail(orm.em, TRY, tail);
+      }
+    }
+  });
+
   t('a kind’s head runs before its group and its tail after it, in the same transaction, and each caller learns whether the tail covered the group', async ({ orm }) => {
     const seen: (GroupResults | null)[] = [];
     const tail: GroupTail = {

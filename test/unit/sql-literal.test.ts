@@ -31,4 +31,11 @@ test('a string with a backslash becomes an E literal, and quotes are doubled', (
   assert.is(sqlLiteral(undefined), 'null');
 });
 
+test('an array element pg cannot turn into text is refused as pg refuses it, not sent as some other text', () => {
+  for (const v of [[{ toPostgres: () => null }], [[{ toPostgres: () => Buffer.from('x') }]], [{ toJSON: () => undefined }]]) {
+    assert.throws(() => pgLiteral(v), TypeError);
+    assert.throws(() => sqlLiteral(v), TypeError);
+  }
+});
+
 test.run();

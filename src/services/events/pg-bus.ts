@@ -62,7 +62,11 @@ export class PostgresRunEventBus implements RunEventBus {
   #closed = false;
   /** Runs whose sequence a transaction notified (claimNotify): their publish sends nothing. */
   readonly #notified = new Map<string, number>();
-  /** The same, until its notification comes back to this connection: heard, it is not told again. */
+  /**
+   * The same, until its notification comes back to this connection, so that it is not told again. An
+   * echo heard before its transaction's result reached this process is told twice (harmless: readers
+   * re-read from their cursor), and its entry waits for the bound below.
+   */
   readonly #echoes = new Map<string, number>();
   #retryMs: number;
   #reconnectTimer: NodeJS.Timeout | undefined;
