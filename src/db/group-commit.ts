@@ -27,8 +27,8 @@ interface TxEm extends StatementEm {
  * group of each kind is in flight at once: acceptances and run completions touch different rows (a
  * key's rate window and idempotency records; an account's wallet and its runs), and two groups of
  * different kinds keep two of Postgres's backends busy, where one line for both made each wait for the
- * other. Two groups of the same kind in flight
- * would mostly queue on their shared rows and commit smaller groups (measured: slower).
+ * other. Two groups of the same kind in flight would mostly queue on their shared rows and commit
+ * smaller groups (measured: slower).
  * Embedded PGlite, or prepared statements turned off: each is its own transaction, as before.
  */
 

@@ -35,8 +35,7 @@ function arrayText(val: readonly unknown[]): string | null {
       const inner = arrayText(item);
       if (inner === null) return null;
       out += inner;
-    }
-    else if (ArrayBuffer.isView(item)) {
+    } else if (ArrayBuffer.isView(item)) {
       const b = item instanceof Buffer ? item : Buffer.from(item.buffer, item.byteOffset, item.byteLength);
       out += '\\\\x' + b.toString('hex');
     } else {

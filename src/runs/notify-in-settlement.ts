@@ -1,6 +1,6 @@
 import type { GroupTail } from '../db/group-commit.ts';
 import { NOTIFY_RUNS_WRITTEN } from '../sql/run-notifications.ts';
-import type { RunEventBus } from './run-event-bus.ts';
+import { notificationItems, type RunEventBus } from './run-event-bus.ts';
 
 /** A NOTIFY payload holds 8000 bytes, ~45 an item: a larger group leaves its notifications to the bus. */
 const MAX_RUNS = 150;
@@ -26,14 +26,7 @@ export function notifyInSettlement(bus: RunEventBus): GroupTail {
         raisesNothing: true,
         done(results) {
           const told = (results?.tail[0] as { rows: { told: string }[] } | undefined)?.rows[0]?.told;
-          if (told) {
-            const runs = new Map<string, number>();
-            for (const item of told.split(',')) {
-              const cut = item.lastIndexOf(':');
-              runs.set(item.slice(0, cut), Number(item.slice(cut + 1)));
-            }
-            bus.notifiedBy?.(runs);
-          }
+          if (told) bus.notifiedBy?.(new Map(notificationItems(told)));
           return false;
         },
       };

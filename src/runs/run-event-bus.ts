@@ -25,3 +25,16 @@ export interface RunEventBus {
   onCancel(listener: (runId: string) => void): () => void;
   close(): Promise<void>;
 }
+
+/**
+ * The items of a run-events notification payload (`<run id>:<sequence>,…`, as the bus and the
+ * settlements' NOTIFY write it), malformed ones skipped.
+ */
+export function* notificationItems(payload: string): Generator<[runId: string, sequence: number]> {
+  for (const item of payload.split(',')) {
+    const cut = item.lastIndexOf(':');
+    if (cut <= 0) continue;
+    const seq = Number(item.slice(cut + 1));
+    if (Number.isInteger(seq)) yield [item.slice(0, cut), seq];
+  }
+}

@@ -16,7 +16,8 @@ type Rows = { rows: Record<string, unknown>[] };
  *   to admit, so an acceptance that finds the queue empty and room in flight inserts its run admitted
  *   (src/sql/accept-run.ts `adm`): one row version, and no round at all for it;
  * - after them, ADMIT_QUEUED_IF_LOCKED admits from the queue as a round of the engine's own would, the
- *   group's queued runs included.
+ *   group's queued runs included; left out while the pump knows the queue to be clean, when it would
+ *   admit nothing (a run the group queues anyway then asks the pump for a round).
  *
  * A run accepted alone and admitted at once then costs one round trip to Postgres, one commit and one
  * update of its row less. The acceptances hold rows (a key's rate window, idempotency records, a cap)

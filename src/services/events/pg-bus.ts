@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import type { RunEventBus } from './bus.ts';
+import { notificationItems } from '../../runs/run-event-bus.ts';
 import { NOTIFY_EACH, NOTIFY_ONE, RUN_LAST_SEQUENCES } from '../../sql/run-notifications.ts';
 import type { Statement } from '../../db/statement.ts';
 
@@ -130,16 +131,12 @@ export class PostgresRunEventBus implements RunEventBus {
       return;
     }
     if (msg.channel !== RUN_EVENTS_CHANNEL) return;
-    for (const item of msg.payload.split(',')) {
-      const cut = item.lastIndexOf(':');
-      if (cut <= 0) continue;
-      const seq = Number(item.slice(cut + 1));
-      const runId = item.slice(0, cut);
+    for (const [runId, seq] of notificationItems(msg.payload)) {
       if (this.#echoes.get(runId) === seq) {
         this.#echoes.delete(runId); // a transaction of this process notified it, and it was told here then
         continue;
       }
-      if (Number.isInteger(seq)) this.#emitter.emit(runId, seq);
+      this.#emitter.emit(runId, seq);
     }
   }
 
