@@ -39,7 +39,8 @@ const NO_HIT = 'null::boolean as allowed, null::int as counted, null::float8 as 
  *   its order: a queued run is admitted first, by the round after the acceptances) and room both under
  *   RUN_CAPACITY and under the account's max_concurrent_runs, as an admission round would decide. Each
  *   acceptance's snapshot follows the lock and the group's earlier acceptances, so it counts them.
- *   Materialized: `r` reads `now` three times, and an inlined `adm` would count the runs three times.
+ *   Materialized: `r` reads `now` three times, and an inlined `adm` would count the runs three times;
+ *   `d` is kept apart (`offset 0`) for the same reason, as `adm` reads its `now` twice.
  * - `r`, `s`, `e`: the run, its sealed inputs (arrays $19–$21) and `run.queued`, only for a new run.
  *
  * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
@@ -79,7 +80,7 @@ adm as materialized (
        and (select count(*) from runs i where ${inFlight('i')}) < current_setting('wr.admit_capacity', true)::int
        and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
               from accounts a where a.id = $2::uuid)
-      else false end as now) d),
+      else false end as now offset 0) d),
 ${!o.cap ? '' : `reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
 `}r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,

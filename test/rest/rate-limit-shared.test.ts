@@ -77,6 +77,38 @@ if (!process.env.DATABASE_URL) {
     assert.is(Number(w!.buckets), 60, 'the window is 60 one-second buckets, whatever the limit');
   });
 
+  t('the window keeps its total equal to the sum of its buckets as its seconds pass', async () => {
+    const orm = await testOrm();
+    const db = orm.em.fork();
+    const [k] = await db.execute<{ id: string }[]>('select id from api_keys limit 1');
+    const id = k!.id;
+    const limiter = new PostgresWindowLimiter(orm);
+    await db.execute('delete from api_key_rate_windows where api_key_id = ?', [id]);
+    const row = async () =>
+      (await db.execute<{ total: number; sum: number }[]>(
+        'select total, (select sum(c) from unnest(counts) c)::int as sum from api_key_rate_windows where api_key_id = ?',
+        [id],
+      ))[0]!;
+    for (let i = 0; i < 4; i++) await limiter.hit(id, 1000);
+    // Moving the row's newest second back by n stands for n seconds passing; forward, for a statement
+    // that started before the row's second. Shifts of one, several, all and more than all the buckets.
+    for (const n of [1, 1, 3, -2, 30, 59, 1, 0, 60, 75]) {
+      await db.execute('update api_key_rate_windows set second = second - ? where api_key_id = ?', [n, id]);
+      const { remaining } = await limiter.hit(id, 1000);
+      const w = await row();
+      assert.is(Number(w.total), Number(w.sum), `after a shift of ${n}: the total is the sum of the buckets`);
+      assert.is(remaining, 1000 - Number(w.sum), `after a shift of ${n}: the answer counts what the buckets hold`);
+      if (n >= 60) assert.is(Number(w.total), 1, 'a whole window gone leaves only this request');
+    }
+    const full = await limiter.hit(id, Number((await row()).total)).then(
+      () => 'counted',
+      (err: ApiError) => err.code,
+    );
+    assert.is(full, 'rate_limited', 'a window at its limit refuses the request');
+    const w = await row();
+    assert.is(Number(w.total), Number(w.sum), 'a refused request changes neither');
+  });
+
   t('concurrent valid requests of one key counted by their workflow reads never exceed the limit', async (ctx) => {
     const key = 'wr_test_bob_slow'; // 3 per minute
     const db = ctx.a.deps.orm.em.fork();

@@ -98,6 +98,8 @@ export const ApiKeyRateWindowSchema = defineEntity({
     second: p.bigint('number'),
     /** Requests counted per second, oldest first: `counts[i]` for the second `second - 60 + i`. */
     counts: p.array<number>().columnType('int[]'),
+    /** The sum of `counts`, kept with them. */
+    total: p.integer().default(0),
     /** Whether the last request was counted (false: it was refused with 429). */
     allowed: p.boolean(),
   },

@@ -13,6 +13,7 @@ import { Migration20261128000000UnloggedRateWindows } from './Migration202611280
 import { Migration20261128010000RunEventsKey } from './Migration20261128010000RunEventsKey.ts';
 import { Migration20261129000000InFlightIndex } from './Migration20261129000000InFlightIndex.ts';
 import { Migration20261130000000RunEventsWithoutForeignKey } from './Migration20261130000000RunEventsWithoutForeignKey.ts';
+import { Migration20261201000000RateWindowTotal } from './Migration20261201000000RateWindowTotal.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -30,4 +31,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261128010000RunEventsKey', class: Migration20261128010000RunEventsKey },
   { name: 'Migration20261129000000InFlightIndex', class: Migration20261129000000InFlightIndex },
   { name: 'Migration20261130000000RunEventsWithoutForeignKey', class: Migration20261130000000RunEventsWithoutForeignKey },
+  { name: 'Migration20261201000000RateWindowTotal', class: Migration20261201000000RateWindowTotal },
 ];
