@@ -1,3 +1,4 @@
+import { KeptReads } from '../db/kept-reads.ts';
 import type { Em } from '../db/orm.ts';
 import { query } from '../db/statement.ts';
 import { FIND_SETTING, SAVE_SETTING } from '../sql/settings.ts';
@@ -14,16 +15,16 @@ export const PRICING_KEY = 'pricing';
 
 /**
  * Pricing changes only when a catalog is loaded, and every run acceptance reads it, so each process
- * keeps it for a second (a loader in this process invalidates it at once).
+ * keeps it for a second (src/db/kept-reads.ts; a loader in this process invalidates it at once).
  */
 const CACHE_MS = 1000;
-let cached: { at: number; pricing: Pricing } | null = null;
+const kept = new KeptReads<Pricing>(CACHE_MS);
 
 export async function getPricing(em: Em): Promise<Pricing> {
-  if (cached && Date.now() - cached.at < CACHE_MS) return cached.pricing;
-  const pricing = await readPricing(em);
-  cached = { at: Date.now(), pricing };
-  return pricing;
+  // A caller in a transaction reads on its own: a read shared with other callers must not run in it, and
+  // waiting for one could wait on this very transaction (PGlite has one connection).
+  if (em.isInTransaction()) return kept.peek(PRICING_KEY) ?? readPricing(em);
+  return (await kept.get(PRICING_KEY, () => readPricing(em)))!;
 }
 
 /** The stored pricing, uncached (the catalog loader compares with this, not with the cache). */
@@ -35,6 +36,6 @@ export async function readPricing(em: Em): Promise<Pricing> {
 }
 
 export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
-  cached = null;
+  kept.drop();
   await query(em, SAVE_SETTING, [PRICING_KEY, JSON.stringify(pricing)]);
 }

@@ -1,6 +1,7 @@
 import { ApiError } from '../../domain/errors.ts';
 import { hashApiKey } from '../../security/crypto.ts';
 import { fork, type Deps } from '../deps.ts';
+import { KeptReads } from '../../db/kept-reads.ts';
 import { dateOrNull } from '../../db/sql.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
@@ -32,19 +33,22 @@ interface KeyRow {
 
 /**
  * Every request looks its key up, and keys change only when a catalog is loaded, so each service
- * instance keeps a found key for a second: a revocation or an account restriction reaches
- * a running process within that second (expiry itself is checked on every request). Unknown keys are
- * never kept, so guessing cannot fill the cache.
+ * instance keeps a found key for a second (src/db/kept-reads.ts: one read at a time per key, the next one
+ * begun ahead): a revocation or an account restriction reaches a running process within that second
+ * (expiry itself is checked on every request). Unknown keys are never kept, so guessing cannot fill the
+ * cache.
  */
 const KEY_CACHE_MS = 1000;
 const KEY_CACHE_MAX = 10_000;
-const keyCaches = new WeakMap<object, Map<string, { at: number; row: KeyRow }>>();
+const keyCaches = new WeakMap<object, KeptReads<KeyRow>>();
 
-async function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
+function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
   let cache = keyCaches.get(deps);
-  if (!cache) keyCaches.set(deps, (cache = new Map()));
-  const hit = cache.get(hash);
-  if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.row;
+  if (!cache) keyCaches.set(deps, (cache = new KeptReads(KEY_CACHE_MS, KEY_CACHE_MAX)));
+  return cache.get(hash, () => readKey(deps, hash));
+}
+
+async function readKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
   const [r] = await fork(deps).execute<Record<string, unknown>[]>(
     `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.spend_cap_window, k.spend_cap_usd,
             k.expires_at, k.revoked, a.handle, a.restricted
@@ -52,11 +56,8 @@ async function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | 
       where k.key_hash = ?`,
     [hash],
   );
-  if (!r) {
-    cache.delete(hash);
-    return null;
-  }
-  const row: KeyRow = {
+  if (!r) return null;
+  return {
     id: String(r.id),
     accountId: String(r.account_id),
     handle: String(r.handle),
@@ -67,9 +68,6 @@ async function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | 
     rateLimitPerMinute: Number(r.rate_limit_per_minute),
     spendCap: r.spend_cap_window ? { window: r.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(r.spend_cap_usd) } : null,
   };
-  if (cache.size >= KEY_CACHE_MAX) cache.clear();
-  cache.set(hash, { at: Date.now(), row });
-  return row;
 }
 
 /**
