@@ -73,6 +73,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   if (!isUuid(workflowId)) throw notFound('workflow');
   const cache = workflowReadCache(deps.orm);
   let kept = cache.get(principal.accountId, workflowId);
+  if (kept) cache.readAhead(principal.accountId, workflowId, () => readAhead(deps, principal, workflowId));
   for (let attempt = 1; ; attempt++) {
     const read = kept ?? (await readWorkflow(em, principal, workflowId, req.rate, cache));
     let run: RunToAccept;
@@ -165,6 +166,12 @@ async function readWorkflow(em: Em, principal: Principal, workflowId: string, ra
   const read = { row: found.row, token: found.token! };
   cache.set(principal.accountId, workflowId, read);
   return read;
+}
+
+/** The workflow read again for the cache, counting nothing (its own connection: nobody waits for it). */
+async function readAhead(deps: Deps, principal: Principal, workflowId: string): Promise<KeptRead | null> {
+  const found = await findWorkflowToRun(fork(deps), principal.accountId, workflowId, principal.apiKeyId, null);
+  return found.row ? { row: found.row, token: found.token! } : null;
 }
 
 /** Header or body; equal after trimming when both are present (idempotency rule 1). */

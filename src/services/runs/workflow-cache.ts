@@ -20,6 +20,8 @@ const TTL_MS = 30_000;
 
 export class WorkflowReadCache {
   readonly #entries = new Map<string, { at: number; read: KeptRead }>();
+  /** Keys with a read ahead in flight (one at a time per key). */
+  readonly #ahead = new Set<string>();
 
   constructor(
     readonly max = MAX_ENTRIES,
@@ -35,6 +37,30 @@ export class WorkflowReadCache {
     // Map order is insertion order: put back, it is the most recently used.
     this.#entries.set(key, e);
     return e.read;
+  }
+
+  /**
+   * Begins `read` in the background when the kept read of this caller and workflow is past half its
+   * time and no read ahead of it is in flight, so that a caller with steady traffic does not find it
+   * expired (then every request in flight would read it again, each counting itself in its key's rate
+   * window, one after another on its row). `read` counts nothing; what it finds is kept from when it began,
+   * unless a newer read was kept meanwhile; a workflow it no longer finds visible is dropped.
+   */
+  readAhead(accountId: string, workflowId: string, read: () => Promise<KeptRead | null>, now = Date.now()): void {
+    const key = `${accountId}:${workflowId}`;
+    const e = this.#entries.get(key);
+    if (!e || now - e.at < this.ttlMs / 2 || this.#ahead.has(key)) return;
+    this.#ahead.add(key);
+    read()
+      .then((found) => {
+        const kept = this.#entries.get(key);
+        if (kept && kept.at > now) return;
+        if (found) this.set(accountId, workflowId, found, now);
+        else this.drop(accountId, workflowId);
+      })
+      // A failed read ahead changes nothing: the kept read expires and a request reads the workflow itself.
+      .catch(() => undefined)
+      .finally(() => this.#ahead.delete(key));
   }
 
   set(accountId: string, workflowId: string, read: KeptRead, now = Date.now()): void {
