@@ -61,14 +61,13 @@ export async function acceptRun(
   rate: RequestRate | undefined,
 ): Promise<Acceptance> {
   const cap = r.principal.spendCap;
-  const values = [...acceptValues(deps, r, idempotencyKey, fingerprint), token];
+  const { values, sealed } = acceptValues(deps, r, idempotencyKey, fingerprint);
   const limit = rate ? await rate.statementLimit() : null;
   let row: Row | undefined;
   const receipt: GroupReceipt = { covered: false };
   try {
-    const sealed = values[18] as readonly string[]; // $19, the sealed inputs' ids
-    const s = acceptRunFor({ hit: limit !== null, cap: Boolean(cap), secrets: sealed.length > 0 });
-    [row] = await runInGroup<Row>(em, s, [...values, limit], r.principal.apiKeyId, receipt);
+    const s = acceptRunFor({ hit: limit !== null, cap: Boolean(cap), secrets: sealed > 0 });
+    [row] = await runInGroup<Row>(em, s, [...values, token, limit], r.principal.apiKeyId, receipt);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
@@ -90,8 +89,8 @@ export async function acceptRun(
   return { runId: String(row.run_id), replayed: true, admissionRan: receipt.covered };
 }
 
-/** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts): the password inputs are sealed here. */
-function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null, fingerprint: string): unknown[] {
+/** ACCEPT_RUN's parameters $1–$22 (src/sql/accept-run.ts), and how many password inputs were sealed here. */
+function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null, fingerprint: string): { values: unknown[]; sealed: number } {
   const publicInputs = { ...r.inputs.values };
   const secretIds: string[] = [];
   const secretNames: string[] = [];
@@ -107,7 +106,7 @@ function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null,
   }
   const cap = r.principal.spendCap;
   const computeLimit = r.access.row.computeLimitUsd ?? deps.config.computeLimitUsd;
-  return [
+  const values = [
     r.runId,
     r.principal.accountId,
     r.principal.apiKeyId,
@@ -131,6 +130,7 @@ function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null,
     ciphertexts,
     currentTraceCarrier(),
   ];
+  return { values, sealed: secretIds.length };
 }
 
 export function windowStart(window: 'daily' | 'monthly' | 'lifetime', now = new Date()): Date {
