@@ -47,7 +47,7 @@ test('a kept read past half its time begins one read ahead, kept from when it be
   assert.is(begun.length, 1, 'nothing kept, nothing read ahead');
 });
 
-test('a read ahead that no longer finds the workflow drops it; one that fails or lost to a newer read changes nothing', async () => {
+test('a read ahead that no longer finds the workflow drops it; one that fails, lost to a newer read or began before a drop changes nothing', async () => {
   const c = new WorkflowReadCache(10, 1000);
   c.set('a', 'w', read('t1'), 0);
   c.readAhead('a', 'w', async () => null, 600);
@@ -64,6 +64,11 @@ test('a read ahead that no longer finds the workflow drops it; one that fails or
   finish(read('t2'));
   await tick();
   assert.is(c.get('a', 'w', 701)?.token, 't3', 'a read begun later is kept');
+  c.readAhead('a', 'w', () => new Promise((resolve) => (finish = resolve)), 1300);
+  c.drop('a', 'w');
+  finish(read('t4'));
+  await tick();
+  assert.is(c.get('a', 'w', 1301), undefined, 'a read ahead begun before a drop keeps nothing');
 });
 
 test.run();

@@ -22,6 +22,8 @@ export class WorkflowReadCache {
   readonly #entries = new Map<string, { at: number; read: KeptRead }>();
   /** Keys with a read ahead in flight (one at a time per key). */
   readonly #ahead = new Set<string>();
+  /** Bumped by `drop`: a read ahead begun before a drop keeps nothing (the workflow may have changed since). */
+  #drops = 0;
 
   constructor(
     readonly max = MAX_ENTRIES,
@@ -44,17 +46,19 @@ export class WorkflowReadCache {
    * time and no read ahead of it is in flight, so that a caller with steady traffic does not find it
    * expired (then every request in flight would read it again, each counting itself in its key's rate
    * window, one after another on its row). `read` counts nothing; what it finds is kept from when it began,
-   * unless a newer read was kept meanwhile; a workflow it no longer finds visible is dropped.
+   * unless a newer read was kept or a read dropped meanwhile; a workflow it no longer finds visible is
+   * dropped.
    */
   readAhead(accountId: string, workflowId: string, read: () => Promise<KeptRead | null>, now = Date.now()): void {
     const key = `${accountId}:${workflowId}`;
     const e = this.#entries.get(key);
     if (!e || now - e.at < this.ttlMs / 2 || this.#ahead.has(key)) return;
     this.#ahead.add(key);
+    const drops = this.#drops;
     read()
       .then((found) => {
         const kept = this.#entries.get(key);
-        if (kept && kept.at > now) return;
+        if (drops !== this.#drops || (kept && kept.at > now)) return;
         if (found) this.set(accountId, workflowId, found, now);
         else this.drop(accountId, workflowId);
       })
@@ -71,6 +75,7 @@ export class WorkflowReadCache {
   }
 
   drop(accountId: string, workflowId: string): void {
+    this.#drops++;
     this.#entries.delete(`${accountId}:${workflowId}`);
   }
 }
