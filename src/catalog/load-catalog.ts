@@ -8,7 +8,7 @@ import { usd } from '../domain/money.ts';
 import { hashApiKey, type Sealer } from '../security/crypto.ts';
 import { keyPrefix, moneyOrNull, normalisePricing, workflowFields } from './catalog-fields.ts';
 import { canonicalGraphHash, CatalogError } from './parse-catalog.ts';
-import { readPricing, savePricing, type Pricing } from './pricing.ts';
+import { pricingCommitted, readPricing, savePricing, type Pricing } from './pricing.ts';
 import { query, type Statement } from '../db/statement.ts';
 import {
   CATALOG_ACCOUNT_BY_HANDLE,
@@ -91,12 +91,14 @@ const timeOrNull = (d: Date | null) => (d ? d.getTime() : null);
 /** Upserts the catalog in one transaction; on any problem nothing is written and CatalogError is thrown. */
 export async function loadCatalog(orm: Orm, catalog: Catalog, opts: LoadOptions): Promise<LoadReport> {
   const source = catalog.source ?? 'catalog';
-  return forkEm(orm).transactional(async (tx) => {
+  const report = await forkEm(orm).transactional(async (tx) => {
     const loader = new Loader(tx as unknown as Em, catalog, opts.sealer, source);
     const report = await loader.run();
     if (loader.errors.length) throw new CatalogError(loader.errors, source);
     return report;
   });
+  if (report.pricingUpdated) pricingCommitted();
+  return report;
 }
 
 interface VersionRow {

@@ -15,7 +15,7 @@ export const PRICING_KEY = 'pricing';
 
 /**
  * Pricing changes only when a catalog is loaded, and every run acceptance reads it, so each process
- * keeps it for a second (src/db/kept-reads.ts; a loader in this process invalidates it at once).
+ * keeps it for a second (src/db/kept-reads.ts; a loader in this process invalidates it when it commits).
  */
 const CACHE_MS = 1000;
 const kept = new KeptReads<Pricing>(CACHE_MS);
@@ -35,7 +35,13 @@ export async function readPricing(em: Em): Promise<Pricing> {
   return { stepUsd: value.stepUsd ?? DEFAULT_PRICING.stepUsd, models: value.models ?? {} };
 }
 
+/** Saves the pricing in `em`'s transaction; the caller calls `pricingCommitted` once that commits. */
 export async function savePricing(em: Em, pricing: Pricing): Promise<void> {
   kept.drop();
   await query(em, SAVE_SETTING, [PRICING_KEY, JSON.stringify(pricing)]);
+}
+
+/** A saved pricing committed: what this process read meanwhile (the old pricing) is forgotten. */
+export function pricingCommitted(): void {
+  kept.drop();
 }

@@ -12,26 +12,32 @@ import { statement } from '../db/statement.ts';
  * little before the row's second counts in the row's newest bucket), the buckets shifted out leaving
  * the total, then the newest bucket and the total gain one when the shifted total is below the limit.
  * The total is kept rather than added up because adding up an array takes a set-returning function, a
- * tuplestore per call: a shift of one second, the usual case, subtracts one bucket. Times are the
+ * tuplestore per call: a shift of one second, the usual case, subtracts one bucket. `total_second` is
+ * the `second` the total was kept for: a row whose buckets were last written without their total (by a
+ * process of an older version, during an upgrade) has its total added up again. Times are the
  * database's (`now()`), one clock for all processes. Returns `allowed`, `counted` (the window's total
  * after this request), `oldest_ms` (the start of the oldest non-empty bucket: a request leaves the
  * window 60 s after the start of its second) and `now_ms`.
  */
 export const rateHitCte = (key: string, limit: string): string => `hit as (
-  insert into api_key_rate_windows as w (api_key_id, second, counts, total, allowed)
-  select ${key}::uuid, floor(extract(epoch from now()))::bigint, array_fill(0, array[59]) || 1, 1, true where ${limit}::int is not null
-  on conflict (api_key_id) do update set (second, counts, total, allowed) = (
-    select k.second, k.kept[1:59] || (k.kept[60] + k.one), k.total + k.one, k.one = 1
+  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed)
+  select ${key}::uuid, s.second, array_fill(0, array[59]) || 1, 1, s.second, true
+    from (select floor(extract(epoch from now()))::bigint as second) s where ${limit}::int is not null
+  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed) = (
+    select k.second, k.kept[1:59] || (k.kept[60] + k.one), k.total + k.one, k.second, k.one = 1
       from (select s.second, s.kept, s.total, case when s.total < ${limit}::int then 1 else 0 end as one
               from (select greatest(w.second, excluded.second) as second,
                            case when d.n >= 60 then array_fill(0, array[60])
                                 when d.n <= 0 then w.counts
                                 else w.counts[d.n + 1:60] || array_fill(0, array[d.n]) end as kept,
                            case when d.n >= 60 then 0
-                                when d.n <= 0 then w.total
-                                when d.n = 1 then w.total - w.counts[1]
-                                else w.total - (select sum(c) from unnest(w.counts[1:d.n]) c) end as total
-                      from (select (excluded.second - w.second)::int as n) d) s
+                                when d.n <= 0 then d.total
+                                when d.n = 1 then d.total - w.counts[1]
+                                else d.total - (select sum(c) from unnest(w.counts[1:d.n]) c) end as total
+                      from (select (excluded.second - w.second)::int as n,
+                                   case when w.total_second is not distinct from w.second then w.total
+                                        else (select coalesce(sum(c), 0) from unnest(w.counts) c)::int end as total
+                             offset 0) d) s
             offset 0) k)
   returning allowed, total as counted,
     ((second - 60 + array_position(counts::boolean[], true)) * 1000)::float8 as oldest_ms,

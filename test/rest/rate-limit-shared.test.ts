@@ -93,13 +93,18 @@ if (!process.env.DATABASE_URL) {
     // Moving the row's newest second back by n stands for n seconds passing; forward, for a statement
     // that started before the row's second. Shifts of one, several, all and more than all the buckets.
     for (const n of [1, 1, 3, -2, 30, 59, 1, 0, 60, 75]) {
-      await db.execute('update api_key_rate_windows set second = second - ? where api_key_id = ?', [n, id]);
+      await db.execute('update api_key_rate_windows set second = second - ?, total_second = total_second - ? where api_key_id = ?', [n, n, id]);
       const { remaining } = await limiter.hit(id, 1000);
       const w = await row();
       assert.is(Number(w.total), Number(w.sum), `after a shift of ${n}: the total is the sum of the buckets`);
       assert.is(remaining, 1000 - Number(w.sum), `after a shift of ${n}: the answer counts what the buckets hold`);
       if (n >= 60) assert.is(Number(w.total), 1, 'a whole window gone leaves only this request');
     }
+    // A row whose buckets an older version moved on without its total (it kept no total_second): added up again.
+    await db.execute('update api_key_rate_windows set second = second - 1, total = 57, total_second = null where api_key_id = ?', [id]);
+    await limiter.hit(id, 1000);
+    const healed = await row();
+    assert.is(Number(healed.total), Number(healed.sum), 'a total an older version did not keep is added up again');
     const full = await limiter.hit(id, Number((await row()).total)).then(
       () => 'counted',
       (err: ApiError) => err.code,

@@ -69,6 +69,12 @@ test('a read ahead that no longer finds the workflow drops it; one that fails, l
   finish(read('t4'));
   await tick();
   assert.is(c.get('a', 'w', 1301), undefined, 'a read ahead begun before a drop keeps nothing');
+  c.set('a', 'w', read('t5'), 2000);
+  c.readAhead('a', 'w', () => new Promise((resolve) => (finish = resolve)), 2600);
+  c.drop('b', 'w');
+  finish(read('t6'));
+  await tick();
+  assert.is(c.get('a', 'w', 3100)?.token, 't6', 'a drop of another caller\'s read cancels nothing here');
 });
 
 test.run();

@@ -100,6 +100,8 @@ export const ApiKeyRateWindowSchema = defineEntity({
     counts: p.array<number>().columnType('int[]'),
     /** The sum of `counts`, kept with them. */
     total: p.integer().default(0),
+    /** The `second` `total` was kept for; another (a row an older version wrote) has its total added up again. */
+    totalSecond: p.bigint('number').nullable(),
     /** Whether the last request was counted (false: it was refused with 429). */
     allowed: p.boolean(),
   },

@@ -22,8 +22,8 @@ export class WorkflowReadCache {
   readonly #entries = new Map<string, { at: number; read: KeptRead }>();
   /** Keys with a read ahead in flight (one at a time per key). */
   readonly #ahead = new Set<string>();
-  /** Bumped by `drop`: a read ahead begun before a drop keeps nothing (the workflow may have changed since). */
-  #drops = 0;
+  /** Keys dropped while their read ahead was in flight: it keeps nothing (the workflow may have changed since). */
+  readonly #cancelled = new Set<string>();
 
   constructor(
     readonly max = MAX_ENTRIES,
@@ -54,17 +54,19 @@ export class WorkflowReadCache {
     const e = this.#entries.get(key);
     if (!e || now - e.at < this.ttlMs / 2 || this.#ahead.has(key)) return;
     this.#ahead.add(key);
-    const drops = this.#drops;
     read()
       .then((found) => {
         const kept = this.#entries.get(key);
-        if (drops !== this.#drops || (kept && kept.at > now)) return;
+        if (this.#cancelled.has(key) || (kept && kept.at > now)) return;
         if (found) this.set(accountId, workflowId, found, now);
         else this.drop(accountId, workflowId);
       })
       // A failed read ahead changes nothing: the kept read expires and a request reads the workflow itself.
       .catch(() => undefined)
-      .finally(() => this.#ahead.delete(key));
+      .finally(() => {
+        this.#ahead.delete(key);
+        this.#cancelled.delete(key);
+      });
   }
 
   set(accountId: string, workflowId: string, read: KeptRead, now = Date.now()): void {
@@ -75,8 +77,9 @@ export class WorkflowReadCache {
   }
 
   drop(accountId: string, workflowId: string): void {
-    this.#drops++;
-    this.#entries.delete(`${accountId}:${workflowId}`);
+    const key = `${accountId}:${workflowId}`;
+    if (this.#ahead.has(key)) this.#cancelled.add(key);
+    this.#entries.delete(key);
   }
 }
 
