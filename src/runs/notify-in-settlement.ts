@@ -1,9 +1,6 @@
 import type { GroupTail } from '../db/group-commit.ts';
 import { NOTIFY_RUNS_WRITTEN } from '../sql/run-notifications.ts';
-import { notificationItems, type RunEventBus } from './run-event-bus.ts';
-
-/** A NOTIFY payload holds 8000 bytes, ~45 an item: a larger group leaves its notifications to the bus. */
-const MAX_RUNS = 150;
+import { ITEMS_PER_NOTIFICATION, notificationItems, type RunEventBus } from './run-event-bus.ts';
 
 /**
  * The group commit tail (src/db/group-commit.ts) of the runs' one-statement settlements
@@ -17,12 +14,13 @@ const MAX_RUNS = 150;
 export function notifyInSettlement(bus: RunEventBus): GroupTail {
   return {
     next(group) {
-      if (group.length > MAX_RUNS) return null;
+      // One payload's worth at most: a larger group leaves its notifications to the bus.
+      if (group.length > ITEMS_PER_NOTIFICATION) return null;
       const channel = bus.claimNotify?.() ?? null;
       if (!channel) return null;
       return {
         statements: [[NOTIFY_RUNS_WRITTEN, [channel, group.map((values) => values[0])]]],
-        // A payload of MAX_RUNS at most is within NOTIFY's limit: a settlement's error is its own.
+        // One payload's worth is within NOTIFY's limit: a settlement's error is its own.
         raisesNothing: true,
         done(results) {
           const told = (results?.tail[0] as { rows: { told: string }[] } | undefined)?.rows[0]?.told;

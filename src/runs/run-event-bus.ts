@@ -26,6 +26,9 @@ export interface RunEventBus {
   close(): Promise<void>;
 }
 
+/** Items in one run-events notification: a NOTIFY payload holds 8000 bytes, and an item takes about 45. */
+export const ITEMS_PER_NOTIFICATION = 150;
+
 /**
  * The items of a run-events notification payload (`<run id>:<sequence>,…`, as the bus and the
  * settlements' NOTIFY write it), malformed ones skipped.

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import type { RunEventBus } from './bus.ts';
-import { notificationItems } from '../../runs/run-event-bus.ts';
+import { ITEMS_PER_NOTIFICATION, notificationItems } from '../../runs/run-event-bus.ts';
 import { NOTIFY_EACH, NOTIFY_ONE, RUN_LAST_SEQUENCES } from '../../sql/run-notifications.ts';
 import type { Statement } from '../../db/statement.ts';
 
@@ -270,9 +270,10 @@ export class PostgresRunEventBus implements RunEventBus {
     const batch = [...this.#pending];
     this.#pending.clear();
     this.#lastNotifyAt = performance.now();
-    // A NOTIFY payload is limited to 8000 bytes: ~45 bytes an item, so 150 items a notification.
     const payloads: string[] = [];
-    for (let i = 0; i < batch.length; i += 150) payloads.push(batch.slice(i, i + 150).map(([id, seq]) => `${id}:${seq}`).join(','));
+    for (let i = 0; i < batch.length; i += ITEMS_PER_NOTIFICATION) {
+      payloads.push(batch.slice(i, i + ITEMS_PER_NOTIFICATION).map(([id, seq]) => `${id}:${seq}`).join(','));
+    }
     this.#flushing = client
       .query(named(NOTIFY_EACH, [RUN_EVENTS_CHANNEL, payloads]))
       .then(
