@@ -10,7 +10,7 @@ import type { Orm } from '../src/db/orm.ts';
  * Postgres server, the service's own PGlite instance otherwise (PGlite is one connection per process).
  *
  * - POST /runs: one transaction inserting what POST /runs commits (columns copied from
- *   src/services/runs/start-run.ts): the runs row, its `run.queued` run_events row, an idempotency record.
+ *   src/services/runs/start-run.ts): the runs row, its `run.queued` event (a run_event_batches row), an idempotency record.
  * - POST /cte/runs: the whole acceptance of a request WITH an Idempotency-Key as ONE statement on a pool of 4
  *   (the tightest floor known here): the key's hash is looked up with its scopes, the workflow and its
  *   active version are read, the idempotency record is claimed with `insert … on conflict` (replay vs new,
@@ -120,8 +120,8 @@ const ACCEPT_CTE = `with k as (
       from k, w, i where i.run_id = $6
     returning id, created_at),
   e as (
-    insert into run_events (run_id, sequence, type, node_id, data, ts)
-    select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r)
+    insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
+    select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from r)
   select (select count(*) from k)::int as keys, i.run_id, i.fingerprint = $5 as same from (select 1) one left join i on true`;
 
 export interface Floor {
@@ -151,7 +151,7 @@ export async function startFloor(opts: FloorOptions): Promise<Floor> {
         [runId, opts.accountId, opts.apiKeyId, body.workflow ?? opts.workflowId, opts.versionId, opts.displayedPriceUsd, opts.stepUsd, opts.computeLimitUsd, JSON.stringify(body.inputs ?? {}), progress],
       );
       await q(
-        `insert into run_events (run_id, sequence, type, node_id, data, ts) values ($1, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, clock_timestamp())`,
+        `insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts) values ($1, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], clock_timestamp())`,
         [runId],
       );
       await q(

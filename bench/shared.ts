@@ -71,7 +71,7 @@ export interface StepStats {
 
 export interface SqlStats {
   statements: number;
-  /** Statement count by its first words ("select … from runs", "insert into run_events", "begin"). */
+  /** Statement count by its first words ("select … from runs", "insert into run_event_batches", "begin"). */
   byKind: Record<string, number>;
   /** Summed latency (ms, as MikroORM measures it: issue → result, waiting for a connection included) by kind. */
   msByKind: Record<string, number>;
@@ -134,7 +134,7 @@ export function summarise(values: number[]): { n: number; p50: number; p99: numb
   return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s.length ? s[s.length - 1]! : NaN, mean };
 }
 
-/** First words of a statement, as a stable label: `insert into run_events`, `update runs`, `with … update runs`. */
+/** First words of a statement, as a stable label: `insert into run_event_batches`, `update runs`, `with … update runs`. */
 export function sqlKind(sql: string): string {
   // A leading comment (withCommit's marker) says nothing of the statement's kind.
   const s = sql.replace(/\s+/g, ' ').trim().toLowerCase().replace(/^\/\*.*?\*\/ ?/, '');

@@ -4,6 +4,9 @@ import { prepareValue as pgPrepareValue } from 'pg/lib/utils.js';
 
 const prepareValue = pgPrepareValue as (v: unknown) => unknown;
 
+/** A JS array as the Postgres array literal pg sends for it (elements quoted, null as NULL, objects as JSON). */
+export const pgArrayText = (values: readonly unknown[]): string => String(prepareValue(values));
+
 /**
  * A parameter as an untyped SQL literal, for `EXECUTE <name>(<literals>)` (src/db/prepared.ts): the text
  * pg would send for it, quoted as pg's `escapeLiteral` quotes it (an `E''` literal when it holds a

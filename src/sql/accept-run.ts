@@ -99,8 +99,8 @@ ${!o.secrets ? '' : `s as (
   select u.id, r.id, 'password_input', u.name, u.ciphertext, now()
     from r, unnest($19::uuid[], $20::text[], $21::text[]) as u(id, name, ciphertext)),
 `}e as (
-  insert into run_events (run_id, sequence, type, node_id, data, ts)
-  select r.id, 1, 'run.queued', null, '{"status":"pending"}'::jsonb, r.created_at from r cross join gate)
+  insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
+  select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from r cross join gate)
 select (select run_id from claim) as run_id, (select fingerprint from claim) as fingerprint, exists (select 1 from r) as inserted,
        not ok.current as stale, ${o.hit ? 'hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms' : NO_HIT}, a.*
   from ok${o.hit ? ' left join hit on true' : ''}

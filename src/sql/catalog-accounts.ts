@@ -34,11 +34,15 @@ export const CATALOG_OPEN_WALLET = statement(
   `insert into wallets (account_id, balance_usd, held_usd, updated_at) values ($1::uuid, $2::numeric, 0, now())`,
 );
 
-/** The opening balance's ledger row: $1 account id, $2 balance. */
+/**
+ * The opening balance's ledger row: $1 account id, $2 balance. Written from the account's wallet, as
+ * every ledger row is written from the wallet it mirrors (the ledger has no foreign key to accounts).
+ */
 export const CATALOG_OPENING_CREDIT = statement(
   'catalog_opening_credit',
   `insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-   values ($1::uuid, null, 'credit', $2::numeric, $2::numeric, 'opening balance from the catalog', now())`,
+   select w.account_id, null, 'credit', $2::numeric, $2::numeric, 'opening balance from the catalog', now()
+     from wallets w where w.account_id = $1::uuid`,
 );
 
 /** A wallet for an existing account that lacks one, never touching a balance: $1 account id. */

@@ -1,5 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { RUN_COLUMNS } from './runs.ts';
+import { BATCH_EVENTS } from './run-events.ts';
 
 /**
  * The internal GraphQL's (cross-account) reads of runs and their events (src/graphql/queries/runs.ts):
@@ -34,8 +35,10 @@ export const GRAPHQL_SEARCH_RUNS = statement(
 export const GRAPHQL_EVENT_PAGES = statement(
   'graphql_event_pages',
   `select run_id, type, sequence, ts, node_id, data from (
-     select e.run_id, e.type, e.sequence, e.ts, e.node_id, e.data,
-            row_number() over (partition by e.run_id order by e.sequence) as rn
-       from run_events e where e.run_id = any($1::uuid[]) and e.sequence > $2::bigint
+     select b.run_id, e.type, s.sequence, b.ts, e.node_id, e.data,
+            row_number() over (partition by b.run_id order by s.sequence) as rn
+       from run_event_batches b
+      ${BATCH_EVENTS}
+      where b.run_id = any($1::uuid[]) and b.last_sequence > $2::bigint and s.sequence > $2::bigint
    ) x where rn <= $3::bigint order by run_id, sequence`,
 );

@@ -1,33 +1,52 @@
 import { statement } from '../db/statement.ts';
 
 /**
- * The `run_events` table: every event of a run is inserted by `runEventsCte` below, inside the statement
- * that writes the run row and bumps `runs.last_sequence`, so sequences stay gap-free per run and an event
- * exists if and only if its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every
- * run operation: src/runs/fenced-write.ts) and FINISH_RUN (src/sql/runs.ts). The one other insert is
- * acceptance's `run.queued` (sequence 1, in the CTE of src/sql/accept-run.ts), written with the run itself.
+ * The event log (`run_event_batches`, docs/architecture.md#the-event-log-in-batches): every write of a
+ * run's events is ONE row, inserted by `runEventsCte` below inside the statement that writes the run row
+ * and bumps `runs.last_sequence`, so sequences stay gap-free per run and an event exists if and only if
+ * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run
+ * operation: src/runs/fenced-write.ts), FINISH_RUN (src/sql/runs.ts) and START_AND_FINISH /
+ * START_FINISH_AND_SETTLE (src/sql/start-and-finish.ts). The one other insert is acceptance's
+ * `run.queued` (sequence 1, in the CTE of src/sql/accept-run.ts), written with the run itself.
  */
 
 /**
  * A CTE inserting the events given as three parallel arrays ($types text[], $nodes text[], $data text[]
- * of JSON texts), numbered after the run's previous last sequence: `u` is the CTE that updated the run,
- * returning its id and new last_sequence. `returning`: the CTE returns the inserted sequences, so a later
- * CTE can make it run first (an unreferenced CTE runs after the statement's main query).
+ * of JSON texts) as one batch ending at the run's new last sequence: `u` is the CTE that updated the run,
+ * returning its id and new last_sequence. No events, no row. `returning`: the CTE returns the batch's
+ * last sequence, so a later CTE can make it run first (an unreferenced CTE runs after the statement's
+ * main query).
  */
 export const runEventsCte = (types: string, nodes: string, data: string, opts: { returning?: boolean } = {}) => `e as (
-  insert into run_events (run_id, sequence, type, node_id, data, ts)
-  select u.id, u.last_sequence - cardinality(${types}::text[]) + v.ord, v.type, v.node_id, v.data::jsonb, clock_timestamp()
-    from u cross join unnest(${types}::text[], ${nodes}::text[], ${data}::text[]) with ordinality as v(type, node_id, data, ord)
-   order by v.ord${opts.returning ? '\n  returning sequence' : ''})`;
+  insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
+  select u.id, u.last_sequence, ${types}::text[], ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
+    from u where cardinality(${types}::text[]) > 0${opts.returning ? '\n  returning last_sequence' : ''})`;
 
-/** $1 run id, $2 after this sequence, $3 at most: the run's events in order. */
+/**
+ * From a batch `b`: its events `e` (type, node_id, data, ord) and each one's sequence `s.sequence`, the
+ * batch's last numbered `b.last_sequence`.
+ */
+export const BATCH_EVENTS = `cross join lateral unnest(b.types, b.node_ids, b.data) with ordinality as e(type, node_id, data, ord)
+  cross join lateral (select b.last_sequence - cardinality(b.types) + e.ord::int as sequence) s`;
+
+/**
+ * $1 run id, $2 after this sequence, $3 at most: the run's events in order. It unnests at most $3 of the
+ * batches that end after $2: each holds at least one event, so they hold the first $3 events after $2.
+ */
 export const READ_RUN_EVENTS = statement(
   'read_run_events',
-  'select type, sequence, ts, node_id, data from run_events where run_id = $1 and sequence > $2 order by sequence asc limit $3',
+  `select e.type, s.sequence, b.ts, e.node_id, e.data
+     from (select * from run_event_batches where run_id = $1 and last_sequence > $2 order by last_sequence limit $3) b
+    ${BATCH_EVENTS}
+    where s.sequence > $2 order by s.sequence limit $3`,
 );
 
 /** $1 run id, $2 node id: what an earlier attempt of an I/O step already wrote (src/engine/execute-step.ts). */
 export const NODE_STREAM_SO_FAR = statement(
   'node_stream_so_far',
-  `select type, data from run_events where run_id = $1 and node_id = $2 and type in ('node.started', 'node.output.delta') order by sequence`,
+  `select e.type, e.data
+     from run_event_batches b
+    ${BATCH_EVENTS}
+    where b.run_id = $1 and e.node_id = $2 and e.type in ('node.started', 'node.output.delta')
+    order by s.sequence`,
 );

@@ -2,7 +2,7 @@ import { statement } from '../db/statement.ts';
 import { positionSql } from './queue-line.ts';
 import { runEventsCte } from './run-events.ts';
 
-/** Reading a run and making it terminal (table `runs`, with its `run_events` and `run_secrets`). */
+/** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
 
 /** The columns of a run the engines drive it by (src/runs/run-state.ts maps them). */
 export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,

@@ -40,7 +40,7 @@ const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.di
 /**
  * From `f`: the charge (`c`), the bundle that pays (`b`, given `bundleRuns` for the pick, see
  * takeBundleCte), the funding and what is billed (`p`: `hold` the wallet hold, `take` what a wallet
- * pays), the run's one update (`u`), its events (`e`, returning their sequences when `eventsReturning`)
+ * pays), the run's one update (`u`), its events (`e`, returning its batch when `eventsReturning`)
  * and its secrets deleted (`s`).
  */
 const startAndFinishCtes = (bundleRuns?: string, eventsReturning = false) => `c as (

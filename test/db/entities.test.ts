@@ -5,6 +5,7 @@ import {
   AccountSchema,
   ApiKeySchema,
   LedgerEntrySchema,
+  RunEventBatchSchema,
   RunEventSchema,
   RunSchema,
   WalletSchema,
@@ -43,7 +44,7 @@ t('an account, wallet, key, workflow, version, run and event round-trip through 
     inputs: { a: 1 }, progress: { results: { t: { status: 'completed', value: 'hi' } }, timers: {} },
   });
   await em.flush();
-  em.create(RunEventSchema, { runId, sequence: 1, type: 'run.queued', data: { status: 'pending' } });
+  em.create(RunEventBatchSchema, { runId, lastSequence: 1, types: ['run.queued'], nodeIds: [null], data: [{ status: 'pending' }] });
   em.create(LedgerEntrySchema, { accountId, kind: 'credit', amountUsd: '0.123457', balanceAfterUsd: '0.123457' });
   await em.flush();
 
@@ -75,15 +76,33 @@ t('six-decimal amounts stay exact in the database: 0.123457 + 0.000100 = 0.12355
   assert.is(w.balanceUsd, '0.123557');
 });
 
-t('a run event sequence is unique per run', async ({ orm }) => {
+t('a batch of run events is unique per run and last sequence', async ({ orm }) => {
   const em = orm.em.fork();
   const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
-  try {
-    await em.execute(`insert into run_events (run_id, sequence, type, data) values (?, 1, 'dup', '{}')`, [run!.id]);
-    assert.unreachable('duplicate sequence accepted');
-  } catch (err) {
-    assert.match(String((err as Error).message), /unique|duplicate/i);
-  }
+  const error = await em
+    .execute(`insert into run_event_batches (run_id, last_sequence, types, node_ids, data) values (?, 1, '{dup}', '{NULL}', array['{}'::jsonb])`, [run!.id])
+    .then(() => null, (err: Error) => err);
+  assert.ok(error, 'a second batch ending at sequence 1 was accepted');
+  assert.match(error.message, /duplicate key value violates unique constraint/i);
+});
+
+t('the view run_events shows one row per event, numbered through the batches', async ({ orm }) => {
+  const em = orm.em.fork();
+  const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
+  await em.execute(
+    `insert into run_event_batches (run_id, last_sequence, types, node_ids, data) values (?, 4, '{node.started,node.output.delta,node.completed}', '{t,t,t}', array['{}', '{"text":"hi"}', '{}']::jsonb[])`,
+    [run!.id],
+  );
+  const rows = await em.execute<{ sequence: number; type: string; node_id: string | null; data: unknown }[]>(
+    'select sequence, type, node_id, data from run_events where run_id = ? order by sequence',
+    [run!.id],
+  );
+  assert.equal(rows, [
+    { sequence: 1, type: 'run.queued', node_id: null, data: { status: 'pending' } },
+    { sequence: 2, type: 'node.started', node_id: 't', data: {} },
+    { sequence: 3, type: 'node.output.delta', node_id: 't', data: { text: 'hi' } },
+    { sequence: 4, type: 'node.completed', node_id: 't', data: {} },
+  ]);
 });
 
 t('the lookups the API does are indexed', async ({ orm }) => {
@@ -91,7 +110,7 @@ t('the lookups the API does are indexed', async ({ orm }) => {
   const defs = rows.map((r) => r.indexdef).join('\n');
   for (const expected of [
     /runs_account_created_idx ON public\.runs USING btree \(account_id, created_at, id\)/,
-    /run_events_pkey ON public\.run_events USING btree \(run_id, sequence\)/,
+    /run_event_batches_pkey ON public\.run_event_batches USING btree \(run_id, last_sequence\)/,
     /idempotency_account_key_unique ON public\.idempotency_records USING btree \(account_id, key\)/,
     /api_keys_key_hash_unique ON public\.api_keys USING btree \(key_hash\)/,
     /webhook_deliveries_due_idx/,

@@ -331,7 +331,7 @@ test('a run of template steps only is started, recorded, funded and finished by 
         await waitTerminal(id);
       },
     );
-    const eventWrites = writes.filter((q) => /insert into run_events/i.test(q));
+    const eventWrites = writes.filter((q) => /insert into run_event_batches/i.test(q));
     // run.preparing, run.started, the three steps, the output node and run.completed in one statement.
     assert.is(eventWrites.length, 1, eventWrites.map((q) => q.slice(0, 80)).join('\n'));
     // Started, funded and made terminal by that same statement: the run's row is written once after acceptance.

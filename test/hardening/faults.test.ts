@@ -612,7 +612,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
       ).rows;
       for (const pid of waiting) {
         const tables = locks.filter((l) => Number(l.pid) === pid).map((l) => l.relname);
-        for (const t of ['runs', 'run_events', 'webhook_deliveries']) assert.ok(tables.includes(t), `backend ${pid} has not written ${t}: ${tables}`);
+        for (const t of ['runs', 'run_event_batches', 'webhook_deliveries']) assert.ok(tables.includes(t), `backend ${pid} has not written ${t}: ${tables}`);
       }
       assert.ok(
         waiting.some((pid) => ['wallets', 'ledger_entries'].every((t) => locks.some((l) => Number(l.pid) === pid && l.relname === t))),

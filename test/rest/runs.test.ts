@@ -52,7 +52,7 @@ function logReadsThrough(t: TestApp, wrap: (read: () => Promise<unknown>) => Pro
               if (p3 !== 'executeQuery' || typeof v !== 'function') return typeof v === 'function' ? v.bind(c) : v;
               return (sql: string, ...rest: unknown[]) => {
                 const run = () => (v as (...a: unknown[]) => Promise<unknown>).call(c, sql, ...rest);
-                return /from run_events/.test(sql) ? wrap(run) : run();
+                return /from run_event_batches/.test(sql) ? wrap(run) : run();
               };
             },
           });

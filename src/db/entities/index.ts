@@ -1,12 +1,28 @@
-import { defineEntity, p, Routine, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p, Routine, Type, type InferEntity } from '@mikro-orm/core';
 import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
+import { pgArrayText } from '../sql-literal.ts';
 
 /**
  * The whole data model. Foreign keys are mapped to their primary key values (`mapToPk`) because the
  * services read and fence rows by id in SQL; MikroORM owns the schema, the migrations and the simple
  * reads. Money columns are numeric(18,6) and surface as decimal strings, never floats.
  */
+
+/** A Postgres array of text (`text[]`) or of JSON (`jsonb[]`, its elements given as values), as pg sends arrays. */
+class PgArrayType extends Type<unknown[], string> {
+  constructor(private readonly json: boolean) {
+    super();
+  }
+
+  override convertToDatabaseValue(value: unknown[]): string {
+    return pgArrayText(this.json ? value.map((v) => (v === null || v === undefined ? null : JSON.stringify(v))) : value);
+  }
+
+  override getColumnType(): string {
+    return this.json ? 'jsonb[]' : 'text[]';
+  }
+}
 
 const money = () => p.decimal('string').precision(18).scale(6);
 const createdAt = () => p.datetime().defaultRaw('now()').onCreate(() => new Date());
@@ -42,13 +58,17 @@ export type Wallet = InferEntity<typeof WalletSchema>;
 export const LEDGER_KINDS = ['credit', 'hold', 'release', 'charge', 'bundle_charge', 'unpaid'] as const;
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
 
-/** Append-only wallet history. `amountUsd` is signed as it moves the available balance. */
+/**
+ * Append-only wallet history. `amountUsd` is signed as it moves the available balance. Every row is
+ * written from the wallet row it mirrors, in the statement that changes that wallet, and accounts are
+ * never deleted: no foreign key to accounts (Migration20261202020000LedgerWithoutAccountKey).
+ */
 export const LedgerEntrySchema = defineEntity({
   name: 'LedgerEntry',
   tableName: 'ledger_entries',
   properties: {
     id: p.bigint('number').primary().autoincrement(),
-    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').deleteRule('cascade'),
+    accountId: p.manyToOne(AccountSchema).mapToPk().fieldName('account_id').createForeignKeyConstraint(false),
     runId: p.uuid().nullable(),
     kind: p.enum(LEDGER_KINDS),
     amountUsd: money(),
@@ -56,7 +76,7 @@ export const LedgerEntrySchema = defineEntity({
     note: p.text().nullable(),
     createdAt: createdAt(),
   },
-  indexes: [{ properties: ['accountId', 'id'] }, { properties: ['runId'] }],
+  indexes: [{ properties: ['accountId', 'id'] }],
 });
 export type LedgerEntry = InferEntity<typeof LedgerEntrySchema>;
 
@@ -313,33 +333,54 @@ export const RunSchema = defineEntity({
   },
   indexes: [
     { name: 'runs_account_created_idx', properties: ['accountId', 'createdAt', 'id'] },
-    { name: 'runs_status_queued_idx', properties: ['status', 'queuedAt'] },
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
-    { name: 'runs_workflow_idx', properties: ['workflowId'] },
     // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
     { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
     { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued' and queue_seq is null" },
     { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: "queue_seq is not null and (status <> 'pending' or phase <> 'queued')" },
     // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
     { name: 'runs_in_flight_idx', properties: ['accountId'], where: "status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))" },
+    // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).
+    { name: 'runs_temporal_unstarted_idx', properties: ['createdAt', 'id'], where: "engine = 'temporal' and lease_owner is null and status in ('pending', 'running', 'suspended')" },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },
   ],
 });
 export type Run = InferEntity<typeof RunSchema>;
 
+/**
+ * The event log, one row per write: the events one statement appended to a run, as parallel arrays, the
+ * last of them numbered `last_sequence` (docs/architecture.md#the-event-log-in-batches). No foreign key:
+ * each batch is written from its run's row by the statement writing that row, and runs are never deleted.
+ */
+export const RunEventBatchSchema = defineEntity({
+  name: 'RunEventBatch',
+  tableName: 'run_event_batches',
+  properties: {
+    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').createForeignKeyConstraint(false).primary(),
+    lastSequence: p.integer().primary(),
+    types: p.type(new PgArrayType(false)).$type<string[]>(),
+    nodeIds: p.type(new PgArrayType(false)).$type<(string | null)[]>(),
+    data: p.type(new PgArrayType(true)).$type<unknown[]>(),
+    ts: createdAt(),
+  },
+});
+export type RunEventBatch = InferEntity<typeof RunEventBatchSchema>;
+
+/** One row per event, as a view over the batches: for ad-hoc reads (the service reads the batches itself). */
 export const RunEventSchema = defineEntity({
   name: 'RunEvent',
   tableName: 'run_events',
+  view: true,
+  expression: `select b.run_id, (b.last_sequence - cardinality(b.types) + e.ord)::int as sequence, e.type, e.node_id, e.data, b.ts
+  from run_event_batches b cross join lateral unnest(b.types, b.node_ids, b.data) with ordinality as e(type, node_id, data, ord)`,
   properties: {
-    // No foreign key: each event is written from its run's row by the statement writing that row, and
-    // runs are never deleted (Migration20261130000000RunEventsWithoutForeignKey).
-    runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').createForeignKeyConstraint(false).primary(),
+    runId: p.uuid().fieldName('run_id').primary(),
     sequence: p.integer().primary(),
     type: p.string(),
     nodeId: p.string().nullable(),
     data: p.json<Record<string, string>>(),
-    ts: createdAt(),
+    ts: p.datetime(),
   },
 });
 export type RunEvent = InferEntity<typeof RunEventSchema>;
@@ -373,7 +414,6 @@ export const IdempotencyRecordSchema = defineEntity({
     expiresAt: p.datetime(),
   },
   uniques: [{ name: 'idempotency_account_key_unique', properties: ['accountId', 'key'] }],
-  indexes: [{ properties: ['expiresAt'] }],
 });
 export type IdempotencyRecord = InferEntity<typeof IdempotencyRecordSchema>;
 
@@ -444,6 +484,7 @@ export const entities = [
   PurchaseSchema,
   BundleSchema,
   RunSchema,
+  RunEventBatchSchema,
   RunEventSchema,
   RunSecretSchema,
   IdempotencyRecordSchema,

@@ -14,6 +14,9 @@ import { Migration20261128010000RunEventsKey } from './Migration20261128010000Ru
 import { Migration20261129000000InFlightIndex } from './Migration20261129000000InFlightIndex.ts';
 import { Migration20261130000000RunEventsWithoutForeignKey } from './Migration20261130000000RunEventsWithoutForeignKey.ts';
 import { Migration20261201000000RateWindowTotal } from './Migration20261201000000RateWindowTotal.ts';
+import { Migration20261202000000RunEventBatches } from './Migration20261202000000RunEventBatches.ts';
+import { Migration20261202010000FewerIndexes } from './Migration20261202010000FewerIndexes.ts';
+import { Migration20261202020000LedgerWithoutAccountKey } from './Migration20261202020000LedgerWithoutAccountKey.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -32,4 +35,7 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261129000000InFlightIndex', class: Migration20261129000000InFlightIndex },
   { name: 'Migration20261130000000RunEventsWithoutForeignKey', class: Migration20261130000000RunEventsWithoutForeignKey },
   { name: 'Migration20261201000000RateWindowTotal', class: Migration20261201000000RateWindowTotal },
+  { name: 'Migration20261202000000RunEventBatches', class: Migration20261202000000RunEventBatches },
+  { name: 'Migration20261202010000FewerIndexes', class: Migration20261202010000FewerIndexes },
+  { name: 'Migration20261202020000LedgerWithoutAccountKey', class: Migration20261202020000LedgerWithoutAccountKey },
 ];

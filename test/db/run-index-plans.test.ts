@@ -1,0 +1,48 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { query, statement } from '../../src/db/statement.ts';
+import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+
+/**
+ * Every index on `runs` is written for every run (its insert and its terminal write), so the table keeps
+ * only indexes some query reads (src/db/migrations/Migration20261202010000FewerIndexes.ts). A sweep that
+ * looks for a few runs among all of them reads an index of those few.
+ */
+
+const EXPLAIN_UNSTARTED = statement('test_explain_unstarted', `explain (costs off) ${UNSTARTED_TEMPORAL_RUNS.text}`);
+const INDEXES = statement('test_runs_indexes', `select indexname from pg_indexes where schemaname = 'public' and tablename = 'runs' order by indexname`);
+
+test.before(async () => {
+  await resetDb(await testOrm());
+});
+
+test("the Temporal engine's sweep for unstarted runs reads the index of such runs, in its order", async () => {
+  const orm = await testOrm();
+  const plan = await orm.em.fork().transactional(async (tx) => {
+    // The suite's table is nearly empty, where a sequential scan would be chosen whatever the indexes.
+    await tx.execute(`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`);
+    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_UNSTARTED, [5]);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+  assert.match(plan, /Index Scan using runs_temporal_unstarted_idx on runs/, `the sweep reads its partial index:\n${plan}`);
+  assert.not.match(plan, /Sort/, `the index gives the sweep's order:\n${plan}`);
+});
+
+test('the runs table has exactly the indexes its queries read', async () => {
+  const orm = await testOrm();
+  const names = (await query<{ indexname: string }>(orm.em.fork(), INDEXES, [])).map((r) => r.indexname);
+  assert.equal(names, [
+    'runs_account_created_idx',
+    'runs_api_key_created_idx',
+    'runs_completed_idx',
+    'runs_in_flight_idx',
+    'runs_pkey',
+    'runs_queue_fresh_idx',
+    'runs_queue_left_idx',
+    'runs_queue_line_idx',
+    'runs_temporal_unstarted_idx',
+  ]);
+});
+
+test.run();
