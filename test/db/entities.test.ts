@@ -105,6 +105,20 @@ t('the view run_events shows one row per event, numbered through the batches', a
   ]);
 });
 
+t("a run's enumerated columns refuse other values through their types, with no table CHECK to compile per statement", async ({ orm }) => {
+  const em = orm.em.fork();
+  const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
+  for (const [column, value] of [['status', 'done'], ['outcome', 'ok'], ['billing_status', 'paid'], ['user_access', 'free'], ['credential_mode', 'mine']] as const) {
+    const error = await em.execute(`update runs set ${column} = ? where id = ?`, [value, run!.id]).then(() => null, (err: Error) => err);
+    assert.ok(error, `${column} = '${value}' was accepted`);
+    assert.match(error.message, new RegExp(`value for domain runs_${column} violates check constraint`));
+  }
+  const checks = await em.execute<{ n: number }[]>(`select count(*)::int as n from pg_constraint where conrelid = 'runs'::regclass and contype = 'c'`);
+  assert.is(checks[0]!.n, 0);
+  const [ok] = await em.execute<{ status: string }[]>(`update runs set status = 'cancelled', outcome = null where id = ? returning status`, [run!.id]);
+  assert.is(ok!.status, 'cancelled');
+});
+
 t('the lookups the API does are indexed', async ({ orm }) => {
   const rows = await orm.em.fork().execute<{ indexdef: string }[]>(`select indexdef from pg_indexes where schemaname = 'public'`);
   const defs = rows.map((r) => r.indexdef).join('\n');

@@ -272,6 +272,13 @@ export const USER_ACCESS = ['owned', 'purchased', 'wallet', 'purchase_required']
 export type UserAccess = (typeof USER_ACCESS)[number];
 
 /**
+ * A column of one of `values`, checked by its type: a domain over text that allows them
+ * (Migration20261202030000RunDomains), not a table CHECK constraint, which Postgres would compile again
+ * for every statement writing the table. MikroORM sees the domain's base type, text.
+ */
+const checkedByDomain = <T extends readonly string[]>(_values: T) => p.text().$type<T[number]>();
+
+/**
  * Engine-owned progress of a run: finished node results and started delay timers. Written in the same
  * transaction as the events that report it, so a restart resumes exactly where the log says it was.
  */
@@ -290,19 +297,19 @@ export const RunSchema = defineEntity({
     apiKeyId: p.uuid().nullable(),
     workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id'),
     versionId: p.manyToOne(WorkflowVersionSchema).mapToPk().fieldName('version_id'),
-    status: p.enum(RUN_STATUSES).default('pending'),
+    status: checkedByDomain(RUN_STATUSES).default('pending'),
     /** pending runs: `queued` (waiting for capacity), `starting` (admitted), `preparing` (funding). */
     phase: p.string().nullable(),
     reason: p.text().nullable(),
     suspendReason: p.string().nullable(),
     /** When a wait_timer suspension is due (earliest started delay). */
     resumeAt: p.datetime().nullable(),
-    outcome: p.enum(OUTCOMES).nullable(),
-    billingStatus: p.enum(BILLING_STATUSES).default('pending'),
+    outcome: checkedByDomain(OUTCOMES).nullable(),
+    billingStatus: checkedByDomain(BILLING_STATUSES).default('pending'),
     chargeUsd: money().nullable(),
     /** Counted against the key's spend cap: the displayed price until settled, then the final charge. */
     capUsd: money().default('0'),
-    userAccess: p.enum(USER_ACCESS),
+    userAccess: checkedByDomain(USER_ACCESS),
     displayedPriceUsd: money().default('0'),
     creatorPriceUsd: money().default('0'),
     stepUsd: money().default('0'),
@@ -312,7 +319,7 @@ export const RunSchema = defineEntity({
     funding: p.string().nullable(),
     bundleId: p.uuid().nullable(),
     holdUsd: money().default('0'),
-    credentialMode: p.enum(CREDENTIAL_MODES),
+    credentialMode: checkedByDomain(CREDENTIAL_MODES),
     inputs: p.json<Record<string, JsonValue>>(),
     progress: p.json<RunProgressState>(),
     outputs: p.json<RunOutputField[]>().default('[]').onCreate(() => []),

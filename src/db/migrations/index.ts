@@ -17,6 +17,7 @@ import { Migration20261201000000RateWindowTotal } from './Migration2026120100000
 import { Migration20261202000000RunEventBatches } from './Migration20261202000000RunEventBatches.ts';
 import { Migration20261202010000FewerIndexes } from './Migration20261202010000FewerIndexes.ts';
 import { Migration20261202020000LedgerWithoutAccountKey } from './Migration20261202020000LedgerWithoutAccountKey.ts';
+import { Migration20261202030000RunDomains } from './Migration20261202030000RunDomains.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -38,4 +39,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261202000000RunEventBatches', class: Migration20261202000000RunEventBatches },
   { name: 'Migration20261202010000FewerIndexes', class: Migration20261202010000FewerIndexes },
   { name: 'Migration20261202020000LedgerWithoutAccountKey', class: Migration20261202020000LedgerWithoutAccountKey },
+  { name: 'Migration20261202030000RunDomains', class: Migration20261202030000RunDomains },
 ];
