@@ -19,8 +19,16 @@ import { statement } from '../db/statement.ts';
  */
 export const runEventsCte = (types: string, nodes: string, data: string, opts: { returning?: boolean } = {}) => `e as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
-  select u.id, u.last_sequence, ${types}::text[], ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
+  select u.id, u.last_sequence, ${sameLength(types, nodes, data)}, ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
     from u where cardinality(${types}::text[]) > 0${opts.returning ? '\n  returning last_sequence' : ''})`;
+
+/**
+ * The types, or null (refused by the column's NOT NULL, so the whole statement writes nothing) when the
+ * three arrays differ in length: readers unnest them side by side, and a short one would be padded with
+ * nulls and number events past the batch's last sequence.
+ */
+const sameLength = (types: string, nodes: string, data: string) =>
+  `case when cardinality(${nodes}::text[]) = cardinality(${types}::text[]) and cardinality(${data}::text[]) = cardinality(${types}::text[]) then ${types}::text[] end`;
 
 /**
  * From a batch `b`: its events `e` (type, node_id, data, ord) and each one's sequence `s.sequence`, the

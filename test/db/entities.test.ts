@@ -111,7 +111,8 @@ t("a run's enumerated columns refuse other values through their types, with no t
   for (const [column, value] of [['status', 'done'], ['outcome', 'ok'], ['billing_status', 'paid'], ['user_access', 'free'], ['credential_mode', 'mine']] as const) {
     const error = await em.execute(`update runs set ${column} = ? where id = ?`, [value, run!.id]).then(() => null, (err: Error) => err);
     assert.ok(error, `${column} = '${value}' was accepted`);
-    assert.match(error.message, new RegExp(`value for domain runs_${column} violates check constraint`));
+    assert.match(error.message, new RegExp(`^value for domain runs_${column} violates check constraint "runs_${column}_check"$`));
+    assert.is((error as Error & { code?: string }).code, '23514', 'a check violation, as the table CHECK raised');
   }
   const checks = await em.execute<{ n: number }[]>(`select count(*)::int as n from pg_constraint where conrelid = 'runs'::regclass and contype = 'c'`);
   assert.is(checks[0]!.n, 0);

@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
+import { GRAPHQL_SEARCH_RUNS } from '../../src/sql/graphql-runs.ts';
 import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -11,6 +12,7 @@ import { resetDb, testOrm } from '../helpers/db.ts';
  */
 
 const EXPLAIN_UNSTARTED = statement('test_explain_unstarted', `explain (costs off) ${UNSTARTED_TEMPORAL_RUNS.text}`);
+const EXPLAIN_SEARCH = statement('test_explain_search_runs', `explain (costs off) ${GRAPHQL_SEARCH_RUNS.text}`);
 const INDEXES = statement('test_runs_indexes', `select indexname from pg_indexes where schemaname = 'public' and tablename = 'runs' order by indexname`);
 
 test.before(async () => {
@@ -29,6 +31,17 @@ test("the Temporal engine's sweep for unstarted runs reads the index of such run
   assert.not.match(plan, /Sort/, `the index gives the sweep's order:\n${plan}`);
 });
 
+test("the internal search for a workflow's runs reads them newest first from the workflow's index", async () => {
+  const orm = await testOrm();
+  const plan = await orm.em.fork().transactional(async (tx) => {
+    await tx.execute(`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`);
+    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_SEARCH, [null, null, '00000000-0000-4000-8000-000000000001', null, null, 20, 0]);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+  assert.match(plan, /Index Scan Backward using runs_workflow_created_idx on runs/, `the search reads the workflow's index:\n${plan}`);
+  assert.not.match(plan, /Sort/, `the index gives the search's order:\n${plan}`);
+});
+
 test('the runs table has exactly the indexes its queries read', async () => {
   const orm = await testOrm();
   const names = (await query<{ indexname: string }>(orm.em.fork(), INDEXES, [])).map((r) => r.indexname);
@@ -42,6 +55,7 @@ test('the runs table has exactly the indexes its queries read', async () => {
     'runs_queue_left_idx',
     'runs_queue_line_idx',
     'runs_temporal_unstarted_idx',
+    'runs_workflow_created_idx',
   ]);
 });
 

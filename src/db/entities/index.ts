@@ -341,6 +341,8 @@ export const RunSchema = defineEntity({
   indexes: [
     { name: 'runs_account_created_idx', properties: ['accountId', 'createdAt', 'id'] },
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
+    // A workflow's runs, newest first: the internal GraphQL search by workflow (src/sql/graphql-runs.ts).
+    { name: 'runs_workflow_created_idx', properties: ['workflowId', 'createdAt', 'id'] },
     // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
     { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
     { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued' and queue_seq is null" },

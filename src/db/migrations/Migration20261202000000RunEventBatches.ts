@@ -5,8 +5,9 @@ import { Migration } from '@mikro-orm/migrations';
  * as parallel arrays, keyed by the run and the batch's last sequence) instead of one row per event: a
  * run computed in memory appends a dozen events in one write, which cost a dozen heap tuples, index
  * entries and WAL records. `run_events` stays, as a view with the old rows, for ad-hoc reads
- * (docs/architecture.md#the-event-log-in-batches). Existing events move over one batch per event, so
- * each keeps its own `ts`.
+ * (docs/architecture.md#the-event-log-in-batches), and takes the inserts of processes of the previous
+ * version during a rolling upgrade (a trigger makes each row a batch of one). Existing events move over
+ * one batch per event, so each keeps its own `ts`.
  */
 export class Migration20261202000000RunEventBatches extends Migration {
   override name = 'Migration20261202000000RunEventBatches';
@@ -24,10 +25,20 @@ export class Migration20261202000000RunEventBatches extends Migration {
       select "run_id", "sequence", array["type"]::text[], array["node_id"]::text[], array["data"], "ts" from "run_events"`);
     this.addSql(`drop table "run_events"`);
     this.addSql(`create view "run_events" as ${RUN_EVENTS_VIEW}`);
+    // A process of the previous version, still running during a rolling upgrade, inserts events into
+    // run_events one row each: each becomes a batch of one.
+    this.addSql(`create function "run_events_insert"() returns trigger language plpgsql as $$
+begin
+  insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
+  values (new.run_id, new.sequence, array[new.type]::text[], array[new.node_id]::text[], array[new.data], coalesce(new.ts, now()));
+  return new;
+end $$`);
+    this.addSql(`create trigger "run_events_insert" instead of insert on "run_events" for each row execute function "run_events_insert"()`);
   }
 
   override down(): void {
     this.addSql(`drop view "run_events"`);
+    this.addSql(`drop function "run_events_insert"()`);
     this.addSql(`create table "run_events" ("run_id" uuid not null, "sequence" int not null, "type" varchar(255) not null, "node_id" varchar(255) null, "data" jsonb not null, "ts" timestamptz not null default now(), constraint "run_events_pkey" primary key ("run_id", "sequence"))`);
     this.addSql(`insert into "run_events" ("run_id", "sequence", "type", "node_id", "data", "ts") ${RUN_EVENTS_VIEW}`);
     this.addSql(`drop table "run_event_batches"`);
