@@ -6,7 +6,8 @@ import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@
 import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
 import type { Pool, PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
-import { entities, routines } from './entities/index.ts';
+import { entities } from './entities/index.ts';
+import { routines } from './entities/routines.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 import { allowGroupCommit } from './group-commit.ts';

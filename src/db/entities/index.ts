@@ -1,31 +1,14 @@
-import { defineEntity, p, Routine, Type, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
-import { pgArrayText } from '../sql-literal.ts';
+import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 
 /**
  * The whole data model. Foreign keys are mapped to their primary key values (`mapToPk`) because the
  * services read and fence rows by id in SQL; MikroORM owns the schema, the migrations and the simple
- * reads. Money columns are numeric(18,6) and surface as decimal strings, never floats.
+ * reads. Money columns are numeric(18,6) and surface as decimal strings, never floats. Column helpers:
+ * ./columns.ts; the database functions: ./routines.ts.
  */
-
-/** A Postgres array of text (`text[]`) or of JSON (`jsonb[]`, its elements given as values), as pg sends arrays. */
-class PgArrayType extends Type<unknown[], string> {
-  constructor(private readonly json: boolean) {
-    super();
-  }
-
-  override convertToDatabaseValue(value: unknown[]): string {
-    return pgArrayText(this.json ? value.map((v) => (v === null || v === undefined ? null : JSON.stringify(v))) : value);
-  }
-
-  override getColumnType(): string {
-    return this.json ? 'jsonb[]' : 'text[]';
-  }
-}
-
-const money = () => p.decimal('string').precision(18).scale(6);
-const createdAt = () => p.datetime().defaultRaw('now()').onCreate(() => new Date());
 
 export const AccountSchema = defineEntity({
   name: 'Account',
@@ -272,13 +255,6 @@ export const USER_ACCESS = ['owned', 'purchased', 'wallet', 'purchase_required']
 export type UserAccess = (typeof USER_ACCESS)[number];
 
 /**
- * A column of one of `values`, checked by its type: a domain over text that allows them
- * (Migration20261202030000RunDomains), not a table CHECK constraint, which Postgres would compile again
- * for every statement writing the table. MikroORM sees the domain's base type, text.
- */
-const checkedByDomain = <T extends readonly string[]>(_values: T) => p.text().$type<T[number]>();
-
-/**
  * Engine-owned progress of a run: finished node results and started delay timers. Written in the same
  * transaction as the events that report it, so a restart resumes exactly where the log says it was.
  */
@@ -500,44 +476,3 @@ export const entities = [
   WebhookEndpointSchema,
   WebhookDeliverySchema,
 ];
-
-/**
- * `wr_refuse(reason)` raises SQLSTATE WR001 with the reason as its message, for a statement that must
- * fail, not return nothing, when its fence does not hold: the wallet settlement travels with its
- * transaction's COMMIT (src/db/prepared.ts `withCommit`), and only an error stops that COMMIT.
- */
-export const RefuseRoutine = new Routine({
-  name: 'wr_refuse',
-  type: 'function',
-  language: 'plpgsql',
-  params: { reason: { type: 'text' } },
-  returns: { runtimeType: 'number', columnType: 'int' },
-  body: `begin
-  raise exception using errcode = 'WR001', message = reason;
-end`,
-});
-
-/**
- * `wr_reserve_spend_cap(key, since, price, cap)`: the spend-cap reservation of POST /runs inside its one
- * statement (src/sql/accept-run.ts). It locks the key's row, so acceptances on one key pass one after
- * another, and sums the key's `cap_usd` in its window in a query of its own: a volatile function's
- * queries take a fresh snapshot, so the sum sees every run committed by whoever held the lock before
- * (the statement's own snapshot, taken before the lock was granted, would not). Raises SQLSTATE WR002
- * when `price` does not fit; returns 1 otherwise.
- */
-export const SpendCapRoutine = new Routine({
-  name: 'wr_reserve_spend_cap',
-  type: 'function',
-  language: 'plpgsql',
-  params: { key: { type: 'uuid' }, since: { type: 'timestamptz' }, price: { type: 'numeric' }, cap: { type: 'numeric' } },
-  returns: { runtimeType: 'number', columnType: 'int' },
-  body: `begin
-  perform 1 from api_keys where id = key for update;
-  if (select coalesce(sum(cap_usd), 0) from runs where api_key_id = key and created_at >= since) + price > cap then
-    raise exception using errcode = 'WR002', message = 'spend cap reached';
-  end if;
-  return 1;
-end`,
-});
-
-export const routines = [RefuseRoutine, SpendCapRoutine];
