@@ -71,7 +71,27 @@ export interface GroupTail {
   } | null;
 }
 
-/** A committed group's results: the head's, the group's own statements', the tail's. */
+/**
+ * A kind's group sent as ONE set-based statement instead of one statement per transaction: Postgres
+ * starts and ends a statement's executor once for the whole group (for a statement of many CTEs that is
+ * as much work as its rows). Its statement must write what the group's statements would, one after
+ * another in the group's order, or raise (then the group runs again statement by statement, as any group
+ * that fails). A member it leaves to run by itself is run as its own transaction once the group has
+ * committed. Used for groups of two or more; a group of one sends its own statement.
+ */
+export interface GroupStatement {
+  /**
+   * The statement and its values for the group's values (in order; `keys`: each member's `order`), or
+   * null: send the statements themselves.
+   */
+  combine(group: readonly (readonly unknown[])[], keys: readonly string[]): readonly [Statement, readonly unknown[]] | null;
+  /** The rows each member's own statement would have returned, or 'alone': that member runs by itself after the commit. */
+  split(rows: readonly Record<string, unknown>[], size: number): readonly (Record<string, unknown>[] | 'alone')[];
+  /** Told when the statement raised for the group whose keys these are (the group then runs statement by statement). */
+  failed?(error: unknown, keys: readonly string[]): void;
+}
+
+/** A committed group's results: the head's, the group's own statements' (the one combined statement's, for a GroupStatement), the tail's. */
 export interface GroupResults {
   head: readonly unknown[];
   group: readonly unknown[];
@@ -82,6 +102,7 @@ class GroupCommit {
   #waiting: Waiting[] = [];
   #sending = false;
   tail: GroupTail | null = null;
+  together: GroupStatement | null = null;
 
   /** `pool`: the ORM's connection pool, once created (undefined before). */
   constructor(readonly pool: () => Pool | undefined) {}
@@ -110,10 +131,12 @@ class GroupCommit {
 
   async #sendGroup(group: Waiting[]): Promise<void> {
     const tail = this.pool() ? this.#nextTail(group) : null;
+    const combined = group.length > 1 && this.pool() ? this.#combine(group) : null;
     let results: unknown[] | null = null;
     const head = tail?.head ?? [];
+    const own: (readonly [Statement, readonly unknown[]])[] = combined ? [combined] : group.map((w) => [w.s, w.values] as const);
     try {
-      results = await this.#together(head, group, tail?.statements ?? []);
+      results = await this.#together(head, own, tail?.statements ?? []);
     } catch (error) {
       try {
         tail?.done(null);
@@ -132,23 +155,81 @@ class GroupCommit {
       }
       // Rolled back whole, or no connection (the server restarting): each runs again alone below and
       // meets its own outcome. A group whose COMMIT was lost with its connection is fenced out there.
+      // The one statement's failure is logged as any failed query is: a fault of its own would
+      // otherwise show only as groups sent twice.
+      if (combined) this.#combinedFailed(group, combined, error);
       results = null;
     }
     if (results) {
-      const own = results.slice(head.length, head.length + group.length);
+      const mine = results.slice(head.length, head.length + own.length);
       let covered = false;
       try {
-        covered = tail ? tail.done({ head: results.slice(0, head.length), group: own, tail: results.slice(head.length + group.length) }) : false;
+        covered = tail ? tail.done({ head: results.slice(0, head.length), group: mine, tail: results.slice(head.length + own.length) }) : false;
       } catch {
         // The group committed whatever its tail makes of its results; uncovered, its callers go on as without one.
       }
+      if (combined) {
+        await this.#splitCombined(group, combined, mine[0], covered);
+        return;
+      }
       for (const [i, w] of group.entries()) {
         if (w.receipt) w.receipt.covered = covered;
-        loggedRows(w.em, w.s, w.values, own[i]).then(w.resolve, w.reject);
+        loggedRows(w.em, w.s, w.values, mine[i]).then(w.resolve, w.reject);
       }
       return;
     }
     await Promise.all(group.map((w) => alone(w.em, w.s, w.values).then(w.resolve, w.reject)));
+  }
+
+  /** The group as the kind's one statement, or null (no GroupStatement, members of different statements, it declined, or it threw). */
+  #combine(group: Waiting[]): readonly [Statement, readonly unknown[]] | null {
+    if (!this.together || group.some((w) => w.s !== group[0]!.s)) return null;
+    try {
+      return this.together.combine(
+        group.map((w) => w.values),
+        group.map((w) => w.order),
+      );
+    } catch {
+      return null;
+    }
+  }
+
+  #combinedFailed(group: Waiting[], combined: readonly [Statement, readonly unknown[]], error: unknown): void {
+    loggedFailure(group[0]!.em, combined[0], combined[1], error).catch(() => undefined);
+    try {
+      this.together?.failed?.(
+        error,
+        group.map((w) => w.order),
+      );
+    } catch {
+      // Only advice for later groups.
+    }
+  }
+
+  /**
+   * The committed combined statement's rows, each member's to its caller; a member left 'alone' runs as
+   * its own transaction now, before the kind's next group (one group of a kind in flight, as ever). Its
+   * group's tail did not cover it: it was written after.
+   */
+  async #splitCombined(group: Waiting[], combined: readonly [Statement, readonly unknown[]], result: unknown, covered: boolean): Promise<void> {
+    let split: readonly (Record<string, unknown>[] | 'alone')[];
+    try {
+      const rows = await loggedRows(group[0]!.em, combined[0], combined[1], result);
+      split = this.together!.split(rows, group.length);
+      if (split.length !== group.length) throw new Error(`${combined[0].name} answered for ${split.length} of ${group.length} statements`);
+    } catch (error) {
+      // Committed, but its answer cannot be read: never leave a caller waiting (not expected).
+      for (const w of group) w.reject(error);
+      return;
+    }
+    const later: Promise<void>[] = [];
+    for (const [i, w] of group.entries()) {
+      const rows = split[i]!;
+      if (w.receipt) w.receipt.covered = rows !== 'alone' && covered;
+      if (rows === 'alone') later.push(alone(w.em, w.s, w.values).then(w.resolve, w.reject));
+      else w.resolve(rows);
+    }
+    await Promise.all(later);
   }
 
   /** The kind's tail for the next group; none when it throws (a tail must never cost a group its commit). */
@@ -167,13 +248,13 @@ class GroupCommit {
    */
   async #together(
     before: readonly (readonly [Statement, readonly unknown[]])[],
-    group: Waiting[],
+    group: readonly (readonly [Statement, readonly unknown[]])[],
     after: readonly (readonly [Statement, readonly unknown[]])[],
   ): Promise<unknown[] | null> {
     const pool = this.pool();
     if (!pool) return null;
-    const extra = ([s, values]: readonly [Statement, readonly unknown[]]) => [s.text, values] as const;
-    return sendTogether(pool, [...before.map(extra), ...group.map((w) => [w.s.text, w.values] as const), ...after.map(extra)]);
+    const text = ([s, values]: readonly [Statement, readonly unknown[]]) => [s.text, values] as const;
+    return sendTogether(pool, [...before.map(text), ...group.map(text), ...after.map(text)]);
   }
 }
 
@@ -233,12 +314,21 @@ export async function inOneMessage(em: TxEm, statements: readonly (readonly [Sta
 /**
  * Runs `s` with `values` as a transaction of its own, possibly committed together with others (above).
  * `order`: the key groups are sorted by (the account or API key whose shared rows it locks).
- * `receipt`: told whether the kind's tail covered the statement's group.
+ * `receipt`: told whether the kind's tail covered the statement's group. `together`: the kind's groups
+ * of two or more go as this one statement (GroupStatement).
  */
-export function runInGroup<T = Record<string, unknown>>(em: TxEm, s: Statement, values: readonly unknown[], order: string, receipt?: GroupReceipt): Promise<T[]> {
+export function runInGroup<T = Record<string, unknown>>(
+  em: TxEm,
+  s: Statement,
+  values: readonly unknown[],
+  order: string,
+  receipt?: GroupReceipt,
+  together?: GroupStatement,
+): Promise<T[]> {
   const c = connections.get(em.getConnection() as object);
   if (!c) return alone(em, s, values) as Promise<T[]>;
   const group = groupOf(c, s);
+  if (together) group.together = together;
   return new Promise<Record<string, unknown>[]>((resolve, reject) => group.run({ em, s, values, order, receipt, resolve, reject })) as Promise<T[]>;
 }
 

@@ -9,6 +9,7 @@ import { eventArrays, publishTerminal } from './fenced-write.ts';
 import { settleFinished, terminalColumns, terminalEventData, type Finish, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
 import { runMeta } from './run-state.ts';
+import { SETTLEMENTS_TOGETHER } from './settlements-together.ts';
 
 /**
  * An admitted run the caller computed entirely in memory (`entries`: its steps and free actions) is
@@ -86,7 +87,7 @@ function remember(accountId: string, hooked: boolean): void {
 async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
   // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for
   // all of them, and their account's wallet row locked once instead of once per run until its commit.
-  const [row] = await refusedAsInsufficientFunds(() => runInGroup(outsideTransaction(deps.orm), START_FINISH_AND_SETTLE, params, accountId));
+  const [row] = await refusedAsInsufficientFunds(() => runInGroup(outsideTransaction(deps.orm), START_FINISH_AND_SETTLE, params, accountId, undefined, SETTLEMENTS_TOGETHER));
   if (!row) return null;
   if (row.hooked === true) {
     remember(String(row.account_id), true);

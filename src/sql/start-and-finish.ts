@@ -27,6 +27,24 @@ import { endpointTakes } from './webhook-deliveries.ts';
  * run is charged the bundle's price instead.
  */
 
+/**
+ * What the run's one update sets, in both statements here and START_FINISH_AND_SETTLE_MANY
+ * (src/sql/start-finish-and-settle-many.ts), from the CTE `p` (`compute`, `hold`, `billed`): the
+ * terminal run's cleared columns and times, its progress (results merged, timers added and removed,
+ * kept when `results` is null), its compute and its billing. SQL expressions for the three parts of
+ * the progress.
+ */
+export const finishedRunSet = (a: { results: string; addTimers: string; removeTimers: string }) => `phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
+    started_at = clock_timestamp(), completed_at = clock_timestamp(),
+    progress = case when ${a.results} is null then r.progress else r.progress || jsonb_build_object(
+      'results', coalesce(r.progress->'results', '{}'::jsonb) || ${a.results},
+      'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || ${a.addTimers}) - ${a.removeTimers}) end,
+    compute_usd = p.compute,
+    hold_usd = p.hold,
+    billing_status = case when p.billed is null then 'not_charged' else 'settled' end,
+    charge_usd = p.billed,
+    cap_usd = coalesce(p.billed, 0)`;
+
 /** The run under its row lock, where every fence holds (the body of CTE `f`). */
 const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
          r.compute_usd + $8::int * r.step_usd + $9::numeric as compute, r.creator_price_usd
@@ -60,19 +78,10 @@ u as (
     last_sequence = r.last_sequence + cardinality($10::text[]),
     updated_at = now(),
     status = $13::text, outcome = $14::text, reason = $15::text, outputs = coalesce($16::jsonb, r.outputs),
-    phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
-    started_at = clock_timestamp(), completed_at = clock_timestamp(),
-    progress = case when $5::jsonb is null then r.progress else r.progress || jsonb_build_object(
-      'results', coalesce(r.progress->'results', '{}'::jsonb) || $5::jsonb,
-      'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || $6::jsonb) - $7::text[]) end,
-    compute_usd = p.compute,
+    ${finishedRunSet({ results: '$5::jsonb', addTimers: '$6::jsonb', removeTimers: '$7::text[]' })},
     steps_executed = r.steps_executed + $8::int,
     funding = case when p.bundle_id is null then 'wallet' else 'bundle' end,
-    bundle_id = coalesce(p.bundle_id, r.bundle_id),
-    hold_usd = p.hold,
-    billing_status = case when p.billed is null then 'not_charged' else 'settled' end,
-    charge_usd = p.billed,
-    cap_usd = coalesce(p.billed, 0)
+    bundle_id = coalesce(p.bundle_id, r.bundle_id)
   from p
   where r.id = p.id
   returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd, p.usd_per_run as bundle_usd_per_run, p.charge),

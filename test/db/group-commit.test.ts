@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupResults, type GroupTail } from '../../src/db/group-commit.ts';
+import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupResults, type GroupStatement, type GroupTail } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -19,6 +19,27 @@ const PROBE = statement(
   `insert into group_commit_probe (id, account) values ($1::int, $2::text)
    returning id, account, txid_current()::text as tx, nextval('group_commit_probe_order')::int as seq`,
 );
+
+/** Its own kind: PROBE under another name, and the same for a whole group (ids ≥ 1000 are left alone). */
+const ONE = statement(
+  'test_group_commit_one',
+  `insert into group_commit_probe (id, account) values ($1::int, $2::text)
+   returning id, account, txid_current()::text as tx, 'one' as via`,
+);
+const MANY = statement(
+  'test_group_commit_many',
+  `with x as (select * from unnest($1::int[], $2::text[]) with ordinality as x(id, account, ord)),
+   i as (insert into group_commit_probe (id, account) select id, account from x where id < 1000 returning id)
+   select x.ord, x.id, x.account, txid_current()::text as tx, 'many' as via, x.id >= 1000 as alone from x order by x.ord`,
+);
+const TOGETHER: GroupStatement = {
+  combine: (group) => [MANY, [group.map((v) => v[0]), group.map((v) => v[1])]],
+  split: (rows, size) => {
+    const out: (Record<string, unknown>[] | 'alone')[] = new Array(size).fill('alone');
+    for (const { ord, alone, ...own } of rows) out[Number(ord) - 1] = alone ? 'alone' : [own];
+    return out;
+  },
+};
 
 /** Another kind of statement (its own name), which takes as long as it is told to. */
 const SLOW = statement('test_group_commit_slow', `select $1::int as id, pg_sleep($2::float8) is null as slept`);
@@ -206,6 +227,30 @@ if (onServer) {
     }
     const [n] = await orm.em.fork().execute<{ n: number }[]>('select count(*)::int as n from group_commit_probe where id between 801 and 803');
     assert.is(Number(n!.n), 3, 'every statement was committed');
+  });
+
+  t('a group of two or more goes as its kind’s one statement; a member it leaves alone runs by itself after the commit; when it raises, each runs by itself', async ({ orm }) => {
+    const one = (id: number, receipt?: GroupReceipt) =>
+      runInGroup<{ id: number; tx: string; via: string }>(orm.em.fork(), ONE, [id, 'g'], 'g', receipt, TOGETHER).then((rows) => rows[0]!);
+    const tail: GroupTail = { next: () => ({ statements: [[TAIL, [900, 1999]]], done: () => true }) };
+    setGroupTail(orm.em, ONE, tail);
+    try {
+      const receipts: GroupReceipt[] = [0, 1, 2, 3].map(() => ({ covered: false }));
+      const rows = await Promise.all([900, 901, 1901, 902].map((id, i) => one(id, receipts[i])));
+      assert.equal(rows.map((r) => [Number(r.id), r.via]), [[900, 'one'], [901, 'many'], [1901, 'one'], [902, 'many']]);
+      assert.is(rows[1]!.tx, rows[3]!.tx, 'the group is one transaction');
+      assert.is.not(rows[2]!.tx, rows[1]!.tx, 'the member left alone ran in a transaction of its own');
+      assert.equal(receipts.map((r) => r.covered), [true, true, false, true], 'the tail covered the group, not the member written after it');
+      const ids = (await orm.em.fork().execute<{ id: number }[]>('select id from group_commit_probe where id between 900 and 1999 order by id')).map((r) => Number(r.id));
+      assert.equal(ids, [900, 901, 902, 1901]);
+      // 910 is taken: the one statement raises, and each runs by itself, meeting its own outcome.
+      await one(910);
+      const settled = await Promise.allSettled([one(911), one(912), one(910), one(913)]);
+      assert.equal(settled.map((x) => x.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      assert.equal(settled.filter((x) => x.status === 'fulfilled').map((x) => (x as PromiseFulfilledResult<{ via: string }>).value.via), ['one', 'one', 'one']);
+    } finally {
+      clearGroupTail(orm.em, ONE, tail);
+    }
   });
 
   t('a statement of another kind does not wait for a group in flight; one of the same kind does', async ({ orm }) => {
