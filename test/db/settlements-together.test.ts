@@ -305,4 +305,17 @@ t('an account whose balance covers each run’s hold but not the charges one aft
   assert.equal(ledger.map((l) => [l.kind, l.amount_usd]), [['charge', '-0.200000'], ['charge', '-0.100000'], ['unpaid', '0.100000']]);
 });
 
+t('a group goes statement by statement when it repeats a run, or holds an account the one statement refused for in the last seconds', () => {
+  const v = (id: string) => [id, [], [], null, null, '{}', [], 0, '0', ['run.completed'], [null], ['{}'], 'completed', 'completed', null, null, 'full'];
+  const [short, other] = [randomUUID(), randomUUID()];
+  assert.ok(SETTLEMENTS_TOGETHER.combine([v(randomUUID()), v(randomUUID())], [short, other]));
+  const run = randomUUID();
+  assert.is(SETTLEMENTS_TOGETHER.combine([v(run), v(run)], [other, other]), null, 'a run twice');
+  SETTLEMENTS_TOGETHER.failed!(Object.assign(new Error('deadlock detected'), { code: '40P01' }), [short]);
+  assert.ok(SETTLEMENTS_TOGETHER.combine([v(randomUUID()), v(randomUUID())], [short, other]), 'any other failure is not remembered');
+  SETTLEMENTS_TOGETHER.failed!(Object.assign(new Error('the wallet balance does not cover the run price'), { code: 'WR001' }), [short]);
+  assert.is(SETTLEMENTS_TOGETHER.combine([v(randomUUID()), v(randomUUID())], [other, short]), null, 'an account refused for');
+  assert.ok(SETTLEMENTS_TOGETHER.combine([v(randomUUID()), v(randomUUID())], [other, other]), 'the other accounts’ groups');
+});
+
 t.run();
