@@ -91,7 +91,10 @@ export interface GroupStatement {
   failed?(error: unknown, keys: readonly string[]): void;
 }
 
-/** A committed group's results: the head's, the group's own statements' (the one combined statement's, for a GroupStatement), the tail's. */
+/**
+ * A committed group's results: the head's, each member's own (a pg result; for a GroupStatement, `{ rows }`:
+ * the rows its split gave the member, none for one left alone), the tail's.
+ */
 export interface GroupResults {
   head: readonly unknown[];
   group: readonly unknown[];
@@ -162,14 +165,17 @@ class GroupCommit {
     }
     if (results) {
       const mine = results.slice(head.length, head.length + own.length);
+      const split = combined ? await this.#split(group, combined, mine[0]) : null;
       let covered = false;
       try {
-        covered = tail ? tail.done({ head: results.slice(0, head.length), group: mine, tail: results.slice(head.length + own.length) }) : false;
+        // The tail hears each member's own result: a GroupStatement's as the rows its split gave the member.
+        const members = split ? split.map((rows) => ({ rows: rows === 'alone' ? [] : rows })) : mine;
+        covered = tail ? tail.done({ head: results.slice(0, head.length), group: members, tail: results.slice(head.length + own.length) }) : false;
       } catch {
         // The group committed whatever its tail makes of its results; uncovered, its callers go on as without one.
       }
       if (combined) {
-        await this.#splitCombined(group, combined, mine[0], covered);
+        if (split) await this.#answerSplit(group, split, covered);
         return;
       }
       for (const [i, w] of group.entries()) {
@@ -206,22 +212,26 @@ class GroupCommit {
     }
   }
 
-  /**
-   * The committed combined statement's rows, each member's to its caller; a member left 'alone' runs as
-   * its own transaction now, before the kind's next group (one group of a kind in flight, as ever). Its
-   * group's tail did not cover it: it was written after.
-   */
-  async #splitCombined(group: Waiting[], combined: readonly [Statement, readonly unknown[]], result: unknown, covered: boolean): Promise<void> {
-    let split: readonly (Record<string, unknown>[] | 'alone')[];
+  /** The committed combined statement's rows as each member's, or null (each caller then told why: not expected). */
+  async #split(group: Waiting[], combined: readonly [Statement, readonly unknown[]], result: unknown): Promise<readonly (Record<string, unknown>[] | 'alone')[] | null> {
     try {
       const rows = await loggedRows(group[0]!.em, combined[0], combined[1], result);
-      split = this.together!.split(rows, group.length);
+      const split = this.together!.split(rows, group.length);
       if (split.length !== group.length) throw new Error(`${combined[0].name} answered for ${split.length} of ${group.length} statements`);
+      return split;
     } catch (error) {
-      // Committed, but its answer cannot be read: never leave a caller waiting (not expected).
+      // Committed, but its answer cannot be read: never leave a caller waiting.
       for (const w of group) w.reject(error);
-      return;
+      return null;
     }
+  }
+
+  /**
+   * Each member's rows to its caller; a member left 'alone' runs as its own transaction now, before the
+   * kind's next group (one group of a kind in flight, as ever). Its group's tail did not cover it: it
+   * was written after.
+   */
+  async #answerSplit(group: Waiting[], split: readonly (Record<string, unknown>[] | 'alone')[], covered: boolean): Promise<void> {
     const later: Promise<void>[] = [];
     for (const [i, w] of group.entries()) {
       const rows = split[i]!;

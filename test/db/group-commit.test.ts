@@ -232,7 +232,16 @@ if (onServer) {
   t('a group of two or more goes as its kind’s one statement; a member it leaves alone runs by itself after the commit; when it raises, each runs by itself', async ({ orm }) => {
     const one = (id: number, receipt?: GroupReceipt) =>
       runInGroup<{ id: number; tx: string; via: string }>(orm.em.fork(), ONE, [id, 'g'], 'g', receipt, TOGETHER).then((rows) => rows[0]!);
-    const tail: GroupTail = { next: () => ({ statements: [[TAIL, [900, 1999]]], done: () => true }) };
+    const heard: (GroupResults | null)[] = [];
+    const tail: GroupTail = {
+      next: () => ({
+        statements: [[TAIL, [900, 1999]]],
+        done: (results) => {
+          heard.push(results);
+          return true;
+        },
+      }),
+    };
     setGroupTail(orm.em, ONE, tail);
     try {
       const receipts: GroupReceipt[] = [0, 1, 2, 3].map(() => ({ covered: false }));
@@ -241,6 +250,8 @@ if (onServer) {
       assert.is(rows[1]!.tx, rows[3]!.tx, 'the group is one transaction');
       assert.is.not(rows[2]!.tx, rows[1]!.tx, 'the member left alone ran in a transaction of its own');
       assert.equal(receipts.map((r) => r.covered), [true, true, false, true], 'the tail covered the group, not the member written after it');
+      const members = heard.map((r) => r!.group.map((g) => (g as { rows: { id: number }[] }).rows.map((row) => Number(row.id))));
+      assert.equal(members, [[[900]], [[901], [], [902]]], 'the tail hears each member’s rows, none for the one left alone');
       const ids = (await orm.em.fork().execute<{ id: number }[]>('select id from group_commit_probe where id between 900 and 1999 order by id')).map((r) => Number(r.id));
       assert.equal(ids, [900, 901, 902, 1901]);
       // 910 is taken: the one statement raises, and each runs by itself, meeting its own outcome.
