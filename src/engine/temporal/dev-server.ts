@@ -73,7 +73,28 @@ export async function freePort(ip = '127.0.0.1'): Promise<number> {
   });
 }
 
+/** The server process ended before it answered; `said`: the end of what it wrote to stderr, when kept. */
+class ExitedAtStart extends Error {}
+
+/** What of a dropped server's stderr is kept for the error when it exits at start. */
+const STDERR_KEPT = 2_000;
+
+/**
+ * Starts the dev server and waits until it answers. On a port it picked itself, a server that exits at
+ * start is started again on another free port, twice at most: between freePort closing the port and
+ * the server binding it, another process may take it (seen once in a CI run, not reproduced).
+ */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (error) {
+      if (!(error instanceof ExitedAtStart) || opts.port !== undefined || attempt >= 3) throw error;
+    }
+  }
+}
+
+async function startOnce(opts: DevServerOptions): Promise<DevServer> {
   const ip = opts.ip ?? '127.0.0.1';
   const port = opts.port ?? (await freePort(ip));
   const uiPort = opts.uiPort ?? null;
@@ -87,7 +108,10 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const address = `${ip}:${port}`;
   // Otherwise the health check below would be answered by that server while ours fails to bind.
   if (await answers(address)) throw new Error(`a Temporal server already answers on ${address}`);
-  const child = spawn(opts.cli, args, { stdio: ['ignore', opts.stdio ?? 'ignore', opts.stdio ?? 'ignore'] });
+  // A dropped stderr is read all the same, keeping its end for the error should the server exit at start.
+  const child = spawn(opts.cli, args, { stdio: ['ignore', opts.stdio ?? 'ignore', opts.stdio ?? 'pipe'] });
+  let said = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (said = (said + chunk).slice(-STDERR_KEPT)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let failed: Error | null = null;
   child.once('error', (err) => (failed = err));
@@ -111,7 +135,15 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 30_000);
   for (;;) {
     if (failed) throw new Error(`could not run the Temporal CLI at ${opts.cli}: ${(failed as Error).message}`);
-    if (gone()) throw new Error(`the Temporal dev server exited at start (${opts.cli} ${args.join(' ')})`);
+    if (gone()) {
+      // Its stderr may still hold its last words after the exit.
+      await new Promise<void>((resolve) => {
+        if (!child.stderr || child.stderr.readableEnded) return resolve();
+        child.stderr.once('end', () => resolve());
+        setTimeout(resolve, 500).unref();
+      });
+      throw new ExitedAtStart(`the Temporal dev server exited at start (${opts.cli} ${args.join(' ')})${said.trim() ? `: ${said.trim()}` : ''}`);
+    }
     if (await answers(address)) return server;
     if (Date.now() > deadline) {
       await server.kill();
