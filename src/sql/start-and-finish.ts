@@ -45,6 +45,19 @@ export const finishedRunSet = (a: { results: string; addTimers: string; removeTi
     charge_usd = p.billed,
     cap_usd = coalesce(p.billed, 0)`;
 
+/**
+ * What a finished run is charged (`charge`, null: not charged), as finishRun decides it
+ * (src/runs/finish-run.ts): `charged` `none`, `compute` (the compute; nothing when it is zero and the run
+ * did not complete) or `full` (creator price + compute); a completed run is charged at least 0. A
+ * subquery for a LATERAL join; `run` names the row holding `creator_price_usd` and `compute`. Shared
+ * with START_FINISH_AND_SETTLE_MANY.
+ */
+export const chargeOf = (a: { run: string; status: string; charged: string }) => `(
+    select case when owed is null and ${a.status} = 'completed' then 0::numeric else owed end as charge
+      from (select case ${a.charged} when 'full' then ${a.run}.creator_price_usd + ${a.run}.compute
+                                     when 'compute' then case when ${a.run}.compute = 0 and ${a.status} <> 'completed' then null else ${a.run}.compute end
+                   end as owed) q)`;
+
 /** The run under its row lock, where every fence holds (the body of CTE `f`). */
 const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
          r.compute_usd + $8::int * r.step_usd + $9::numeric as compute, r.creator_price_usd
@@ -62,10 +75,7 @@ const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.di
  * and its secrets deleted (`s`).
  */
 const startAndFinishCtes = (bundleRuns?: string, eventsReturning = false) => `c as (
-  select f.*, case when owed is null and $13::text = 'completed' then 0::numeric else owed end as charge
-    from f, lateral (select case $17::text when 'full' then f.creator_price_usd + f.compute
-                                           when 'compute' then case when f.compute = 0 and $13::text <> 'completed' then null else f.compute end
-                                      end as owed) o),
+  select f.*, o.charge from f, lateral ${chargeOf({ run: 'f', status: '$13::text', charged: '$17::text' })} o),
 ${takeBundleCte({ from: ', c', account: 'c.account_id', workflow: 'c.workflow_id', version: 'c.version_id', runs: bundleRuns })},
 p as (
   select c.*, b.id as bundle_id, b.usd_per_run, x.billed,

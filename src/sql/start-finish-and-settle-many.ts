@@ -1,5 +1,5 @@
 import { statement } from '../db/statement.ts';
-import { finishedRunSet } from './start-and-finish.ts';
+import { chargeOf, finishedRunSet } from './start-and-finish.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
 
 /**
@@ -64,11 +64,7 @@ f0 as (
      for update of r),
 p as (
   select f0.*, o.charge as billed, f0.displayed_price_usd as hold, round(coalesce(o.charge, 0), 6) as take
-    from f0, lateral (
-      select case when owed is null and f0.status = 'completed' then 0::numeric else owed end as charge
-        from (select case f0.charged when 'full' then f0.creator_price_usd + f0.compute
-                                     when 'compute' then case when f0.compute = 0 and f0.status <> 'completed' then null else f0.compute end
-                     end as owed) q) o
+    from f0, lateral ${chargeOf({ run: 'f0', status: 'f0.status', charged: 'f0.charged' })} o
    where not f0.hooked and not f0.bundled),
 u as (
   update runs r set
