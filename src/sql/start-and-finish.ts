@@ -58,14 +58,21 @@ export const chargeOf = (a: { run: string; status: string; charged: string }) =>
                                      when 'compute' then case when ${a.run}.compute = 0 and ${a.status} <> 'completed' then null else ${a.run}.compute end
                    end as owed) q)`;
 
+/**
+ * The fences on the run `r` (see above): admitted and pending, no result for `absentResults`, no
+ * started timer for `absentTimers`, `limitSteps` more steps within its compute limit. SQL expressions;
+ * shared with START_FINISH_AND_SETTLE_MANY.
+ */
+export const runFences = (a: { absentResults: string; absentTimers: string; limitSteps: string }) => `r.status = 'pending' and r.phase in ('starting', 'preparing')
+     and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), ${a.absentResults})
+     and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), ${a.absentTimers})
+     and (${a.limitSteps} is null or r.compute_usd + ${a.limitSteps} * r.step_usd <= r.compute_limit_usd)`;
+
 /** The run under its row lock, where every fence holds (the body of CTE `f`). */
 const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
          r.compute_usd + $8::int * r.step_usd + $9::numeric as compute, r.creator_price_usd
     from runs r
-   where r.id = $1::uuid and r.status = 'pending' and r.phase in ('starting', 'preparing')
-     and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), $2::text[])
-     and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), $3::text[])
-     and ($4::int is null or r.compute_usd + $4::int * r.step_usd <= r.compute_limit_usd)
+   where r.id = $1::uuid and ${runFences({ absentResults: '$2::text[]', absentTimers: '$3::text[]', limitSteps: '$4::int' })}
      for update of r`;
 
 /**

@@ -1,6 +1,13 @@
 import { statement } from '../db/statement.ts';
-import { chargeOf, finishedRunSet } from './start-and-finish.ts';
+import { chargeOf, finishedRunSet, runFences } from './start-and-finish.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
+
+/**
+ * The SQL array of the elements of `json` (a JSON array's text), in order; null for null, as the single
+ * statement's null array parameter (its fences then fail, as they do there).
+ */
+const sqlArray = (json: string, elements = 'jsonb_array_elements_text') =>
+  `case when ${json} is not null then array(select v from ${elements}(${json}::jsonb) with ordinality a(v, n) order by n) end`;
 
 /**
  * START_FINISH_AND_SETTLE (src/sql/start-and-finish.ts) for a group of runs as ONE set-based statement:
@@ -30,13 +37,6 @@ import { endpointTakes } from './webhook-deliveries.ts';
  * Returns one row per run whose fences held: `ord` (its place in the arrays, from 1), then the single
  * statement's columns (`account_id`, `hooked`, `last_sequence`, `settled`) and `alone`.
  */
-/**
- * The SQL array of the elements of `json` (a JSON array's text), in order; null for null, as the single
- * statement's null array parameter (its fences then fail, as they do there).
- */
-const sqlArray = (json: string, elements = 'jsonb_array_elements_text') =>
-  `case when ${json} is not null then array(select v from ${elements}(${json}::jsonb) with ordinality a(v, n) order by n) end`;
-
 export const START_FINISH_AND_SETTLE_MANY = statement(
   'start_finish_and_settle_many',
   `with i as (
@@ -56,10 +56,7 @@ f0 as (
          exists (select 1 from bundles x where x.account_id = r.account_id and x.workflow_id = r.workflow_id
                                            and x.version_id = r.version_id and x.runs_left > 0) as bundled
     from i join runs r on r.id = i.id
-   where r.status = 'pending' and r.phase in ('starting', 'preparing')
-     and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), i.absent_results)
-     and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), i.absent_timers)
-     and (i.limit_steps is null or r.compute_usd + i.limit_steps * r.step_usd <= r.compute_limit_usd)
+   where ${runFences({ absentResults: 'i.absent_results', absentTimers: 'i.absent_timers', limitSteps: 'i.limit_steps' })}
    order by i.ord
      for update of r),
 p as (
