@@ -13,8 +13,8 @@ interface TxEm extends StatementEm {
  * for meanwhile wait, then go together as ONE transaction in ONE message (executeTogether in
  * src/db/prepared.ts): N of them cost one round trip, one commit and one WAL flush, and a row they
  * share (an account's wallet) is locked once for the group instead of once per transaction until its
- * commit. With nothing in flight a transaction goes at once, alone (`begin; execute …; commit`, the same
- * one message), so a quiet service adds no latency.
+ * commit. With nothing in flight a transaction goes at once, alone (the same one message), so a quiet
+ * service adds no latency.
  *
  * A statement sent this way must do what it would do as a transaction of its own (fenced on the rows
  * it reads, nothing assumed about what ran before it). When a group fails (a statement raised, e.g.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
+import { inOneTransaction } from './pipeline.ts';
 import { sqlLiteral } from './sql-literal.ts';
 
 /**
@@ -258,35 +259,26 @@ async function prepareOnce(query: Query, preparedHere: Set<string>, name: string
   return begin;
 }
 
-/** `execute <name>_b(<literals>)` for a src/sql statement's text, prepared on this connection first if it was not. */
-async function executeText(query: Query, preparedHere: Set<string>, text: string, values: readonly unknown[]): Promise<string> {
-  const name = `${names.get(text)!}_b`;
-  await prepareOnce(query, preparedHere, name, text);
-  return values.length ? `execute ${name}(${literals(values)})` : `execute ${name}`;
-}
-
 /** Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred. */
 const literals = (values: readonly unknown[]): string => values.map(sqlLiteral).join(', ');
 
 /**
  * Runs src/sql statements (`[text, values]`) one after another in ONE transaction sent as ONE message
- * (`begin; execute …; execute …; commit`) on an idle pooled connection of this module's pool, and
- * returns each statement's result. On any error the transaction is rolled back and the error thrown:
- * nothing of it was written.
+ * on an idle pooled connection of this module's pool (src/db/pipeline.ts: bound and executed with the
+ * extended protocol, committed at one Sync), and returns each statement's result. Each statement is
+ * prepared on the connection first, once (SQL PREPARE, as `<name>_b`). On any error nothing of the
+ * transaction was written, and the error is thrown.
  */
 export async function executeTogether(client: PoolClient, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<QueryResult[]> {
   const on = preparedOn.get(client);
   if (!on) throw new Error('executeTogether needs a connection of a pool given to nameHotStatements');
-  const parts: string[] = [];
-  for (const [text, values] of statements) parts.push(await executeText(on.query, on.preparedHere, text, values));
-  try {
-    const results = (await on.query(`begin; ${parts.join('; ')}; commit`)) as QueryResult[];
-    return results.slice(1, -1);
-  } catch (error) {
-    // An error leaves the transaction aborted (the COMMIT in the message was skipped).
-    await on.query('rollback');
-    throw error;
+  const named: (readonly [string, readonly unknown[]])[] = [];
+  for (const [text, values] of statements) {
+    const name = `${names.get(text)!}_b`;
+    await prepareOnce(on.query, on.preparedHere, name, text);
+    named.push([name, values]);
   }
+  return inOneTransaction(client, on.query, named);
 }
 
 /**

@@ -19,6 +19,18 @@ export function sqlLiteral(v: unknown): string {
   return quoted(text);
 }
 
+/**
+ * A parameter as the text (or bytes) pg's extended protocol binds for it, for statements bound outside
+ * pg's own Query (src/db/pipeline.ts): null, a string as it is, an array through the same fast path as
+ * sqlLiteral, anything else through pg's prepareValue.
+ */
+export function paramText(v: unknown): string | Buffer | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'string') return v;
+  const text = (Array.isArray(v) ? arrayText(v) : null) ?? prepareValue(v);
+  return text === null || text === undefined || Buffer.isBuffer(text) ? (text ?? null) : String(text);
+}
+
 function quoted(s: string): string {
   const doubled = s.includes("'") ? s.replaceAll("'", "''") : s;
   return s.includes('\\') ? ` E'${doubled.replaceAll('\\', '\\\\')}'` : `'${doubled}'`;

@@ -1,0 +1,141 @@
+import type { PoolClient } from 'pg';
+// @ts-expect-error pg/lib/result has no type declarations
+import PgResult from 'pg/lib/result.js';
+import { paramText } from './sql-literal.ts';
+
+/** A statement's result as pg's own Query gives it. */
+export interface PipelinedResult {
+  command: string;
+  rowCount: number | null;
+  rows: Record<string, unknown>[];
+  fields: unknown[];
+}
+
+interface ResultBuilder extends PipelinedResult {
+  addFields(fields: unknown[]): void;
+  addCommandComplete(msg: unknown): void;
+  parseRow(fields: unknown[]): Record<string, unknown>;
+  addRow(row: Record<string, unknown>): void;
+}
+
+type Message = { fields: unknown[] };
+
+/** The calls of pg's Connection used here (its published types lag behind its code). */
+interface Wire {
+  stream: { cork?(): void; uncork?(): void };
+  bind(config: { statement: string; portal: string; values: readonly unknown[] }): void;
+  describe(config: { type: 'P'; name: string }): void;
+  execute(config: { portal: string; rows: number }): void;
+  sync(): void;
+  sendCopyFail(message: string): void;
+}
+
+/**
+ * Statements prepared on this connection (by name, with their values) run as ONE implicit transaction
+ * of the extended protocol: Bind, Describe and Execute for each, then a single Sync, written to the
+ * socket at once. Postgres runs them one after another in one transaction and commits at the Sync; on
+ * an error it skips the rest and rolls all of it back, so there is nothing to roll back afterwards.
+ *
+ * This is what `begin; execute …; execute …; commit` in one simple-query message did, without SQL
+ * EXECUTE's cost per statement: no text to parse, no literals to read back into values, no BEGIN and
+ * COMMIT statements of their own (docs/architecture.md#one-message-per-transaction). pg has no public
+ * call for several statements before one Sync; it does take any object with `submit(connection)` in
+ * place of a query (as pg-cursor does), and this is one.
+ */
+export function inOneTransaction(
+  client: PoolClient,
+  send: (submittable: unknown) => unknown,
+  statements: readonly (readonly [string, readonly unknown[]])[],
+): Promise<PipelinedResult[]> {
+  const p = new Pipeline(statements.map(([name, values]) => [name, values.map(paramText)] as const), client);
+  send(p);
+  return p.done;
+}
+
+class Pipeline {
+  readonly done: Promise<PipelinedResult[]>;
+  #resolve!: (results: PipelinedResult[]) => void;
+  #reject!: (error: unknown) => void;
+  readonly #results: PipelinedResult[] = [];
+  #current: ResultBuilder | null = null;
+  #error: unknown = null;
+  readonly #types: { getTypeParser: PoolClient['getTypeParser'] };
+
+  constructor(
+    readonly statements: readonly (readonly [string, readonly (string | Buffer | null)[]])[],
+    client: PoolClient,
+  ) {
+    this.#types = { getTypeParser: client.getTypeParser.bind(client) };
+    this.done = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+  }
+
+  /** Called by pg when the connection is free: every message of the transaction in one write. */
+  submit(connection: Wire): null {
+    const stream = connection.stream;
+    stream.cork?.();
+    try {
+      for (const [name, values] of this.statements) {
+        connection.bind({ statement: name, portal: '', values });
+        connection.describe({ type: 'P', name: '' });
+        connection.execute({ portal: '', rows: 0 });
+      }
+      connection.sync();
+    } finally {
+      stream.uncork?.();
+    }
+    return null;
+  }
+
+  #result(): ResultBuilder {
+    return (this.#current ??= new PgResult(undefined, this.#types) as ResultBuilder);
+  }
+
+  handleRowDescription(msg: Message): void {
+    this.#result().addFields(msg.fields);
+  }
+
+  handleDataRow(msg: Message): void {
+    if (this.#error) return;
+    try {
+      const r = this.#result();
+      r.addRow(r.parseRow(msg.fields));
+    } catch (error) {
+      // A type parser threw: answered once the transaction is over, as pg's Query does.
+      this.#error = error;
+    }
+  }
+
+  handleCommandComplete(msg: unknown): void {
+    const r = this.#result();
+    r.addCommandComplete(msg);
+    this.#results.push(r);
+    this.#current = null;
+  }
+
+  handleEmptyQuery(): void {
+    this.#results.push(this.#result());
+    this.#current = null;
+  }
+
+  /** An error from Postgres (the rest was skipped and the transaction rolled back) or from the connection. */
+  handleError(error: unknown): void {
+    this.#error ??= error;
+    this.#reject(this.#error);
+  }
+
+  handleReadyForQuery(): void {
+    if (this.#error) this.#reject(this.#error);
+    else this.#resolve(this.#results);
+  }
+
+  handlePortalSuspended(): void {}
+
+  handleCopyInResponse(connection: Wire): void {
+    connection.sendCopyFail('not supported in a pipelined transaction');
+  }
+
+  handleCopyData(): void {}
+}

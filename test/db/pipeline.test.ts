@@ -1,0 +1,91 @@
+import fc from 'fast-check';
+import pg from 'pg';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { inOneTransaction } from '../../src/db/pipeline.ts';
+import { testOrm } from '../helpers/db.ts';
+
+/**
+ * src/db/pipeline.ts: prepared statements bound and executed with the extended protocol before one Sync,
+ * as one transaction. Only on a Postgres server (PGlite runs in process and never takes this path).
+ */
+
+const url = process.env.DATABASE_URL;
+const t = suite<{ client: pg.Client }>('statements of one transaction before one Sync (Postgres server)');
+
+const TYPES = `select $1::text[] as texts, $2::jsonb as doc, $3::numeric as amount, $4::bool as flag,
+  $5::timestamptz as at, $6::int8 as big, $7::text as plain, $8::int[] as ints`;
+
+t.before(async (ctx) => {
+  await testOrm(); // the schema the other suites expect, whatever order they run in
+  ctx.client = new pg.Client({ connectionString: url });
+  await ctx.client.connect();
+  await ctx.client.query('create temporary table pipeline_probe (id int primary key, note text)');
+  await ctx.client.query(`prepare pipeline_types as ${TYPES}`);
+  await ctx.client.query(`prepare pipeline_insert as insert into pipeline_probe (id, note) values ($1::int, $2::text)`);
+  await ctx.client.query(`prepare pipeline_probe_tx as select txid_current()::text as tx, count(*)::int as n from pipeline_probe`);
+});
+t.after(async ({ client }) => client.end());
+
+const send = (client: pg.Client) => client.query.bind(client) as (submittable: unknown) => unknown;
+
+t('parameters bind and rows parse exactly as with pg’s own query, whatever the values hold', async ({ client }) => {
+  const text = fc.string({ unit: 'grapheme', maxLength: 12 });
+  const values = fc.tuple(
+    fc.array(fc.option(fc.oneof(text, fc.constantFrom('"', '\\', '{', '}', ',', "'", 'NULL', ' '))), { maxLength: 5 }),
+    fc.dictionary(text, fc.oneof(text, fc.integer(), fc.boolean())),
+    fc.integer({ min: -1e9, max: 1e9 }).map((n) => (n / 1000).toFixed(3)),
+    fc.boolean(),
+    fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }),
+    fc.bigInt({ min: -(2n ** 62n), max: 2n ** 62n }).map(String),
+    fc.option(text),
+    fc.array(fc.integer(), { maxLength: 4 }),
+  );
+  await fc.assert(
+    fc.asyncProperty(values, async (v) => {
+      const [mine] = await inOneTransaction(client as never, send(client), [['pipeline_types', v]]);
+      const theirs = await client.query(TYPES, v);
+      assert.equal(mine!.rows, theirs.rows);
+      assert.is(mine!.command, 'SELECT');
+    }),
+    { numRuns: 60 },
+  );
+});
+
+t('the statements are one transaction: each answers with its rows, in order', async ({ client }) => {
+  const results = await inOneTransaction(client as never, send(client), [
+    ['pipeline_insert', [1, 'a']],
+    ['pipeline_probe_tx', []],
+    ['pipeline_insert', [2, null]],
+    ['pipeline_probe_tx', []],
+  ]);
+  assert.equal(results.map((r) => [r.command, r.rowCount]), [['INSERT', 1], ['SELECT', 1], ['INSERT', 1], ['SELECT', 1]]);
+  assert.is(results[1]!.rows[0]!.n, 1);
+  assert.is(results[3]!.rows[0]!.n, 2, 'the later statement sees the earlier writes');
+  assert.is(results[1]!.rows[0]!.tx, results[3]!.rows[0]!.tx, 'one transaction');
+  const after = await client.query('select txid_current()::text as tx');
+  assert.is.not(after.rows[0].tx, results[1]!.rows[0]!.tx, 'committed at the Sync: the next statement is another transaction');
+});
+
+t('an error skips the rest and undoes all of it, and the connection is usable at once', async ({ client }) => {
+  await client.query('truncate pipeline_probe');
+  const failed = await inOneTransaction(client as never, send(client), [
+    ['pipeline_insert', [10, 'kept?']],
+    ['pipeline_insert', [10, 'duplicate']],
+    ['pipeline_insert', [11, 'never run']],
+  ]).then(
+    () => null,
+    (e: unknown) => e as { code?: string; severity?: string },
+  );
+  assert.ok(failed, 'the duplicate key fails the transaction');
+  assert.is(failed!.code, '23505');
+  assert.is(failed!.severity, 'ERROR');
+  // Sent at once, without waiting: pg queues it behind the failed transaction's end.
+  const [probe] = await inOneTransaction(client as never, send(client), [['pipeline_probe_tx', []]]);
+  assert.is(probe!.rows[0]!.n, 0, 'nothing of the failed transaction was written');
+  const status = await client.query('select 1 as one');
+  assert.is(status.rows[0].one, 1);
+});
+
+if (url) t.run();
+else console.log('  SKIPPED (PGlite): statements of one transaction before one Sync — they are only sent to a Postgres server');
