@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
 // @ts-expect-error pg/lib/result has no type declarations
 import PgResult from 'pg/lib/result.js';
-import { paramText } from './sql-literal.ts';
+import { paramText } from './param-text.ts';
 
 /** A statement's result as pg's own Query gives it. */
 export interface PipelinedResult {
@@ -23,6 +23,7 @@ type Message = { fields: unknown[] };
 /** The calls of pg's Connection used here (its published types lag behind its code). */
 interface Wire {
   stream: { cork?(): void; uncork?(): void };
+  parse(config: { text: string; name: string; types: number[] }): void;
   bind(config: { statement: string; portal: string; values: readonly unknown[] }): void;
   describe(config: { type: 'P'; name: string }): void;
   execute(config: { portal: string; rows: number }): void;
@@ -30,24 +31,28 @@ interface Wire {
   sendCopyFail(message: string): void;
 }
 
+/** A statement of a pipeline: one prepared on the connection (its name and values), or a text without parameters (`begin`, `commit`). */
+export type Pipelined = readonly [name: string, values: readonly unknown[]] | { readonly text: string };
+
 /**
- * Statements prepared on this connection (by name, with their values) run as ONE implicit transaction
- * of the extended protocol: Bind, Describe and Execute for each, then a single Sync, written to the
- * socket at once. Postgres runs them one after another in one transaction and commits at the Sync; on
- * an error it skips the rest and rolls all of it back, so there is nothing to roll back afterwards.
+ * Statements sent with the extended protocol before ONE Sync, written to the socket at once: Bind,
+ * Describe and Execute for each (a text without parameters is first parsed unnamed). Outside a
+ * transaction block Postgres runs them as one implicit transaction: it commits at the Sync, or, at the
+ * first error, skips the rest and rolls all of it back, so there is nothing to roll back afterwards. A
+ * `begin` among them (or before them) makes them part of that transaction instead, which the Sync
+ * leaves open.
  *
  * This is what `begin; execute …; execute …; commit` in one simple-query message did, without SQL
  * EXECUTE's cost per statement: no text to parse, no literals to read back into values, no BEGIN and
  * COMMIT statements of their own (docs/architecture.md#one-message-per-transaction). pg has no public
  * call for several statements before one Sync; it does take any object with `submit(connection)` in
- * place of a query (as pg-cursor does), and this is one.
+ * place of a query (as pg-cursor does), and this is one. `send`: the connection's own query function.
  */
-export function inOneTransaction(
-  client: PoolClient,
-  send: (submittable: unknown) => unknown,
-  statements: readonly (readonly [string, readonly unknown[]])[],
-): Promise<PipelinedResult[]> {
-  const p = new Pipeline(statements.map(([name, values]) => [name, values.map(paramText)] as const), client);
+export function pipelined(client: PoolClient, send: (submittable: unknown) => unknown, statements: readonly Pipelined[]): Promise<PipelinedResult[]> {
+  const p = new Pipeline(
+    statements.map((s) => ('text' in s ? s : ([s[0], s[1].map(paramText)] as const))),
+    client,
+  );
   send(p);
   return p.done;
 }
@@ -62,7 +67,7 @@ class Pipeline {
   readonly #types: { getTypeParser: PoolClient['getTypeParser'] };
 
   constructor(
-    readonly statements: readonly (readonly [string, readonly (string | Buffer | null)[]])[],
+    readonly statements: readonly (readonly [string, readonly (string | Buffer | null)[]] | { readonly text: string })[],
     client: PoolClient,
   ) {
     this.#types = { getTypeParser: client.getTypeParser.bind(client) };
@@ -77,8 +82,11 @@ class Pipeline {
     const stream = connection.stream;
     stream.cork?.();
     try {
-      for (const [name, values] of this.statements) {
-        connection.bind({ statement: name, portal: '', values });
+      for (const s of this.statements) {
+        if ('text' in s) {
+          connection.parse({ text: s.text, name: '', types: [] });
+          connection.bind({ statement: '', portal: '', values: [] });
+        } else connection.bind({ statement: s[0], portal: '', values: s[1] });
         connection.describe({ type: 'P', name: '' });
         connection.execute({ portal: '', rows: 0 });
       }

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
-import { inOneTransaction } from './pipeline.ts';
-import { sqlLiteral } from './sql-literal.ts';
+import { pipelined, type Pipelined } from './pipeline.ts';
 
 /**
  * Named prepared statements for the hot statements, on a Postgres server.
@@ -187,12 +186,14 @@ interface QueryResult {
 /**
  * Gives the converted texts their names on every pooled connection: pg prepares a named statement the
  * first time a connection sees it and only binds it afterwards. `withCommit` statements are prepared
- * with SQL PREPARE instead (their EXECUTE shares a simple-query message with the COMMIT, which the
- * extended protocol of pg cannot do), under names of their own.
+ * with SQL PREPARE instead, under names of their own, and sent with the COMMIT before one Sync
+ * (src/db/pipeline.ts), which pg's own queries cannot do.
  *
  * A transaction's BEGIN is not sent on its own either: it is owed to the server and travels with the
- * transaction's first statement, in the same message (`begin; execute <name>_b(…)` for a named
+ * transaction's first statement, in the same message (`begin` and `<name>_b` before one Sync for a named
  * statement, `begin; <text>` for one without parameters), so a transaction costs one round trip less.
+ * A withCommit statement that is also its transaction's first is sent alone, as the implicit
+ * transaction its Sync commits.
  * Nothing changes for the transaction but the time `now()` reads (the first statement's, not the
  * BEGIN's); a transaction that sends nothing before its COMMIT or ROLLBACK sends nothing at all.
  */
@@ -205,7 +206,14 @@ export function nameHotStatements(pool: Pool): void {
     let committed = false;
     /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
     let owedBegin = false;
+    /** The transaction, sent whole with its BEGIN and COMMIT, failed and was rolled back: its ROLLBACK is owed no reply. */
+    let rolledBack = false;
+    const on = { query, preparedHere };
     (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
+      if (rolledBack) {
+        rolledBack = false;
+        if (config === 'rollback') return Promise.resolve(done('ROLLBACK'));
+      }
       if (committed) {
         committed = false;
         if (config === 'commit') return Promise.resolve(done('COMMIT'));
@@ -222,12 +230,21 @@ export function nameHotStatements(pool: Pool): void {
       if (begin && (config === 'commit' || config === 'rollback') && noValues) return Promise.resolve(done(config === 'commit' ? 'COMMIT' : 'ROLLBACK'));
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && names.has(config)) {
         if (config.startsWith(COMMITS)) {
-          return executeSimple(query, preparedHere, config, values, begin, true).then((result) => {
+          return executeWith(client, on, config, values, begin, true).then((sent) => {
+            if ('error' in sent) {
+              rolledBack = sent.closed;
+              throw sent.error;
+            }
             committed = true;
-            return result;
+            return sent.result;
           });
         }
-        if (begin) return executeSimple(query, preparedHere, config, values, true, false);
+        if (begin) {
+          return executeWith(client, on, config, values, true, false).then((sent) => {
+            if ('error' in sent) throw sent.error;
+            return sent.result;
+          });
+        }
         return query({ name: names.get(config)!, text: config, values }, cb);
       }
       if (begin) {
@@ -259,9 +276,6 @@ async function prepareOnce(query: Query, preparedHere: Set<string>, name: string
   return begin;
 }
 
-/** Untyped literals, as the extended protocol sends parameters: each takes the type Postgres inferred. */
-const literals = (values: readonly unknown[]): string => values.map(sqlLiteral).join(', ');
-
 /**
  * Runs src/sql statements (`[text, values]`) one after another in ONE transaction sent as ONE message
  * on an idle pooled connection of this module's pool (src/db/pipeline.ts: bound and executed with the
@@ -278,25 +292,31 @@ export async function executeTogether(client: PoolClient, statements: readonly (
     await prepareOnce(on.query, on.preparedHere, name, text);
     named.push([name, values]);
   }
-  return inOneTransaction(client, on.query, named);
+  return pipelined(client, on.query, named);
 }
 
 /**
- * A named statement as SQL EXECUTE in a simple-query message: after the owed BEGIN (`begin`, prepared
- * as `<name>_b`) and/or before the COMMIT (`commit`, a withCommit text, prepared as `<name>_c`).
+ * A named statement in one message with the owed BEGIN (`begin`, prepared as `<name>_b`) and/or the
+ * COMMIT (`commit`, a withCommit text, prepared as `<name>_c`), before one Sync (src/db/pipeline.ts).
+ * With both, the statement alone is the implicit transaction the Sync commits. `closed` is true when that
+ * transaction failed: Postgres rolled it back, so there is none open for the ROLLBACK that follows.
  */
-async function executeSimple(
-  query: Query,
-  preparedHere: Set<string>,
+async function executeWith(
+  client: PoolClient,
+  on: { query: Query; preparedHere: Set<string> },
   text: string,
   values: unknown[],
   begin: boolean,
   commit: boolean,
-): Promise<QueryResult> {
+): Promise<{ result: QueryResult } | { error: unknown; closed: boolean }> {
   const name = `${names.get(text)!}_${commit ? 'c' : 'b'}`;
-  if (await prepareOnce(query, preparedHere, name, text, begin)) begin = false;
-  const args = literals(values);
-  const results = (await query(`${begin ? 'begin; ' : ''}execute ${name}(${args})${commit ? '; commit' : ''}`)) as QueryResult | QueryResult[];
-  // One statement in the message: one result; more: one per statement, the EXECUTE's after the BEGIN's.
-  return Array.isArray(results) ? results[begin ? 1 : 0]! : results;
+  if (await prepareOnce(on.query, on.preparedHere, name, text, begin)) begin = false;
+  const alone = begin && commit;
+  const statements: Pipelined[] = alone ? [[name, values]] : [...(begin ? [{ text: 'begin' }] : []), [name, values], ...(commit ? [{ text: 'commit' }] : [])];
+  try {
+    const results = await pipelined(client, on.query, statements);
+    return { result: results[alone || !begin ? 0 : 1]! };
+  } catch (error) {
+    return { error, closed: alone };
+  }
 }

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { inOneTransaction } from '../../src/db/pipeline.ts';
+import { pipelined } from '../../src/db/pipeline.ts';
 import { testOrm } from '../helpers/db.ts';
 
 /**
@@ -43,7 +43,7 @@ t('parameters bind and rows parse exactly as with pg’s own query, whatever the
   );
   await fc.assert(
     fc.asyncProperty(values, async (v) => {
-      const [mine] = await inOneTransaction(client as never, send(client), [['pipeline_types', v]]);
+      const [mine] = await pipelined(client as never, send(client), [['pipeline_types', v]]);
       const theirs = await client.query(TYPES, v);
       assert.equal(mine!.rows, theirs.rows);
       assert.is(mine!.command, 'SELECT');
@@ -53,7 +53,7 @@ t('parameters bind and rows parse exactly as with pg’s own query, whatever the
 });
 
 t('the statements are one transaction: each answers with its rows, in order', async ({ client }) => {
-  const results = await inOneTransaction(client as never, send(client), [
+  const results = await pipelined(client as never, send(client), [
     ['pipeline_insert', [1, 'a']],
     ['pipeline_probe_tx', []],
     ['pipeline_insert', [2, null]],
@@ -69,7 +69,7 @@ t('the statements are one transaction: each answers with its rows, in order', as
 
 t('an error skips the rest and undoes all of it, and the connection is usable at once', async ({ client }) => {
   await client.query('truncate pipeline_probe');
-  const failed = await inOneTransaction(client as never, send(client), [
+  const failed = await pipelined(client as never, send(client), [
     ['pipeline_insert', [10, 'kept?']],
     ['pipeline_insert', [10, 'duplicate']],
     ['pipeline_insert', [11, 'never run']],
@@ -81,10 +81,23 @@ t('an error skips the rest and undoes all of it, and the connection is usable at
   assert.is(failed!.code, '23505');
   assert.is(failed!.severity, 'ERROR');
   // Sent at once, without waiting: pg queues it behind the failed transaction's end.
-  const [probe] = await inOneTransaction(client as never, send(client), [['pipeline_probe_tx', []]]);
+  const [probe] = await pipelined(client as never, send(client), [['pipeline_probe_tx', []]]);
   assert.is(probe!.rows[0]!.n, 0, 'nothing of the failed transaction was written');
   const status = await client.query('select 1 as one');
   assert.is(status.rows[0].one, 1);
+});
+
+t('a BEGIN among them leaves the transaction open after the Sync, and a COMMIT among them ends it', async ({ client }) => {
+  await client.query('truncate pipeline_probe');
+  const opened = await pipelined(client as never, send(client), [{ text: 'begin' }, ['pipeline_insert', [20, 'open']], ['pipeline_probe_tx', []]]);
+  assert.equal(opened.map((r) => r.command), ['BEGIN', 'INSERT', 'SELECT']);
+  const inside = await client.query('select txid_current()::text as tx');
+  assert.is(inside.rows[0].tx, opened[2]!.rows[0]!.tx, 'still the same transaction after the Sync');
+  const closed = await pipelined(client as never, send(client), [['pipeline_insert', [21, 'then']], { text: 'commit' }]);
+  assert.equal(closed.map((r) => r.command), ['INSERT', 'COMMIT']);
+  const after = await client.query('select count(*)::int as n, txid_current()::text as tx from pipeline_probe');
+  assert.is(after.rows[0].n, 2, 'both writes committed');
+  assert.is.not(after.rows[0].tx, opened[2]!.rows[0]!.tx);
 });
 
 if (url) t.run();

@@ -5,6 +5,7 @@ import { openOrm, type Orm } from '../../src/db/orm.ts';
 import { numbered, prepared, withCommit } from '../../src/db/prepared.ts';
 import { outsideTransaction, query, statement } from '../../src/db/statement.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { messagesWhile } from '../helpers/round-trips.ts';
 
 const unit = suite('prepared statements: placeholders');
 
@@ -197,18 +198,20 @@ db('on a server a transaction\'s BEGIN travels with its first statement, named o
     console.log('  (skipped on PGlite: no round trips to save)');
     return;
   }
-  // In one message the BEGIN and the statement share their start time; sent apart, the BEGIN is earlier.
-  // A connection prepares the statement first (with the BEGIN), so the last of a few sequential
-  // transactions, on a connection that has it already (the pool hands back the one just released), is looked at.
-  let named: boolean[] = [];
+  // A connection prepares the statement first, so the last of a few sequential transactions, on a
+  // connection that has it already (the pool hands back the one just released), is looked at.
+  let sent: string[] = [];
   for (let i = 0; i < 3; i++) {
-    named = await orm.em.fork().transactional(async (tx) => {
-      const [first] = await tx.execute<{ together: boolean }[]>(FIRST, ['first']);
-      const [second] = await tx.execute<{ together: boolean }[]>(FIRST, ['second']);
-      return [first!.together, second!.together];
-    });
+    ({ messages: sent } = await messagesWhile(() =>
+      orm.em.fork().transactional(async (tx) => {
+        await tx.execute(FIRST, ['first']);
+        await tx.execute(FIRST, ['second']);
+      }),
+    ));
   }
-  assert.equal(named, [true, false]);
+  assert.equal(sent, ['begin; test_first_in_transaction_b', 'test_first_in_transaction', 'commit'], 'the BEGIN with the first statement only, before one Sync');
+  // A statement without parameters goes as a simple query: in one message the BEGIN and the statement
+  // share their start time; sent apart, the BEGIN would be earlier.
   const plain = await orm.em.fork().transactional(async (tx) => {
     const [first] = await tx.execute<{ together: boolean }[]>('select transaction_timestamp() = statement_timestamp() as together');
     return first!.together;
@@ -218,20 +221,43 @@ db('on a server a transaction\'s BEGIN travels with its first statement, named o
 
 const ONLY = withCommit(prepared('test_only_in_transaction', 'insert into accounts (id, handle) values (?, ?) returning transaction_timestamp() = statement_timestamp() as together'));
 
-db('on a server a statement both first and last of its transaction is sent with its BEGIN and its COMMIT in one message', async ({ orm }) => {
+db('on a server a statement both first and last of its transaction is sent alone, its own transaction committed at one Sync', async ({ orm }) => {
   if (!SERVER) {
     console.log('  (skipped on PGlite: a plain statement there)');
     return;
   }
   // The last of a few sequential transactions, on a connection that has the statement prepared already.
-  let seen: { together: boolean; committed: string[] } | undefined;
+  let seen: { sent: string[]; committed: string[] } | undefined;
   for (let i = 0; i < 3; i++) {
-    seen = await orm.em.fork().transactional(async (tx) => {
-      const [row] = await tx.execute<{ together: boolean }[]>(ONLY, [randomUUID(), `only${i}`]);
-      return { together: row!.together, committed: await handles(orm) };
-    });
+    const { messages } = await messagesWhile(() => orm.em.fork().transactional((tx) => tx.execute(ONLY, [randomUUID(), `only${i}`])));
+    seen = { sent: messages, committed: await handles(orm) };
   }
-  assert.equal(seen, { together: true, committed: ['only0', 'only1', 'only2'] });
+  assert.equal(seen, { sent: ['test_only_in_transaction_c'], committed: ['only0', 'only1', 'only2'] }, 'no BEGIN or COMMIT of its own: the implicit transaction of one Sync');
+});
+
+db('on a server a statement both first and last of its transaction that fails is rolled back by the server, and no ROLLBACK is sent', async ({ orm }) => {
+  if (!SERVER) {
+    console.log('  (skipped on PGlite: a plain statement there)');
+    return;
+  }
+  const id = randomUUID();
+  await orm.em.fork().execute('insert into accounts (id, handle) values (?, ?)', [id, 'existing']);
+  for (let i = 0; i < 3; i++) {
+    let caught: unknown;
+    const { messages } = await messagesWhile(() =>
+      orm.em
+        .fork()
+        .transactional((tx) => tx.execute(ONLY, [id, 'duplicate']))
+        .catch((err) => (caught = err)),
+    );
+    assert.ok(caught instanceof Error && /duplicate key|unique/i.test(caught.message), String(caught));
+    assert.equal(messages.filter((m) => !/^prepare /.test(m)), ['test_only_in_transaction_c']);
+  }
+  // The connection is outside any transaction and usable.
+  await orm.em.fork().transactional((tx) => tx.execute(ONLY, [randomUUID(), 'after']));
+  const [state] = await orm.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()`);
+  assert.is(state!.n, 0, 'no connection left in a transaction');
+  assert.equal(await handles(orm), ['after', 'existing']);
 });
 
 const ARRAYS = statement('test_arrays_after_begin', 'select $1::text[] as a, $2::jsonb as j, $3::int as n, $4::uuid[] as ids');

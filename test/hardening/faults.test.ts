@@ -583,14 +583,15 @@ async function settleKill(variant: SettleKill): Promise<void> {
 
     if (blocked) {
       const lock = observer!;
-      // The settlements as the server runs them: `execute <name>_c(…); commit` (src/db/prepared.ts).
+      // The settlements as the server runs them: `<name>_c` then `commit` before one Sync
+      // (src/db/prepared.ts); pg_stat_activity shows a statement bound by name as its PREPARE.
       const waiting = await waitFor(
         'both finishing transactions to wait on their tally row locks',
         async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^execute [a-z0-9_]+_c\\('`,
+                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^prepare [a-z0-9_]+_c as '`,
             )
           ).rows;
           return rows.length === 2 && rows.map((r) => Number(r.pid));

@@ -1,5 +1,5 @@
 import { p, Type } from '@mikro-orm/core';
-import { pgArrayText } from '../sql-literal.ts';
+import { pgArrayText } from '../param-text.ts';
 
 /** Column types the model (src/db/entities/index.ts) shares. */
 

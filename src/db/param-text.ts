@@ -8,32 +8,15 @@ const prepareValue = pgPrepareValue as (v: unknown) => unknown;
 export const pgArrayText = (values: readonly unknown[]): string => String(prepareValue(values));
 
 /**
- * A parameter as an untyped SQL literal, for `EXECUTE <name>(<literals>)` (src/db/prepared.ts): the text
- * pg would send for it, quoted as pg's `escapeLiteral` quotes it (an `E''` literal when it holds a
- * backslash), byte for byte. pg builds both strings a character at a time; the settlement's event
- * arrays made that a visible share of the service's CPU, so the common cases take native `replaceAll`.
- */
-export function sqlLiteral(v: unknown): string {
-  if (v === null || v === undefined) return 'null';
-  const text = typeof v === 'string' ? v : ((Array.isArray(v) ? arrayText(v) : null) ?? String(prepareValue(v)));
-  return quoted(text);
-}
-
-/**
  * A parameter as the text (or bytes) pg's extended protocol binds for it, for statements bound outside
- * pg's own Query (src/db/pipeline.ts): null, a string as it is, an array through the same fast path as
- * sqlLiteral, anything else through pg's prepareValue.
+ * pg's own Query (src/db/pipeline.ts): byte for byte what pg's prepareValue gives. pg builds an array's
+ * text a character at a time; the settlement's event arrays made that a visible share of the service's
+ * CPU, so arrays take the native-`replaceAll` path below, and a string is sent as it is.
  */
 export function paramText(v: unknown): string | Buffer | null {
   if (v === null || v === undefined) return null;
   if (typeof v === 'string') return v;
-  const text = (Array.isArray(v) ? arrayText(v) : null) ?? prepareValue(v);
-  return text === null || text === undefined || Buffer.isBuffer(text) ? (text ?? null) : String(text);
-}
-
-function quoted(s: string): string {
-  const doubled = s.includes("'") ? s.replaceAll("'", "''") : s;
-  return s.includes('\\') ? ` E'${doubled.replaceAll('\\', '\\\\')}'` : `'${doubled}'`;
+  return (Array.isArray(v) ? arrayText(v) : null) ?? (prepareValue(v) as string | Buffer | null);
 }
 
 /**
