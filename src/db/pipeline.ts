@@ -22,7 +22,7 @@ type Message = { fields: unknown[] };
 
 /** The calls of pg's Connection used here (its published types lag behind its code). */
 interface Wire {
-  stream: { cork?(): void; uncork?(): void };
+  stream: { cork?(): void; uncork?(): void; destroy(error: Error): void };
   parse(config: { text: string; name: string; types: number[] }): void;
   bind(config: { statement: string; portal: string; values: readonly unknown[] }): void;
   describe(config: { type: 'P'; name: string }): void;
@@ -38,9 +38,10 @@ export type Pipelined = readonly [name: string, values: readonly unknown[]] | { 
  * Statements sent with the extended protocol before ONE Sync, written to the socket at once: Bind,
  * Describe and Execute for each (a text without parameters is first parsed unnamed). Outside a
  * transaction block Postgres runs them as one implicit transaction: it commits at the Sync, or, at the
- * first error, skips the rest and rolls all of it back, so there is nothing to roll back afterwards. A
- * `begin` among them (or before them) makes them part of that transaction instead, which the Sync
- * leaves open.
+ * first error it reports (an error with a `severity`), skips the rest and rolls all of it back, so
+ * there is nothing to roll back afterwards. Any other error (the connection lost, a result that could
+ * not be read) leaves the outcome unknown, as it would for pg's own queries. A `begin` among them (or
+ * before them) makes them part of that transaction instead, which the Sync leaves open.
  *
  * This is what `begin; execute …; execute …; commit` in one simple-query message did, without SQL
  * EXECUTE's cost per statement: no text to parse, no literals to read back into values, no BEGIN and
@@ -53,7 +54,11 @@ export function pipelined(client: PoolClient, send: (submittable: unknown) => un
     statements.map((s) => ('text' in s ? s : ([s[0], s[1].map(paramText)] as const))),
     client,
   );
-  send(p);
+  try {
+    send(p);
+  } catch (error) {
+    p.handleError(error);
+  }
   return p.done;
 }
 
@@ -64,6 +69,7 @@ class Pipeline {
   readonly #results: PipelinedResult[] = [];
   #current: ResultBuilder | null = null;
   #error: unknown = null;
+  #settled = false;
   readonly #types: { getTypeParser: PoolClient['getTypeParser'] };
 
   constructor(
@@ -77,7 +83,13 @@ class Pipeline {
     });
   }
 
-  /** Called by pg when the connection is free: every message of the transaction in one write. */
+  /**
+   * Called by pg when the connection is free: every message of the transaction in one write. pg catches
+   * nothing this throws, so nothing is thrown: should building a message fail once part of the pipeline
+   * is buffered, that part must never reach the server (a Sync after it would commit it, and without one
+   * the server would hold its locks and wait), so the connection is closed unsent instead. pg then
+   * answers this pipeline, and whatever waits for the connection, with the error, and the pool drops it.
+   */
   submit(connection: Wire): null {
     const stream = connection.stream;
     stream.cork?.();
@@ -91,10 +103,25 @@ class Pipeline {
         connection.execute({ portal: '', rows: 0 });
       }
       connection.sync();
+    } catch (error) {
+      this.#error ??= error;
+      stream.destroy(error instanceof Error ? error : new Error(String(error)));
     } finally {
+      // A destroyed stream writes nothing of what was corked.
       stream.uncork?.();
     }
     return null;
+  }
+
+  /** Set by pg when the pool's `query_timeout` is on: told the outcome, it clears its timer. */
+  callback?: (error: unknown, results?: unknown) => void;
+
+  #settle(error: unknown, results?: PipelinedResult[]): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (error) this.#reject(error);
+    else this.#resolve(results!);
+    this.callback?.(error ?? null, results);
   }
 
   #result(): ResultBuilder {
@@ -131,12 +158,11 @@ class Pipeline {
   /** An error from Postgres (the rest was skipped and the transaction rolled back) or from the connection. */
   handleError(error: unknown): void {
     this.#error ??= error;
-    this.#reject(this.#error);
+    this.#settle(this.#error);
   }
 
   handleReadyForQuery(): void {
-    if (this.#error) this.#reject(this.#error);
-    else this.#resolve(this.#results);
+    this.#settle(this.#error, this.#results);
   }
 
   handlePortalSuspended(): void {}

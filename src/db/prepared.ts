@@ -33,8 +33,20 @@ const names = new Map<string, string>();
 const texts = new Map<string, string>();
 const MAX_NAMES = 2000;
 
+/**
+ * Checks a statement's name as Postgres will hold it: SQL PREPARE folds an unquoted name to lower case
+ * and cuts it at 63 bytes, while the protocol's Bind looks it up exactly as written, so a name must be
+ * lower case, and short enough for what is appended to it (`_<hash>` for a variant, then `_b` or `_c`).
+ */
+function checkName(name: string, appended: number): void {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name) || name.length + appended > 63) {
+    throw new Error(`statement name ${JSON.stringify(name)}: lower-case letters, digits and _ only, at most ${63 - appended} characters`);
+  }
+}
+
 /** A constant `$n` statement of src/sql/ (src/db/statement.ts): prepared under its own name. */
 export function nameStatement(text: string, name: string): void {
+  checkName(name, 2);
   if (texts.has(name) && texts.get(name) !== text) throw new Error(`two statements are named ${name}`);
   names.set(text, name);
   texts.set(name, text);
@@ -45,6 +57,7 @@ export function nameStatement(text: string, name: string): void {
  * `name`. `variant`: the site builds its text per call (see above).
  */
 export function prepared(name: string, sql: string, opts: { variant?: boolean } = {}): string {
+  checkName(name, 2 + 9);
   if (hot.size < MAX_NAMES && !hot.has(sql)) hot.set(sql, { name, variant: opts.variant === true });
   return sql;
 }
@@ -217,6 +230,9 @@ export function nameHotStatements(pool: Pool): void {
       if (committed) {
         committed = false;
         if (config === 'commit') return Promise.resolve(done('COMMIT'));
+        // The caller threw after its withCommit statement: what it committed stays committed (it said so),
+        // and there is no transaction left to roll back. Answered here, so the connection goes back to the pool.
+        if (config === 'rollback') return Promise.resolve(done('ROLLBACK'));
         // A programming error: the statement marked withCommit was not the last of its transaction.
         return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
       }

@@ -100,5 +100,46 @@ t('a BEGIN among them leaves the transaction open after the Sync, and a COMMIT a
   assert.is.not(after.rows[0].tx, opened[2]!.rows[0]!.tx);
 });
 
+t('a pipeline that cannot be written whole is not sent at all: the connection is closed and nothing is written', async ({ client }) => {
+  const doomed = new pg.Client({ connectionString: url });
+  await doomed.connect();
+  const closed: unknown[] = [];
+  doomed.on('error', (e) => closed.push(e));
+  // pipeline_probe is a temporary table of the other session: this one writes a table of its own.
+  await doomed.query('create table if not exists pipeline_probe_doomed (id int primary key)');
+  await doomed.query('truncate pipeline_probe_doomed');
+  await doomed.query('prepare doomed_insert as insert into pipeline_probe_doomed (id) values ($1::int)');
+  const proto = (pg as unknown as { Connection: { prototype: { execute: (...a: unknown[]) => unknown } } }).Connection.prototype;
+  const execute = proto.execute;
+  let calls = 0;
+  proto.execute = function (this: unknown, ...a: unknown[]) {
+    if (++calls === 2) throw new Error('the second message could not be built');
+    return execute.apply(this, a);
+  };
+  let failed: unknown;
+  try {
+    failed = await pipelined(doomed as never, send(doomed), [['doomed_insert', [1]], ['doomed_insert', [2]]]).then(
+      () => null,
+      (e: unknown) => e,
+    );
+  } finally {
+    proto.execute = execute;
+  }
+  try {
+    assert.match(String(failed), /could not be built/);
+    assert.ok(closed.length > 0, 'the connection was closed');
+    await new Promise((r) => setTimeout(r, 100)); // time for anything that was sent to be run
+    const held = await client.query(
+      `select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'pipeline_probe_doomed' and l.mode = 'RowExclusiveLock'`,
+    );
+    assert.is(held.rows[0].n, 0, 'no session holds a write it was never told to commit or roll back');
+    const [n] = (await client.query('select count(*)::int as n from pipeline_probe_doomed')).rows;
+    assert.is(n.n, 0, 'the buffered first statement never reached the server');
+  } finally {
+    await doomed.end().catch(() => undefined);
+    await client.query('drop table if exists pipeline_probe_doomed');
+  }
+});
+
 if (url) t.run();
 else console.log('  SKIPPED (PGlite): statements of one transaction before one Sync — they are only sent to a Postgres server');

@@ -31,6 +31,13 @@ unit('statements it cannot translate exactly are left to the ORM', () => {
   assert.is(numbered('select ?', [[['nested']]]), null, 'nested arrays');
 });
 
+unit('a statement name Postgres would fold or cut is refused where it is written', () => {
+  assert.throws(() => prepared('Test_Upper', 'select 1'), /lower-case/);
+  assert.throws(() => prepared(`test_${'x'.repeat(50)}`, 'select 1'), /at most 52 characters/);
+  assert.throws(() => statement('test-dash', 'select 1'), /lower-case/);
+  assert.not.throws(() => statement(`test_${'y'.repeat(56)}`, 'select 1'));
+});
+
 unit.run();
 
 const db = suite<{ orm: Orm }>('prepared statements: on the database');
@@ -174,6 +181,26 @@ db('on a server, a statement after a withCommit statement in the same transactio
   // The connection went back to the pool in a usable state.
   await orm.em.fork().transactional((tx) => tx.execute(INSERT_LAST, [randomUUID(), 'after']));
   assert.equal(await handles(orm), ['after', 'committed']);
+});
+
+db('a caller that throws after its withCommit statement gets its own error, what it committed stays, and the connection is usable', async ({ orm }) => {
+  for (let i = 0; i < 12; i++) {
+    const attempt = orm.em
+      .fork()
+      .transactional(async (tx) => {
+        await tx.execute(INSERT_LAST, [randomUUID(), `kept${String(i).padStart(2, '0')}`]);
+        throw new Error('the caller changed its mind');
+      })
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
+    // A connection kept by a failed ROLLBACK would leave a later transaction waiting for the pool forever.
+    const caught = await Promise.race([attempt, new Promise((r) => setTimeout(() => r(new Error('no connection within 5 s')), 5_000).unref())]);
+    assert.match(String(caught), /the caller changed its mind/);
+  }
+  // More transactions than the pool has connections: none was kept by a failed ROLLBACK.
+  assert.is((await handles(orm)).length, SERVER ? 12 : 0, SERVER ? 'committed with the statement' : 'PGlite: rolled back as usual');
 });
 
 db('a withCommit statement that fails commits nothing the transaction wrote', async ({ orm }) => {
