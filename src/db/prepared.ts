@@ -215,26 +215,29 @@ export function nameHotStatements(pool: Pool): void {
     const query = client.query.bind(client) as Query;
     const preparedHere = new Set<string>();
     preparedOn.set(client, { query, preparedHere });
-    /** The transaction on this connection was committed with its last statement; its COMMIT is owed no reply. */
-    let committed = false;
     /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
     let owedBegin = false;
-    /** The transaction, sent whole with its BEGIN and COMMIT, failed and was rolled back: its ROLLBACK is owed no reply. */
-    let rolledBack = false;
+    /**
+     * The transaction on this connection already ended on the server with its last statement, so its
+     * COMMIT or ROLLBACK is owed no reply: committed by a withCommit statement, or rolled back when
+     * that statement, also the transaction's first, failed alone.
+     */
+    let ended: Ended | null = null;
+    const end = (how: Ended) => (ended = how);
     const on = { query, preparedHere };
     (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
-      if (rolledBack) {
-        rolledBack = false;
+      if (ended) {
+        const was = ended;
+        ended = null;
+        // Nothing is left to roll back, so the ROLLBACK is answered here and the connection goes back to
+        // the pool. After a commit it means the caller threw after its withCommit statement: what that
+        // statement committed stays committed (it said so).
         if (config === 'rollback') return Promise.resolve(done('ROLLBACK'));
-      }
-      if (committed) {
-        committed = false;
-        if (config === 'commit') return Promise.resolve(done('COMMIT'));
-        // The caller threw after its withCommit statement: what it committed stays committed (it said so),
-        // and there is no transaction left to roll back. Answered here, so the connection goes back to the pool.
-        if (config === 'rollback') return Promise.resolve(done('ROLLBACK'));
-        // A programming error: the statement marked withCommit was not the last of its transaction.
-        return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
+        if (was === 'committed') {
+          if (config === 'commit') return Promise.resolve(done('COMMIT'));
+          // A programming error: the statement marked withCommit was not the last of its transaction.
+          return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
+        }
       }
       const noValues = values === undefined || (Array.isArray(values) && values.length === 0);
       if (config === 'begin' && noValues && cb === undefined && !owedBegin) {
@@ -245,22 +248,8 @@ export function nameHotStatements(pool: Pool): void {
       owedBegin = false;
       if (begin && (config === 'commit' || config === 'rollback') && noValues) return Promise.resolve(done(config === 'commit' ? 'COMMIT' : 'ROLLBACK'));
       if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && names.has(config)) {
-        if (config.startsWith(COMMITS)) {
-          return executeWith(client, on, config, values, begin, true).then((sent) => {
-            if ('error' in sent) {
-              rolledBack = sent.closed;
-              throw sent.error;
-            }
-            committed = true;
-            return sent.result;
-          });
-        }
-        if (begin) {
-          return executeWith(client, on, config, values, true, false).then((sent) => {
-            if ('error' in sent) throw sent.error;
-            return sent.result;
-          });
-        }
+        const commit = config.startsWith(COMMITS);
+        if (begin || commit) return executeWith(client, on, config, values, begin, commit, end);
         return query({ name: names.get(config)!, text: config, values }, cb);
       }
       if (begin) {
@@ -305,17 +294,19 @@ export async function executeTogether(client: PoolClient, statements: readonly (
   const named: (readonly [string, readonly unknown[]])[] = [];
   for (const [text, values] of statements) {
     const name = `${names.get(text)!}_b`;
-    await prepareOnce(on.query, on.preparedHere, name, text);
+    if (!on.preparedHere.has(name)) await prepareOnce(on.query, on.preparedHere, name, text);
     named.push([name, values]);
   }
   return pipelined(client, on.query, named);
 }
 
+type Ended = 'committed' | 'rolled back';
+
 /**
  * A named statement in one message with the owed BEGIN (`begin`, prepared as `<name>_b`) and/or the
  * COMMIT (`commit`, a withCommit text, prepared as `<name>_c`), before one Sync (src/db/pipeline.ts).
- * With both, the statement alone is the implicit transaction the Sync commits. `closed` is true when that
- * transaction failed: Postgres rolled it back, so there is none open for the ROLLBACK that follows.
+ * With both, the statement alone is the implicit transaction the Sync commits. `end` is told when the
+ * transaction ended on the server with it: committed, or, alone, failed and rolled back by Postgres.
  */
 async function executeWith(
   client: PoolClient,
@@ -324,15 +315,18 @@ async function executeWith(
   values: unknown[],
   begin: boolean,
   commit: boolean,
-): Promise<{ result: QueryResult } | { error: unknown; closed: boolean }> {
+  end: (how: Ended) => void,
+): Promise<QueryResult> {
   const name = `${names.get(text)!}_${commit ? 'c' : 'b'}`;
   if (await prepareOnce(on.query, on.preparedHere, name, text, begin)) begin = false;
   const alone = begin && commit;
   const statements: Pipelined[] = alone ? [[name, values]] : [...(begin ? [{ text: 'begin' }] : []), [name, values], ...(commit ? [{ text: 'commit' }] : [])];
   try {
     const results = await pipelined(client, on.query, statements);
-    return { result: results[alone || !begin ? 0 : 1]! };
+    if (commit) end('committed');
+    return results[alone || !begin ? 0 : 1]!;
   } catch (error) {
-    return { error, closed: alone };
+    if (alone) end('rolled back');
+    throw error;
   }
 }
