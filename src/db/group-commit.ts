@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import { executeTogether, isLastOfTransaction } from './prepared.ts';
 import { loggedFailure, loggedRows, query, type Statement, type StatementEm } from './statement.ts';
+import { GENERIC_PLANS } from '../sql/generic-plans.ts';
 
 /** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
 interface TxEm extends StatementEm {
@@ -269,14 +270,15 @@ class GroupCommit {
 }
 
 /**
- * executeTogether on a connection of `pool`. A statement's error (severity ERROR) was rolled back and
+ * executeTogether on a connection of `pool`, after GENERIC_PLANS (src/sql/generic-plans.ts): the
+ * statements run on their cached generic plans. A statement's error (severity ERROR) was rolled back and
  * leaves the connection usable; a lost connection (FATAL, a socket error) does not go back to the pool.
  */
 async function sendTogether(pool: Pool, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<unknown[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    return await executeTogether(client, statements);
+    return (await executeTogether(client, [[GENERIC_PLANS.text, []], ...statements])).slice(1);
   } catch (error) {
     if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
     throw error;

@@ -104,7 +104,28 @@ t('statements sent in one message are one transaction: each answers with its row
   assert.is(Number(next![0]!.id), 403, 'the connection is usable after the error');
 });
 
+/** Reports how its own prepared statement was planned on the connection it ran on (an array parameter: Postgres would keep planning it anew). */
+const PLANS = statement(
+  'test_group_commit_plans',
+  `select generic_plans::int, custom_plans::int, current_setting('plan_cache_mode') as mode
+     from pg_prepared_statements where name like 'test_group_commit_plans%' and 1 = any($1::int[])`,
+);
+
 if (onServer) {
+  t('a group’s statements run on their generic plans, never planned again for their values; the setting ends with the transaction', async ({ orm }) => {
+    const seen: { generic_plans: number; custom_plans: number; mode: string }[] = [];
+    // One after another: more executions per connection than Postgres's five custom plans before it compares.
+    for (let i = 0; i < 12; i++) {
+      const [row] = await runInGroup<(typeof seen)[number]>(orm.em.fork(), PLANS, [[1, i]], 'k');
+      seen.push(row!);
+    }
+    assert.ok(seen.every((r) => r.mode === 'force_generic_plan' && r.custom_plans === 0 && r.generic_plans > 0), JSON.stringify(seen));
+    const [inMessage] = await inOneMessage(orm.em.fork(), [[PLANS, [[1]]]]);
+    assert.is(inMessage![0]!.mode, 'force_generic_plan', 'a message of several statements too');
+    const [after] = await orm.em.fork().execute<{ mode: string }[]>(`select current_setting('plan_cache_mode') as mode`);
+    assert.is(after!.mode, 'auto', 'the connection went back to the pool as it was');
+  });
+
   t('transactions asked for while one is in flight are committed together, in the order of their keys', async ({ orm }) => {
     const accounts = ['c', 'a', 'b', 'a', 'c', 'b', 'a', 'c', 'b'];
     const rows = await Promise.all([probe(orm, 100, 'first'), ...accounts.map((a, i) => probe(orm, 101 + i, a))]);

@@ -35,9 +35,9 @@ if (!url) {
       });
       const [row] = await t.deps.orm.em.fork().execute<{ last_sequence: number }[]>('select last_sequence from runs where id = ?', [runId]);
       await waitFor('the other process to hear the run', async () => heard.some((p) => p.split(',').includes(`${runId}:${row!.last_sequence}`)), 2_000);
-      const settlement = messages.filter((m) => /^start_finish_and_settle/.test(m)); // PREPAREs (once per connection) aside
+      const settlement = messages.filter((m) => /^generic_plans_b; start_finish_and_settle/.test(m)); // PREPAREs (once per connection) aside
       assert.is(settlement.length, 1, messages.join('\n'));
-      assert.match(settlement[0]!, /^start_finish_and_settle\w*; notify_runs_written_b$/, 'the NOTIFY travels in the settlement’s transaction and message');
+      assert.match(settlement[0]!, /^generic_plans_b; start_finish_and_settle\w*; notify_runs_written_b$/, 'the NOTIFY travels in the settlement’s transaction and message');
       assert.is(messages.filter((m) => m === 'notify_each').length, 0, 'the bus sent no NOTIFY of its own');
     } finally {
       await other.end();
