@@ -12,6 +12,7 @@ import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
 import { createStreamSlots } from './services/streams/stream-slots.ts';
 import { WebhookDispatcher } from './services/webhooks/webhook-dispatcher.ts';
+import { IdempotencySweeper } from './services/runs/idempotency-sweeper.ts';
 import type { Deps } from './services/deps.ts';
 import { parseCatalog } from './catalog/parse-catalog.ts';
 import { loadCatalog } from './catalog/load-catalog.ts';
@@ -37,6 +38,8 @@ export interface App {
   http: HttpServer;
   /** With METRICS_PORT, the metrics server's URL root once listening; else null (/metrics is on the API port). */
   readonly metricsUrl: string | null;
+  /** The sweep of expired idempotency records, started by listen(). */
+  idempotency: IdempotencySweeper;
   /** Listens on config PORT/HOST; returns the bound URL root (http://host:port). */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -74,6 +77,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     ? new (await import('./services/events/pg-bus.ts')).PostgresRunEventBus({ connectionString: config.databaseUrl, log })
     : new InProcessRunEventBus();
   const webhooks = new WebhookDispatcher({ config, orm, log, sealer });
+  const idempotency = new IdempotencySweeper({ orm, log });
   const streams = createStreamSlots({ orm, limit: config.maxStreamsPerKey, shared: config.databaseUrl !== undefined, log });
   const base: Omit<Deps, 'engine'> = {
     config,
@@ -102,6 +106,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   return {
     deps,
     http,
+    idempotency,
     get metricsUrl() {
       return metricsUrl;
     },
@@ -115,6 +120,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       })) ?? null;
       await engine.start();
       webhooks.start();
+      idempotency.start();
       log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, 'listening');
       return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
     },
@@ -126,6 +132,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       await streams.close();
       await engine.stop();
       await webhooks.stop();
+      await idempotency.stop();
       await bus.close();
       if (ownsOrm) await orm.close(true);
     },

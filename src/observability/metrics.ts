@@ -220,3 +220,13 @@ export function requestRateLimited(limit: 'runs_per_minute' | 'open_streams'): v
 export function requestSpendCapped(): void {
   if (enabled) spendCapped.inc();
 }
+
+const idempotencyDeleted = new Counter({
+  name: 'wr_idempotency_records_deleted_total',
+  help: 'Expired idempotency records deleted by the sweep (src/services/runs/idempotency-sweeper.ts)',
+  registers: [registry],
+});
+
+export function idempotencyRecordsDeleted(n: number): void {
+  if (enabled && n > 0) idempotencyDeleted.inc(n);
+}

@@ -1,5 +1,6 @@
 import { statement, type Statement } from '../db/statement.ts';
 import { inFlight } from './admit-queued.ts';
+import { IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { STATE_COLUMNS } from './runs.ts';
 import { GATE_CTE } from './queue-line.ts';
 import { rateHitCte } from './rate-windows.ts';
@@ -46,9 +47,10 @@ const NO_HIT = 'null::boolean as allowed, null::int as counted, null::float8 as 
  * $1 run id, $2 account, $3 API key, $4 workflow, $5 version, $6 displayed price (also the cap
  * reservation), $7 user access, $8 creator price, $9 step price, $10 compute limit, $11 credential
  * mode, $12 public inputs (JSON), $13 engine, $14 idempotency key or null, $15 fingerprint, $16 record
- * id, $17 cap window start, $18 cap or null, $19 secret ids, $20 secret names, $21 ciphertexts, $22 the
- * request's trace context or null (docs/tracing.md), $23 the workflow read's view token or null, $24
- * the key's limit per minute when the request is counted here, else null. Returns the hit's columns
+ * id (time-ordered, src/sql/idempotency-records.ts), $17 cap window start, $18 cap or null, $19 secret
+ * ids, $20 secret names, $21 ciphertexts, $22 the request's trace context or null (docs/tracing.md),
+ * $23 the workflow read's view token or null, $24 the key's limit per minute when the request is
+ * counted here, else null. Returns the hit's columns
  * (HitRow; null when not counted here) and, for a run admitted here, `admitted_id` and its state columns
  * (STATE_COLUMNS, as an admission round returns them).
  */
@@ -61,7 +63,7 @@ ok as (
          ($23::text is null or ${viewTokenOf('$2', '$4')} is not distinct from $23::text) as current),
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
-  select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '24 hours'
+  select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '${IDEMPOTENCY_RECORD_HOURS} hours'
    where $14::varchar is not null and (select allowed and current from ok)
   on conflict (account_id, key) do update set
     id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,

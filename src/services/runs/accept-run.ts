@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Em } from '../../db/orm.ts';
 import { runInGroup, type GroupReceipt } from '../../db/group-commit.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { timeOrderedUuid } from '../../domain/ids.ts';
 import type { ResolvedInputs } from '../../domain/inputs.ts';
 import { toDb } from '../../domain/money.ts';
 import { requestSpendCapped } from '../../observability/metrics.ts';
@@ -122,7 +123,7 @@ function acceptValues(deps: Deps, r: RunToAccept, idempotencyKey: string | null,
     deps.engine.name,
     idempotencyKey,
     fingerprint,
-    randomUUID(),
+    timeOrderedUuid(),
     cap ? windowStart(cap.window).toISOString() : null,
     cap ? cap.usd : null,
     secretIds,
