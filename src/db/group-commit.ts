@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import { executeTogether, isLastOfTransaction } from './prepared.ts';
 import { loggedFailure, loggedRows, query, type Statement, type StatementEm } from './statement.ts';
 import { GENERIC_PLANS } from '../sql/generic-plans.ts';
+import { isStatementError } from './server-errors.ts';
 
 /** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
 interface TxEm extends StatementEm {
@@ -152,8 +153,8 @@ class GroupCommit {
       // statements (head included) never raise one; any other error runs the statement again alone,
       // below, unless the tail says its statements raise nothing.
       const [w] = group;
-      const { severity, code } = error as { severity?: unknown; code?: unknown };
-      if (group.length === 1 && severity === 'ERROR' && (!tail || tail.raisesNothing === true || String(code).startsWith('WR'))) {
+      const { code } = error as { code?: unknown };
+      if (group.length === 1 && isStatementError(error) && (!tail || tail.raisesNothing === true || String(code).startsWith('WR'))) {
         await loggedFailure(w!.em, w!.s, w!.values, error).catch(w!.reject);
         return;
       }
@@ -271,8 +272,9 @@ class GroupCommit {
 
 /**
  * executeTogether on a connection of `pool`, after GENERIC_PLANS (src/sql/generic-plans.ts): the
- * statements run on their cached generic plans. A statement's error (severity ERROR) was rolled back and
- * leaves the connection usable; a lost connection (FATAL, a socket error) does not go back to the pool.
+ * statements run on their cached generic plans. A statement's error (isStatementError,
+ * src/db/server-errors.ts) was rolled back and leaves the connection usable; an error that ends the
+ * session, or a lost connection, does not go back to the pool.
  */
 async function sendTogether(pool: Pool, statements: readonly (readonly [string, readonly unknown[]])[]): Promise<unknown[]> {
   const client = await pool.connect();
@@ -280,7 +282,7 @@ async function sendTogether(pool: Pool, statements: readonly (readonly [string, 
   try {
     return (await executeTogether(client, [[GENERIC_PLANS.text, []], ...statements])).slice(1);
   } catch (error) {
-    if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
+    if (!isStatementError(error)) broken = error as Error;
     throw error;
   } finally {
     client.release(broken);
