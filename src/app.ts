@@ -129,10 +129,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
       closed = true;
       await http.close();
       await metrics?.close();
+      await idempotency.stop();
       await streams.close();
       await engine.stop();
       await webhooks.stop();
-      await idempotency.stop();
       await bus.close();
       if (ownsOrm) await orm.close(true);
     },

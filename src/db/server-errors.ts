@@ -6,8 +6,10 @@
  * ("FEHLER" for ERROR in German); the untranslated field is not passed on. So an English severity is
  * taken at its word, and any other is judged by its SQLSTATE: the classes the server also sends at FATAL
  * or PANIC (connection, authentication, resources, operator intervention, system and internal errors,
- * and the session timeouts of class 25) count as ending the session. Judged wrongly that way, a
- * statement's error only costs a new connection (the caller treats the connection as broken).
+ * and the session timeouts of class 25) count as ending the session. A statement's error judged wrongly
+ * that way costs a new connection and, in a group commit, running the statement again alone. Not
+ * covered: 40001 at FATAL, sent only by a standby (a conflict with recovery), which this service never
+ * writes to.
  */
 
 const MAY_END_THE_SESSION = /^(08|28|53|57P|58|F0|XX|25P03|25P04)/;

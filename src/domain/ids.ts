@@ -15,7 +15,7 @@ export function isUuid(v: unknown): v is string {
  * variant bits and randomness, far cheaper per call than a v7 library's), its version nibble replaced.
  */
 export function timeOrderedUuid(ms = Date.now()): string {
-  const t = ms.toString(16).padStart(12, '0');
+  const t = Math.max(0, Math.floor(ms)).toString(16).padStart(12, '0');
   return `${t.slice(0, 8)}-${t.slice(8, 12)}-7${randomUUID().slice(15)}`;
 }
 

@@ -8,21 +8,27 @@ import { statement } from '../db/statement.ts';
 export const IDEMPOTENCY_RECORD_HOURS = 24;
 
 /**
- * $1 and $2 bound a range of record ids (exclusive), $3 the batch size: deletes up to $3 expired records
- * of that range, lowest ids first; returns how many and the highest id deleted (`last`, null for none),
- * where the next batch of the same range starts.
+ * $1 and $2 bound a range of record ids (exclusive), $3 the batch size: looks at the range's next $3
+ * records by id and deletes the expired ones among them. Returns how many it deleted, how many it looked
+ * at, and the highest id it looked at (`last`, null for none), where the next batch of the range starts.
+ * A batch's work is bounded by what it looks at, not by what it deletes: a range of records that are
+ * mostly alive costs a sweep no more than its batches.
  *
  * The range is read on the primary key: record ids are time-ordered (timeOrderedUuid, src/domain/ids.ts),
  * so the expired records are at its low end and no index on `expires_at` costs every acceptance an
  * entry. Records locked by an acceptance (one replacing an expired record, or waiting on it) are skipped,
- * not waited for, and `expires_at` is checked on the locked row: a record the acceptance renewed stays.
+ * not waited for, and `expires_at` is checked on the locked row: a record the acceptance renewed (with a
+ * new id) stays.
  */
 export const DELETE_EXPIRED_IDEMPOTENCY_RECORDS = statement(
   'delete_expired_idempotency_records',
-  `with doomed as (
-  select id from idempotency_records
-   where id > $1::uuid and id < $2::uuid and expires_at <= now()
-   order by id limit $3 for update skip locked),
+  `with look as materialized (
+  select id from idempotency_records where id > $1::uuid and id < $2::uuid order by id limit $3),
+doomed as (
+  select r.id from idempotency_records r
+   where r.id in (select id from look) and r.expires_at <= now()
+   for update skip locked),
 gone as (delete from idempotency_records r using doomed d where r.id = d.id returning r.id)
-select count(*)::int as deleted, max(id::text) as last from gone`,
+select (select count(*) from gone)::int as deleted, (select count(*) from look)::int as examined,
+       (select max(id::text collate "C") from look) as last`,
 );

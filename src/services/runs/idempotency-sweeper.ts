@@ -12,8 +12,12 @@ const MAX = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 export interface IdempotencySweeperOptions {
   /** Time between sweeps. Default 60 s. */
   intervalMs?: number;
-  /** Records deleted per transaction. Default 500. */
+  /** Records looked at per transaction. Default 500. */
   batch?: number;
+  /** Batches of a sweep at most, over time-ordered ids (a backlog is left to the next sweeps). Default 1 000. */
+  maxBatches?: number;
+  /** Batches of a sweep over the older random ids, from where the last sweep left off. Default 20. */
+  legacyBatches?: number;
 }
 
 /**
@@ -24,17 +28,24 @@ export interface IdempotencySweeperOptions {
  * expired record as absent.
  *
  * Two ranges of record ids are swept. Ids written since records became time-ordered sort by the
- * millisecond they were made, so the expired ones lie below the id of "24 hours ago". Random ids
- * written before that are almost all above the id of "tomorrow", which no clock writes yet; the few
- * that fall between the two bounds are found once the lower bound has passed them.
+ * millisecond they were made, so the expired ones lie below the id of "24 hours ago": a sweep reads that
+ * range from its start, and finds little there but what it deletes. Random ids written before that are
+ * almost all above the id of "tomorrow", which no clock writes yet, mixed with live ones: a sweep reads a
+ * few batches of that range, from where the previous sweep stopped, and starts it over at its end. The
+ * few random ids between the two bounds are found once the lower bound has passed them.
  */
 export class IdempotencySweeper {
   readonly #intervalMs: number;
   readonly #batch: number;
+  readonly #maxBatches: number;
+  readonly #legacyBatches: number;
   #timer: NodeJS.Timeout | undefined;
   /** Bumped by start and stop: a sweep of an earlier start schedules no next one. */
   #generation = 0;
+  #stopping = false;
   #sweeping: Promise<number> | null = null;
+  /** Where the next sweep of the random ids starts (null: at the range's start). */
+  #legacyAfter: string | null = null;
 
   constructor(
     private readonly deps: { orm: Orm; log: Pick<Logger, 'warn'> },
@@ -42,10 +53,13 @@ export class IdempotencySweeper {
   ) {
     this.#intervalMs = opts.intervalMs ?? 60_000;
     this.#batch = opts.batch ?? 500;
+    this.#maxBatches = opts.maxBatches ?? 1_000;
+    this.#legacyBatches = opts.legacyBatches ?? 20;
   }
 
   start(): void {
     if (this.#timer) return;
+    this.#stopping = false;
     const generation = ++this.#generation;
     const tick = (ms: number) => {
       this.#timer = setTimeout(() => {
@@ -61,8 +75,10 @@ export class IdempotencySweeper {
     tick(1_000 + Math.random() * 2_000);
   }
 
+  /** No next sweep; a sweep under way ends after its current batch. */
   async stop(): Promise<void> {
     this.#generation++;
+    this.#stopping = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#sweeping?.catch(() => undefined);
@@ -83,19 +99,29 @@ export class IdempotencySweeper {
   async #sweep(now: number): Promise<number> {
     const expiredBelow = uuidAtTime(now - IDEMPOTENCY_RECORD_HOURS * HOUR_MS);
     const futureAbove = uuidAtTime(now + 24 * HOUR_MS);
-    return (await this.#range(NIL, expiredBelow)) + (await this.#range(futureAbove, MAX));
+    let deleted = (await this.#range(NIL, expiredBelow, this.#maxBatches)).deleted;
+    const from = this.#legacyAfter !== null && this.#legacyAfter > futureAbove ? this.#legacyAfter : futureAbove;
+    const legacy = await this.#range(from, MAX, this.#legacyBatches);
+    this.#legacyAfter = legacy.done ? null : legacy.after;
+    deleted += legacy.deleted;
+    return deleted;
   }
 
-  /** Batches over ids strictly between `after` and `before`, until one comes back short. */
-  async #range(after: string, before: string): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const [row] = await query<{ deleted: number; last: string | null }>(this.deps.orm.em.fork(), DELETE_EXPIRED_IDEMPOTENCY_RECORDS, [after, before, this.#batch]);
-      const deleted = Number(row?.deleted ?? 0);
-      total += deleted;
-      idempotencyRecordsDeleted(deleted);
-      if (deleted < this.#batch || !row?.last) return total;
+  /** Batches over ids strictly between `after` and `before`, until the range ends (`done`) or `batches` ran. */
+  async #range(after: string, before: string, batches: number): Promise<{ deleted: number; after: string; done: boolean }> {
+    let deleted = 0;
+    for (let i = 0; i < batches && !this.#stopping; i++) {
+      const [row] = await query<{ deleted: number; examined: number; last: string | null }>(this.deps.orm.em.fork(), DELETE_EXPIRED_IDEMPOTENCY_RECORDS, [
+        after,
+        before,
+        this.#batch,
+      ]);
+      const n = Number(row?.deleted ?? 0);
+      deleted += n;
+      idempotencyRecordsDeleted(n);
+      if (Number(row?.examined ?? 0) < this.#batch || !row?.last) return { deleted, after, done: true };
       after = row.last;
     }
+    return { deleted, after, done: false };
   }
 }
