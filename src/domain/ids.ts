@@ -15,12 +15,16 @@ export function isUuid(v: unknown): v is string {
  * variant bits and randomness, far cheaper per call than a v7 library's), its version nibble replaced.
  */
 export function timeOrderedUuid(ms = Date.now()): string {
-  const t = Math.max(0, Math.floor(ms)).toString(16).padStart(12, '0');
-  return `${t.slice(0, 8)}-${t.slice(8, 12)}-7${randomUUID().slice(15)}`;
+  return `${timePrefix(ms)}7${randomUUID().slice(15)}`;
 }
 
 /** The least UUID whose first 48 bits are `ms` (Postgres orders uuids bytewise): every timeOrderedUuid of an earlier millisecond sorts below it. */
 export function uuidAtTime(ms: number): string {
+  return `${timePrefix(ms)}0000-0000-000000000000`;
+}
+
+/** The first two groups of a UUID (and the hyphen after them) holding `ms` in 48 bits. */
+function timePrefix(ms: number): string {
   const t = Math.max(0, Math.floor(ms)).toString(16).padStart(12, '0');
-  return `${t.slice(0, 8)}-${t.slice(8, 12)}-0000-0000-000000000000`;
+  return `${t.slice(0, 8)}-${t.slice(8, 12)}-`;
 }

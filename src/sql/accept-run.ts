@@ -50,9 +50,9 @@ const NO_HIT = 'null::boolean as allowed, null::int as counted, null::float8 as 
  * id (time-ordered, src/sql/idempotency-records.ts), $17 cap window start, $18 cap or null, $19 secret
  * ids, $20 secret names, $21 ciphertexts, $22 the request's trace context or null (docs/tracing.md),
  * $23 the workflow read's view token or null, $24 the key's limit per minute when the request is
- * counted here, else null. Returns the hit's columns
- * (HitRow; null when not counted here) and, for a run admitted here, `admitted_id` and its state columns
- * (STATE_COLUMNS, as an admission round returns them).
+ * counted here, else null. Returns the hit's columns (HitRow; null when not counted here) and, for a
+ * run admitted here, `admitted_id` and its state columns (STATE_COLUMNS, as an admission round
+ * returns them).
  */
 
 function acceptText(o: { hit: boolean; cap: boolean; secrets: boolean }): string {
