@@ -23,22 +23,48 @@ export function sendError(res: ServerResponse, err: unknown): void {
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** Reads a JSON body with a size limit; the caller decides what an empty body means. */
-export async function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
+/**
+ * Reads a JSON body with a size limit; the caller decides what an empty body means. Listens for the
+ * stream's events rather than iterating it: for the small bodies of this API an async iterator cost
+ * more CPU than the rest of the read.
+ */
+export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > limit) throw new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req as AsyncIterable<Buffer>) {
+  if (declared > limit) return Promise.reject(new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`));
+  // Already read to its end (no event will come): nothing left, as an iteration would find.
+  if (req.readableEnded) return Promise.resolve('');
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onBroken);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) throw new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`);
-      chunks.push(chunk);
-    }
-  } catch (err) {
-    if (err instanceof ApiError) throw err;
+      if (size <= limit) return void chunks.push(chunk);
+      stop();
+      // The rest is left unread: node:http discards it once the answer is written.
+      req.pause();
+      reject(new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`));
+    };
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8'));
+    };
     // The client went away mid-body: nothing to answer and nothing wrong with the service.
-    throw new ApiError('invalid_request', 'the request body was not received completely', { cause: err });
-  }
-  return Buffer.concat(chunks).toString('utf8');
+    const onBroken = (cause?: unknown) => {
+      stop();
+      reject(new ApiError('invalid_request', 'the request body was not received completely', cause === undefined ? undefined : { cause }));
+    };
+    const onClose = () => {
+      if (!req.complete) onBroken();
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onBroken);
+    req.on('close', onClose);
+  });
 }
