@@ -31,6 +31,15 @@ interface Wire {
   sendCopyFail(message: string): void;
 }
 
+/**
+ * The row shape (RowDescription fields) of each statement prepared on one connection, by name, as
+ * Postgres last described it there. A statement found here is executed without a Describe: Postgres
+ * sends no RowDescription and its rows are read with these fields, which saves building, sending and
+ * parsing the description on every execution (the shape of a prepared statement cannot change: Postgres
+ * refuses to run one whose result type changed). Forget it with the connection.
+ */
+export type Described = Map<string, unknown[]>;
+
 /** A statement of a pipeline: one prepared on the connection (its name and values), or a text without parameters (`begin`, `commit`). */
 export type Pipelined = readonly [name: string, values: readonly unknown[]] | { readonly text: string };
 
@@ -49,10 +58,16 @@ export type Pipelined = readonly [name: string, values: readonly unknown[]] | { 
  * call for several statements before one Sync; it does take any object with `submit(connection)` in
  * place of a query (as pg-cursor does), and this is one. `send`: the connection's own query function.
  */
-export function pipelined(client: PoolClient, send: (submittable: unknown) => unknown, statements: readonly Pipelined[]): Promise<PipelinedResult[]> {
+export function pipelined(
+  client: PoolClient,
+  send: (submittable: unknown) => unknown,
+  statements: readonly Pipelined[],
+  described?: Described,
+): Promise<PipelinedResult[]> {
   const p = new Pipeline(
     statements.map((s) => ('text' in s ? s : ([s[0], s[1].map(paramText)] as const))),
     client,
+    described,
   );
   try {
     send(p);
@@ -72,10 +87,15 @@ class Pipeline {
   #settled = false;
   readonly #types: { getTypeParser: PoolClient['getTypeParser'] };
 
+  /** Per statement: the fields it is read with, not asked of Postgres (Described). */
+  readonly #known: (unknown[] | undefined)[];
+
   constructor(
     readonly statements: readonly (readonly [string, readonly (string | Buffer | null)[]] | { readonly text: string })[],
     client: PoolClient,
+    readonly described?: Described,
   ) {
+    this.#known = statements.map((s) => ('text' in s ? undefined : described?.get(s[0])));
     this.#types = { getTypeParser: client.getTypeParser.bind(client) };
     this.done = new Promise((resolve, reject) => {
       this.#resolve = resolve;
@@ -94,12 +114,12 @@ class Pipeline {
     const stream = connection.stream;
     stream.cork?.();
     try {
-      for (const s of this.statements) {
+      for (const [i, s] of this.statements.entries()) {
         if ('text' in s) {
           connection.parse({ text: s.text, name: '', types: [] });
           connection.bind({ statement: '', portal: '', values: [] });
         } else connection.bind({ statement: s[0], portal: '', values: s[1] });
-        connection.describe({ type: 'P', name: '' });
+        if (!this.#known[i]) connection.describe({ type: 'P', name: '' });
         connection.execute({ portal: '', rows: 0 });
       }
       connection.sync();
@@ -124,12 +144,19 @@ class Pipeline {
     this.callback?.(error ?? null, results);
   }
 
+  /** The result of the statement answering now (the statements answer in order, one CommandComplete each). */
   #result(): ResultBuilder {
-    return (this.#current ??= new PgResult(undefined, this.#types) as ResultBuilder);
+    if (this.#current) return this.#current;
+    const r = new PgResult(undefined, this.#types) as ResultBuilder;
+    const known = this.#known[this.#results.length];
+    if (known) r.addFields(known);
+    return (this.#current = r);
   }
 
   handleRowDescription(msg: Message): void {
     this.#result().addFields(msg.fields);
+    const s = this.statements[this.#results.length];
+    if (s && !('text' in s)) this.described?.set(s[0], msg.fields);
   }
 
   handleDataRow(msg: Message): void {

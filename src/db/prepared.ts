@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import type { Pool, PoolClient } from 'pg';
-import { pipelined, type Pipelined } from './pipeline.ts';
+import { pipelined, type Described, type Pipelined } from './pipeline.ts';
 
 /**
  * Named prepared statements for the hot statements, on a Postgres server.
@@ -214,7 +214,8 @@ export function nameHotStatements(pool: Pool): void {
   pool.on('connect', (client: PoolClient) => {
     const query = client.query.bind(client) as Query;
     const preparedHere = new Set<string>();
-    preparedOn.set(client, { query, preparedHere });
+    const described: Described = new Map();
+    preparedOn.set(client, { query, preparedHere, described });
     /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
     let owedBegin = false;
     /**
@@ -224,7 +225,7 @@ export function nameHotStatements(pool: Pool): void {
      */
     let ended: Ended | null = null;
     const end = (how: Ended) => (ended = how);
-    const on = { query, preparedHere };
+    const on = { query, preparedHere, described };
     (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
       if (ended) {
         const was = ended;
@@ -260,14 +261,17 @@ export function nameHotStatements(pool: Pool): void {
       }
       return query(config, values, cb);
     };
-    client.on('end', () => preparedHere.clear());
+    client.on('end', () => {
+      preparedHere.clear();
+      described.clear();
+    });
   });
 }
 
 const done = (command: string): QueryResult => ({ command, rowCount: null, rows: [], fields: [] });
 
 /** Each pooled connection's own query function (before the wrapper above) and the statements it prepared with SQL PREPARE. */
-const preparedOn = new WeakMap<PoolClient, { query: Query; preparedHere: Set<string> }>();
+const preparedOn = new WeakMap<PoolClient, { query: Query; preparedHere: Set<string>; described: Described }>();
 
 /**
  * Prepares `text` as `name` with SQL PREPARE unless this connection did already (PREPARE is not undone
@@ -297,7 +301,7 @@ export async function executeTogether(client: PoolClient, statements: readonly (
     if (!on.preparedHere.has(name)) await prepareOnce(on.query, on.preparedHere, name, text);
     named.push([name, values]);
   }
-  return pipelined(client, on.query, named);
+  return pipelined(client, on.query, named, on.described);
 }
 
 type Ended = 'committed' | 'rolled back';
@@ -310,7 +314,7 @@ type Ended = 'committed' | 'rolled back';
  */
 async function executeWith(
   client: PoolClient,
-  on: { query: Query; preparedHere: Set<string> },
+  on: { query: Query; preparedHere: Set<string>; described: Described },
   text: string,
   values: unknown[],
   begin: boolean,
@@ -322,7 +326,7 @@ async function executeWith(
   const alone = begin && commit;
   const statements: Pipelined[] = alone ? [[name, values]] : [...(begin ? [{ text: 'begin' }] : []), [name, values], ...(commit ? [{ text: 'commit' }] : [])];
   try {
-    const results = await pipelined(client, on.query, statements);
+    const results = await pipelined(client, on.query, statements, on.described);
     if (commit) end('committed');
     return results[alone || !begin ? 0 : 1]!;
   } catch (error) {

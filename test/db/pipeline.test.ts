@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { pipelined } from '../../src/db/pipeline.ts';
+import { pipelined, type Described } from '../../src/db/pipeline.ts';
 import { testOrm } from '../helpers/db.ts';
 
 /**
@@ -50,6 +50,24 @@ t('parameters bind and rows parse exactly as with pg’s own query, whatever the
     }),
     { numRuns: 60 },
   );
+});
+
+t('a statement described once on a connection is read with that description afterwards, without asking Postgres again', async ({ client }) => {
+  const described: Described = new Map();
+  const v = [['a', null], { k: [1, 'two'] }, '12.500', true, new Date('2031-02-03T04:05:06.789Z'), '9007199254740993', 'x', [3, 4]];
+  const [first] = await pipelined(client as never, send(client), [['pipeline_types', v], ['pipeline_insert', [10, 'd']]], described);
+  assert.equal([...described.keys()], ['pipeline_types'], 'the select is described; the insert has no rows to describe');
+  const [again, inserted] = await pipelined(client as never, send(client), [['pipeline_types', v], ['pipeline_insert', [11, 'e']]], described);
+  assert.equal(again!.rows, first!.rows, 'the same values, parsed by the same column types');
+  assert.equal(again!.rows, (await client.query(TYPES, v)).rows);
+  assert.is(inserted!.rowCount, 1);
+  // Proof that no description came back: rows are read with the one kept here, renamed columns and all.
+  const renamed = described.get('pipeline_types')!.map((f) => ({ ...(f as object), name: `kept_${(f as { name: string }).name}` }));
+  described.set('pipeline_types', renamed);
+  const [kept] = await pipelined(client as never, send(client), [['pipeline_types', v]], described);
+  assert.equal(Object.keys(kept!.rows[0]!), ['kept_texts', 'kept_doc', 'kept_amount', 'kept_flag', 'kept_at', 'kept_big', 'kept_plain', 'kept_ints']);
+  assert.equal(kept!.rows[0]!.kept_doc, { k: [1, 'two'] });
+  await client.query('delete from pipeline_probe where id in (10, 11)');
 });
 
 t('the statements are one transaction: each answers with its rows, in order', async ({ client }) => {
