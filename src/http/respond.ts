@@ -31,8 +31,9 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) return Promise.reject(new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`));
-  // Already read to its end (no event will come): nothing left, as an iteration would find.
+  // Already read to its end, or already closed: no event will come.
   if (req.readableEnded) return Promise.resolve('');
+  if (req.destroyed) return Promise.reject(new ApiError('invalid_request', 'the request body was not received completely'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -59,9 +60,8 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
       stop();
       reject(new ApiError('invalid_request', 'the request body was not received completely', cause === undefined ? undefined : { cause }));
     };
-    const onClose = () => {
-      if (!req.complete) onBroken();
-    };
+    // Closed before its end was read (listeners go at the end): no end will come, whatever arrived.
+    const onClose = () => onBroken();
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onBroken);

@@ -10,13 +10,15 @@ import { readBody } from '../../src/http/respond.ts';
 
 type Outcome = { text: string } | { error: ApiError };
 
-const t = suite<{ server: Server; port: number; outcomes: Outcome[]; limit: number; readTwice: boolean }>('Request bodies read with a size limit');
+const t = suite<{ server: Server; port: number; outcomes: Outcome[]; limit: number; readTwice: boolean; readAfterClose: boolean }>('Request bodies read with a size limit');
 
 t.before(async (ctx) => {
   ctx.outcomes = [];
   ctx.limit = 64;
   ctx.readTwice = false;
-  ctx.server = createServer((req: IncomingMessage, res) => {
+  ctx.readAfterClose = false;
+  ctx.server = createServer(async (req: IncomingMessage, res) => {
+    if (ctx.readAfterClose) await new Promise((resolve) => req.once('close', resolve));
     readBody(req, ctx.limit)
       .then(async (text) => {
         ctx.outcomes.push({ text });
@@ -41,6 +43,7 @@ t.before.each((ctx) => {
   ctx.outcomes.length = 0;
   ctx.limit = 64;
   ctx.readTwice = false;
+  ctx.readAfterClose = false;
 });
 
 /** POSTs `chunks` with chunked transfer encoding, each written in its own tick. */
@@ -59,6 +62,15 @@ function post(port: number, chunks: Buffer[]): Promise<{ status: number; body: s
     };
     next(0);
   });
+}
+
+/** Sends a request announcing 50 bytes of body, only part of it, then closes the connection. */
+async function sendHalfThenLeave(port: number): Promise<void> {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"name":');
+  await new Promise((r) => setTimeout(r, 50));
+  socket.destroy();
 }
 
 const until = async (check: () => boolean, what: string) => {
@@ -89,16 +101,20 @@ t('a body of exactly the limit is accepted', async (ctx) => {
 });
 
 t('a client that goes away mid-body gets the read refused as invalid_request instead of a read that never ends', async (ctx) => {
-  const socket = connect(ctx.port, '127.0.0.1');
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"name":');
-  await new Promise((r) => setTimeout(r, 50));
-  socket.destroy();
+  await sendHalfThenLeave(ctx.port);
   await until(() => ctx.outcomes.length === 1, 'the read to end');
   const [o] = ctx.outcomes;
   assert.ok(o && 'error' in o, 'the read was not refused');
   assert.is((o as { error: ApiError }).error.code, 'invalid_request');
   assert.match((o as { error: ApiError }).error.message, /not received completely/);
+});
+
+t('a request already closed when its body is read is refused as invalid_request at once', async (ctx) => {
+  ctx.readAfterClose = true;
+  await sendHalfThenLeave(ctx.port);
+  await until(() => ctx.outcomes.length === 1, 'the read to end');
+  const [o] = ctx.outcomes;
+  assert.ok(o && 'error' in o && o.error.code === 'invalid_request', 'the read was not refused');
 });
 
 t('a body already read to its end reads as empty instead of waiting forever', async (ctx) => {
