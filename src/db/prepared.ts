@@ -215,7 +215,6 @@ export function nameHotStatements(pool: Pool): void {
     const query = client.query.bind(client) as Query;
     const preparedHere = new Set<string>();
     const described: Described = new Map();
-    preparedOn.set(client, { query, preparedHere, described });
     /** A BEGIN was asked for and not sent yet: it goes with the next statement. */
     let owedBegin = false;
     /**
@@ -225,7 +224,8 @@ export function nameHotStatements(pool: Pool): void {
      */
     let ended: Ended | null = null;
     const end = (how: Ended) => (ended = how);
-    const on = { query, preparedHere, described };
+    const on: PreparedOn = { query, preparedHere, described };
+    preparedOn.set(client, on);
     (client as unknown as { query: Query }).query = (config: unknown, values?: unknown, cb?: unknown) => {
       if (ended) {
         const was = ended;
@@ -270,8 +270,14 @@ export function nameHotStatements(pool: Pool): void {
 
 const done = (command: string): QueryResult => ({ command, rowCount: null, rows: [], fields: [] });
 
-/** Each pooled connection's own query function (before the wrapper above) and the statements it prepared with SQL PREPARE. */
-const preparedOn = new WeakMap<PoolClient, { query: Query; preparedHere: Set<string>; described: Described }>();
+/** A pooled connection's own query function (before the wrapper above), the statements it prepared with SQL PREPARE and their row shapes. */
+interface PreparedOn {
+  query: Query;
+  preparedHere: Set<string>;
+  described: Described;
+}
+
+const preparedOn = new WeakMap<PoolClient, PreparedOn>();
 
 /**
  * Prepares `text` as `name` with SQL PREPARE unless this connection did already (PREPARE is not undone
@@ -314,7 +320,7 @@ type Ended = 'committed' | 'rolled back';
  */
 async function executeWith(
   client: PoolClient,
-  on: { query: Query; preparedHere: Set<string>; described: Described },
+  on: PreparedOn,
   text: string,
   values: unknown[],
   begin: boolean,
