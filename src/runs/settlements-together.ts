@@ -1,22 +1,12 @@
 import type { GroupStatement } from '../db/group-commit.ts';
+import { RefusedLately } from '../db/refused-lately.ts';
 import { START_FINISH_AND_SETTLE_MANY } from '../sql/start-finish-and-settle-many.ts';
 
 /**
  * Accounts of a group the one statement refused for lately (a wallet that does not cover its runs in
- * full: the single statements refuse a hold or record what is unpaid), until when: their groups go
- * statement by statement meanwhile, rather than be sent twice each time.
+ * full: the single statements refuse a hold or record what is unpaid).
  */
-const shortUntil = new Map<string, number>();
-const SHORT_MS = 5_000;
-const SHORT_MAX = 10_000;
-
-function short(account: string): boolean {
-  const until = shortUntil.get(account);
-  if (until === undefined) return false;
-  if (until > Date.now()) return true;
-  shortUntil.delete(account);
-  return false;
-}
+const short = new RefusedLately();
 
 /**
  * A group of START_FINISH_AND_SETTLE executions (src/sql/start-and-finish.ts) as the one statement
@@ -27,7 +17,7 @@ export const SETTLEMENTS_TOGETHER: GroupStatement = {
   combine(group, accounts) {
     // A run twice in one group would have its row written once: leave such a group to the statements.
     if (new Set(group.map((v) => v[0])).size !== group.length) return null;
-    if (accounts.some(short)) return null;
+    if (accounts.some((a) => short.has(a))) return null;
     const column = (i: number) => group.map((v) => v[i] ?? null);
     const json = (i: number) => group.map((v) => (v[i] == null ? null : JSON.stringify(v[i])));
     return [
@@ -56,11 +46,7 @@ export const SETTLEMENTS_TOGETHER: GroupStatement = {
   },
   failed(error, accounts) {
     if ((error as { code?: unknown }).code !== 'WR001') return;
-    const until = Date.now() + SHORT_MS;
-    for (const a of accounts) {
-      if (shortUntil.size >= SHORT_MAX) shortUntil.delete(shortUntil.keys().next().value as string);
-      shortUntil.set(a, until);
-    }
+    short.note(accounts);
   },
   split(rows, size) {
     const out: (Record<string, unknown>[] | 'alone')[] = Array.from({ length: size }, () => []);

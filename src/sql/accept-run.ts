@@ -1,6 +1,6 @@
 import { statement, type Statement } from '../db/statement.ts';
 import { inFlight } from './admit-queued.ts';
-import { IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
+import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { STATE_COLUMNS } from './runs.ts';
 import { GATE_CTE } from './queue-line.ts';
 import { rateHitCte } from './rate-windows.ts';
@@ -65,12 +65,7 @@ claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
   select $16::uuid, $2::uuid, $14::varchar, $15::varchar, $1::uuid, now(), now() + interval '${IDEMPOTENCY_RECORD_HOURS} hours'
    where $14::varchar is not null and (select allowed and current from ok)
-  on conflict (account_id, key) do update set
-    id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,
-    fingerprint = case when idempotency_records.expires_at <= now() then excluded.fingerprint else idempotency_records.fingerprint end,
-    run_id = case when idempotency_records.expires_at <= now() then excluded.run_id else idempotency_records.run_id end,
-    created_at = case when idempotency_records.expires_at <= now() then excluded.created_at else idempotency_records.created_at end,
-    expires_at = case when idempotency_records.expires_at <= now() then excluded.expires_at else idempotency_records.expires_at end
+  ${CLAIM_ON_CONFLICT}
   returning run_id, fingerprint),
 fresh as (
   select 1 as one where (select allowed and current from ok)

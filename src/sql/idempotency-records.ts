@@ -32,3 +32,15 @@ gone as (delete from idempotency_records r using doomed d where r.id = d.id retu
 select (select count(*) from gone)::int as deleted, (select count(*) from look)::int as examined,
        (select max(id::text collate "C") from look) as last`,
 );
+
+/**
+ * The ON CONFLICT clause of an acceptance's claim of its idempotency record (src/sql/accept-run.ts,
+ * accept-run-many.ts): a record still alive is kept, and returned (a replay, or a 409 on another
+ * fingerprint); an expired one is replaced by the new request's.
+ */
+export const CLAIM_ON_CONFLICT = `on conflict (account_id, key) do update set
+    id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,
+    fingerprint = case when idempotency_records.expires_at <= now() then excluded.fingerprint else idempotency_records.fingerprint end,
+    run_id = case when idempotency_records.expires_at <= now() then excluded.run_id else idempotency_records.run_id end,
+    created_at = case when idempotency_records.expires_at <= now() then excluded.created_at else idempotency_records.created_at end,
+    expires_at = case when idempotency_records.expires_at <= now() then excluded.expires_at else idempotency_records.expires_at end`;

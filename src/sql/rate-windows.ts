@@ -1,6 +1,23 @@
 import { statement } from '../db/statement.ts';
 
 /**
+ * The window of row `w` (api_key_rate_windows) shifted to the second of the row proposed for insertion
+ * (`excluded`), inside ON CONFLICT DO UPDATE: `second`, `kept` (the 60 buckets) and `total`. See rateHitCte.
+ */
+export const SHIFTED_WINDOW = `(select greatest(w.second, excluded.second) as second,
+                           case when d.n >= 60 then array_fill(0, array[60])
+                                when d.n <= 0 then w.counts
+                                else w.counts[d.n + 1:60] || array_fill(0, array[d.n]) end as kept,
+                           case when d.n >= 60 then 0
+                                when d.n <= 0 then d.total
+                                when d.n = 1 then d.total - w.counts[1]
+                                else d.total - (select sum(c) from unnest(w.counts[1:d.n]) c) end as total
+                      from (select (excluded.second - w.second)::int as n,
+                                   case when w.total_second is not distinct from w.second then w.total
+                                        else (select coalesce(sum(c), 0) from unnest(w.counts) c)::int end as total
+                             offset 0) d)`;
+
+/**
  * The POST /runs window of an API key (docs/operations.md#rate-limit): one row per key holding 60
  * one-second buckets, `counts[60]` for the second `second` (epoch seconds) and `counts[i]` for
  * `second - 60 + i`, and their sum `total`, so a request costs the same whatever the key's limit.
@@ -26,18 +43,7 @@ export const rateHitCte = (key: string, limit: string): string => `hit as (
   on conflict (api_key_id) do update set (second, counts, total, total_second, allowed) = (
     select k.second, k.kept[1:59] || (k.kept[60] + k.one), k.total + k.one, k.second, k.one = 1
       from (select s.second, s.kept, s.total, case when s.total < ${limit}::int then 1 else 0 end as one
-              from (select greatest(w.second, excluded.second) as second,
-                           case when d.n >= 60 then array_fill(0, array[60])
-                                when d.n <= 0 then w.counts
-                                else w.counts[d.n + 1:60] || array_fill(0, array[d.n]) end as kept,
-                           case when d.n >= 60 then 0
-                                when d.n <= 0 then d.total
-                                when d.n = 1 then d.total - w.counts[1]
-                                else d.total - (select sum(c) from unnest(w.counts[1:d.n]) c) end as total
-                      from (select (excluded.second - w.second)::int as n,
-                                   case when w.total_second is not distinct from w.second then w.total
-                                        else (select coalesce(sum(c), 0) from unnest(w.counts) c)::int end as total
-                             offset 0) d) s
+              from ${SHIFTED_WINDOW} s
             offset 0) k)
   returning allowed, total as counted,
     ((second - 60 + array_position(counts::boolean[], true)) * 1000)::float8 as oldest_ms,

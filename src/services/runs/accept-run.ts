@@ -13,6 +13,7 @@ import type { Deps } from '../deps.ts';
 import type { WorkflowAccess } from '../workflows/workflow-access.ts';
 import type { HitRow } from '../../sql/rate-windows.ts';
 import type { RequestRate } from './rate-limiter.ts';
+import { ACCEPTANCES_TOGETHER } from './acceptances-together.ts';
 
 /**
  * POST /runs's one write (src/sql/accept-run.ts): the idempotency record, the spend-cap reservation,
@@ -68,7 +69,7 @@ export async function acceptRun(
   const receipt: GroupReceipt = { covered: false };
   try {
     const s = acceptRunFor({ hit: limit !== null, cap: Boolean(cap), secrets: sealed > 0 });
-    [row] = await runInGroup<Row>(em, s, [...values, token, limit], r.principal.apiKeyId, receipt);
+    [row] = await runInGroup<Row>(em, s, [...values, token, limit], r.principal.apiKeyId, receipt, ACCEPTANCES_TOGETHER);
   } catch (err) {
     if (cap && sqlState(err) === CAP_REACHED) {
       // The statement, its count included, was undone; the request reached the limiter, so it counts.
