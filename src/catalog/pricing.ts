@@ -1,6 +1,6 @@
 import { KeptReads } from '../db/kept-reads.ts';
 import type { Em } from '../db/orm.ts';
-import { query } from '../db/statement.ts';
+import { query, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { FIND_SETTING, SAVE_SETTING } from '../sql/settings.ts';
 
 /** Service pricing from the catalog (docs/design/catalog.md), kept in `settings` so every process sees the same. */
@@ -20,7 +20,7 @@ export const PRICING_KEY = 'pricing';
 const CACHE_MS = 1000;
 const kept = new KeptReads<Pricing>(CACHE_MS);
 
-export async function getPricing(em: Em): Promise<Pricing> {
+export async function getPricing(em: TransactionAwareEm): Promise<Pricing> {
   // A caller in a transaction reads on its own: a read shared with other callers must not run in it, and
   // waiting for one could wait on this very transaction (PGlite has one connection).
   if (em.isInTransaction()) return kept.peek(PRICING_KEY) ?? readPricing(em);
@@ -28,7 +28,7 @@ export async function getPricing(em: Em): Promise<Pricing> {
 }
 
 /** The stored pricing, uncached (the catalog loader compares with this, not with the cache). */
-export async function readPricing(em: Em): Promise<Pricing> {
+export async function readPricing(em: StatementEm): Promise<Pricing> {
   const [row] = await query<{ value: unknown }>(em, FIND_SETTING, [PRICING_KEY]);
   if (!row) return DEFAULT_PRICING;
   const value = (typeof row.value === 'string' ? JSON.parse(row.value) : row.value) as Partial<Pricing>;

@@ -11,7 +11,10 @@ export interface PipelinedResult {
   fields: unknown[];
 }
 
+/** pg's Result (pg/lib/result.js), with the fields addFields sets. */
 interface ResultBuilder extends PipelinedResult {
+  _parsers: unknown;
+  _prebuiltEmptyResultObject: unknown;
   addFields(fields: unknown[]): void;
   addCommandComplete(msg: unknown): void;
   parseRow(fields: unknown[]): Record<string, unknown>;
@@ -19,6 +22,43 @@ interface ResultBuilder extends PipelinedResult {
 }
 
 type Message = { fields: unknown[] };
+
+/** Where type parsers come from: a connection's own (pg's `types` option can differ per client). */
+type TypeParsers = { getTypeParser: PoolClient['getTypeParser'] };
+
+/**
+ * A statement's row shape as pg's Result.addFields makes it from a RowDescription: the fields, a type
+ * parser per field (the connection's) and the empty row each row starts from. Made once per described
+ * statement and given to each of its results, where addFields would look every parser up again.
+ */
+export interface RowShape {
+  readonly fields: unknown[];
+  readonly parsers: unknown;
+  readonly emptyRow: unknown;
+}
+
+export function rowShape(fields: unknown[], types: TypeParsers): RowShape {
+  const r = new PgResult(undefined, types) as ResultBuilder;
+  r.addFields(fields);
+  return { fields: r.fields, parsers: r._parsers, emptyRow: r._prebuiltEmptyResultObject };
+}
+
+/**
+ * A pg Result for rows of `shape`, or for rows not described yet. Only read from afterwards (parseRow
+ * copies the empty row), so one shape serves every result; test/db/pipeline.test.ts checks it sets
+ * what addFields sets.
+ */
+export function shapedResult(types: TypeParsers, shape?: RowShape): ResultBuilder {
+  const r = new PgResult(undefined, types) as ResultBuilder;
+  if (shape) shapeResult(r, shape);
+  return r;
+}
+
+function shapeResult(r: ResultBuilder, shape: RowShape): void {
+  r.fields = shape.fields;
+  r._parsers = shape.parsers;
+  r._prebuiltEmptyResultObject = shape.emptyRow;
+}
 
 /** The calls of pg's Connection used here (its published types lag behind its code). */
 interface Wire {
@@ -32,13 +72,14 @@ interface Wire {
 }
 
 /**
- * The row shape (RowDescription fields) of each statement prepared on one connection, by name, as
- * Postgres last described it there. A statement found here is executed without a Describe: Postgres
- * sends no RowDescription and its rows are read with these fields, which saves building, sending and
- * parsing the description on every execution (the shape of a prepared statement cannot change: Postgres
- * refuses to run one whose result type changed). Forget it with the connection.
+ * The row shape (RowDescription fields, and their type parsers) of each statement prepared on one
+ * connection, by name, as Postgres last described it there. A statement found here is executed without
+ * a Describe: Postgres sends no RowDescription and its rows are read with this shape, which saves
+ * building, sending and parsing the description, and looking up its parsers, on every execution (the
+ * shape of a prepared statement cannot change: Postgres refuses to run one whose result type changed).
+ * Per connection, as its parsers are. Forget it with the connection.
  */
-export type Described = Map<string, unknown[]>;
+export type Described = Map<string, RowShape>;
 
 /** A statement of a pipeline: one prepared on the connection (its name and values), or a text without parameters (`begin`, `commit`). */
 export type Pipelined = readonly [name: string, values: readonly unknown[]] | { readonly text: string };
@@ -85,10 +126,10 @@ class Pipeline {
   #current: ResultBuilder | null = null;
   #error: unknown = null;
   #settled = false;
-  readonly #types: { getTypeParser: PoolClient['getTypeParser'] };
+  readonly #types: TypeParsers;
 
-  /** Per statement: the fields it is read with, not asked of Postgres (Described). */
-  readonly #known: (unknown[] | undefined)[];
+  /** Per statement: the shape its rows are read with, not asked of Postgres (Described). */
+  readonly #known: (RowShape | undefined)[];
 
   constructor(
     readonly statements: readonly (readonly [string, readonly (string | Buffer | null)[]] | { readonly text: string })[],
@@ -147,16 +188,14 @@ class Pipeline {
   /** The result of the statement answering now (the statements answer in order, one CommandComplete each). */
   #result(): ResultBuilder {
     if (this.#current) return this.#current;
-    const r = new PgResult(undefined, this.#types) as ResultBuilder;
-    const known = this.#known[this.#results.length];
-    if (known) r.addFields(known);
-    return (this.#current = r);
+    return (this.#current = shapedResult(this.#types, this.#known[this.#results.length]));
   }
 
   handleRowDescription(msg: Message): void {
-    this.#result().addFields(msg.fields);
+    const shape = rowShape(msg.fields, this.#types);
+    shapeResult(this.#result(), shape);
     const s = this.statements[this.#results.length];
-    if (s && !('text' in s)) this.described?.set(s[0], msg.fields);
+    if (s && !('text' in s)) this.described?.set(s[0], shape);
   }
 
   handleDataRow(msg: Message): void {

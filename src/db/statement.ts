@@ -41,11 +41,18 @@ export interface StatementTxEm extends StatementEm {
   transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
 }
 
+/** A StatementEm that says whether it is in a transaction, as MikroORM's do (a read shared between callers asks: src/catalog/pricing.ts). */
+export interface TransactionAwareEm extends StatementEm {
+  isInTransaction(): boolean;
+}
+
 interface ForkingOrm {
   em: { getConnection(): unknown; fork(): StatementTxEm };
 }
 
-const outside = new WeakMap<object, StatementTxEm>();
+type OutsideEm = StatementTxEm & TransactionAwareEm;
+
+const outside = new WeakMap<object, OutsideEm>();
 
 /**
  * Statements on the ORM's connection outside any transaction: what `query` uses of a fresh fork (its
@@ -53,12 +60,13 @@ const outside = new WeakMap<object, StatementTxEm>();
  * identity map that a plain read never uses (building one is a noticeable share of a run's CPU). A
  * transaction it opens is a fork's.
  */
-export function outsideTransaction(orm: ForkingOrm): StatementTxEm {
+export function outsideTransaction(orm: ForkingOrm): OutsideEm {
   let em = outside.get(orm);
   if (!em) {
     em = {
       getConnection: () => orm.em.getConnection(),
       getTransactionContext: () => undefined,
+      isInTransaction: () => false,
       transactional: <T>(cb: (tx: StatementEm) => Promise<T>) => orm.em.fork().transactional(cb),
     };
     outside.set(orm, em);

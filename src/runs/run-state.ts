@@ -1,5 +1,6 @@
 import type { Em } from '../db/orm.ts';
 import { dateOrNull, json } from '../db/sql.ts';
+import { freezeGraph } from '../domain/graph/analysis.ts';
 import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import type { RunStatus } from '../domain/run-status.ts';
@@ -53,7 +54,8 @@ export async function graphOf(em: StatementEm, versionId: string): Promise<Graph
   if (hit) return hit;
   const [row] = await query<{ graph: unknown }>(em, VERSION_GRAPH, [versionId]);
   if (!row) throw new Error(`workflow version ${versionId} does not exist`);
-  return remember(graphCache, versionId, json<Graph>(row.graph));
+  // Shared by every run of the version: frozen, so the interpreter keeps its analysis with it.
+  return remember(graphCache, versionId, freezeGraph(json<Graph>(row.graph)));
 }
 
 /** The run's account when this process has seen the run (for log lines that have only the run id). */

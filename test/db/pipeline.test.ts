@@ -2,7 +2,9 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { pipelined, type Described } from '../../src/db/pipeline.ts';
+// @ts-expect-error pg/lib/result has no type declarations
+import PgResult from 'pg/lib/result.js';
+import { pipelined, rowShape, shapedResult, type Described } from '../../src/db/pipeline.ts';
 import { testOrm } from '../helpers/db.ts';
 
 /**
@@ -62,12 +64,64 @@ t('a statement described once on a connection is read with that description afte
   assert.equal(again!.rows, (await client.query(TYPES, v)).rows);
   assert.is(inserted!.rowCount, 1);
   // Proof that no description came back: rows are read with the one kept here, renamed columns and all.
-  const renamed = described.get('pipeline_types')!.map((f) => ({ ...(f as object), name: `kept_${(f as { name: string }).name}` }));
-  described.set('pipeline_types', renamed);
+  const renamed = described.get('pipeline_types')!.fields.map((f) => ({ ...(f as object), name: `kept_${(f as { name: string }).name}` }));
+  described.set('pipeline_types', rowShape(renamed, client));
   const [kept] = await pipelined(client as never, send(client), [['pipeline_types', v]], described);
   assert.equal(Object.keys(kept!.rows[0]!), ['kept_texts', 'kept_doc', 'kept_amount', 'kept_flag', 'kept_at', 'kept_big', 'kept_plain', 'kept_ints']);
   assert.equal(kept!.rows[0]!.kept_doc, { k: [1, 'two'] });
   await client.query('delete from pipeline_probe where id in (10, 11)');
+});
+
+t('a kept statement parses its values by type on every execution without looking up a type parser again', async ({ client }) => {
+  const described: Described = new Map();
+  const runs = [0, 1, 2, 3].map((i) => [
+    [`t${i}`],
+    { i, nested: { list: [i, 'x'] } },
+    `${i}.250`,
+    i % 2 === 0,
+    new Date(Date.UTC(2030, 0, 1 + i, 12, 30)),
+    String(2n ** 60n + BigInt(i)),
+    null,
+    [i],
+  ]);
+  const expected: Record<string, unknown>[][] = [];
+  for (const v of runs) expected.push((await client.query(TYPES, v)).rows);
+  const own = client.getTypeParser;
+  let lookups = 0;
+  client.getTypeParser = ((...a: Parameters<typeof own>) => (lookups++, own.apply(client, a))) as typeof own;
+  try {
+    for (const [i, v] of runs.entries()) {
+      const [r] = await pipelined(client as never, send(client), [['pipeline_types', v]], described);
+      assert.equal(r!.rows, expected[i], `execution ${i + 1}`);
+      assert.is(lookups, 8, 'one parser per column, looked up when the statement was described, never again');
+    }
+  } finally {
+    delete (client as { getTypeParser?: unknown }).getTypeParser;
+  }
+  const last = expected[3]![0]!;
+  assert.equal(last.at, new Date(Date.UTC(2030, 0, 4, 12, 30)));
+  assert.equal([last.big, last.amount, last.doc, last.ints], ['1152921504606846979', '3.250', { i: 3, nested: { list: [3, 'x'] } }, [3]]);
+});
+
+t('a kept statement is read with the type parsers of its own connection', async ({ client }) => {
+  const bigints = new pg.Client({
+    connectionString: url,
+    types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? BigInt : pg.types.getTypeParser(oid, format as 'text'))) as never },
+  });
+  await bigints.connect();
+  try {
+    await bigints.query(`prepare pipeline_types as ${TYPES}`);
+    const v = [[], {}, '1', true, new Date(0), '9007199254740993', 'x', []];
+    const [mine, theirs] = [new Map(), new Map()] as Described[];
+    for (let i = 0; i < 2; i++) {
+      const [a] = await pipelined(bigints as never, send(bigints), [['pipeline_types', v]], mine);
+      const [b] = await pipelined(client as never, send(client), [['pipeline_types', v]], theirs);
+      assert.is(a!.rows[0]!.big, 9007199254740993n);
+      assert.is(b!.rows[0]!.big, '9007199254740993');
+    }
+  } finally {
+    await bigints.end();
+  }
 });
 
 t('the statements are one transaction: each answers with its rows, in order', async ({ client }) => {
@@ -158,6 +212,31 @@ t('a pipeline that cannot be written whole is not sent at all: the connection is
     await client.query('drop table if exists pipeline_probe_doomed');
   }
 });
+
+const shapes = suite('row shapes kept for described statements');
+
+shapes('a result given a kept row shape holds what pg’s addFields makes of the same fields, and parses rows alike', () => {
+  const fields = [
+    { name: 'at', dataTypeID: 1184, format: 'text' },
+    { name: 'big', dataTypeID: 20, format: 'text' },
+    { name: 'doc', dataTypeID: 3802, format: 'text' },
+    { name: 'amount', dataTypeID: 1700, format: 'text' },
+  ];
+  const types = pg.types as never;
+  const byPg = new PgResult(undefined, types);
+  byPg.addFields(fields);
+  const shape = rowShape(fields, types);
+  const kept = [shapedResult(types, shape), shapedResult(types, shape)];
+  // Every field of the Result: a field a later pg sets in addFields and the shape misses shows here.
+  for (const r of kept) assert.equal({ ...r }, { ...byPg });
+  const raw = ['2030-01-01 12:30:00+00', '9007199254740993', '{"a":[1]}', '1.50'];
+  const row = kept[0]!.parseRow(raw);
+  assert.equal(row, byPg.parseRow(raw));
+  row.doc = 'changed';
+  assert.equal(kept[1]!.parseRow(raw), byPg.parseRow(raw), 'a row is its own copy: nothing kept changes with it');
+});
+
+shapes.run();
 
 if (url) t.run();
 else console.log('  SKIPPED (PGlite): statements of one transaction before one Sync — they are only sent to a Postgres server');

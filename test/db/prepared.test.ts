@@ -346,4 +346,19 @@ db('a read outside any transaction returns what a fresh fork reads, and never jo
   assert.equal(await query(outside, HANDLE, [other]), [{ handle: 'uncommitted' }]);
 });
 
+db('outside any transaction it says so, and a transaction it opens commits, or rolls back when its callback throws', async ({ orm }) => {
+  const outside = outsideTransaction(orm);
+  assert.is(outside.isInTransaction(), false);
+  const insert = statement('test_outside_transaction_insert', 'insert into accounts (id, handle) values ($1::uuid, $2::text)');
+  await outside.transactional((tx) => query(tx, insert, [randomUUID(), 'committed']));
+  const failed = await outside
+    .transactional(async (tx) => {
+      await query(tx, insert, [randomUUID(), 'rolled back']);
+      throw new Error('after the insert');
+    })
+    .catch((err: Error) => err.message);
+  assert.is(failed, 'after the insert');
+  assert.equal(await handles(orm), ['committed']);
+});
+
 db.run();

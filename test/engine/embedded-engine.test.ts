@@ -24,6 +24,7 @@ import { applyActions } from '../../src/runs/free-actions.ts';
 import { prepareRun, startAdmitted } from '../../src/runs/prepare-run.ts';
 import { loadRunState } from '../../src/runs/run-state.ts';
 import { plan } from '../../src/domain/graph/interpreter.ts';
+import { analyseGraph } from '../../src/domain/graph/analysis.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
@@ -1103,6 +1104,16 @@ test('the activities are idempotent: retried calls write no event or charge twic
   const evs = await events(id);
   assertLogSound(evs);
   assert.is(evs.filter((e) => e.type === 'run.completed').length, 1);
+});
+
+test("the runs of one version share its graph, frozen, and the interpreter's analysis of it", async () => {
+  const f = await seed(threeSteps, { priceUsd: '0' });
+  const h = harness(); // not started: the runs stay queued, their state is only read
+  const [a, b] = [await start(h, f, { name: 'Ada' }), await start(h, f, { name: 'Bo' })];
+  const [sa, sb] = [(await loadRunState(h.deps, a))!, (await loadRunState(h.deps, b))!];
+  assert.is(sa.graph, sb.graph);
+  assert.ok(Object.isFrozen(sa.graph.nodes[1]), 'nothing can edit what every run of the version reads');
+  assert.is(analyseGraph(sa.graph), analyseGraph(sb.graph));
 });
 
 test('100 template runs end to end (throughput)', async () => {

@@ -1,4 +1,5 @@
-import { dependencies, parseFrom, readPath, renderTemplate, stringify } from './template.ts';
+import { analyseGraph } from './analysis.ts';
+import { parseFrom, readPath, renderTemplate, stringify } from './template.ts';
 import { isInputKind, isStepKind } from './types.ts';
 import type {
   ConditionNode,
@@ -73,14 +74,8 @@ export interface Plan {
  */
 export function plan(input: PlanInput): Plan {
   const now = input.now;
-  const nodes: GraphNode[] = [];
-  const known = new Set<string>();
-  for (const node of input.graph?.nodes ?? []) {
-    if (!node || typeof node.id !== 'string' || known.has(node.id)) continue;
-    known.add(node.id);
-    nodes.push(node);
-  }
-  const kindOf = new Map(nodes.map((n) => [n.id, n.kind] as const));
+  // Kept with the graph when it is a shared, frozen one (analysis.ts): a run plans many times.
+  const { nodes, kindOf, deps } = analyseGraph(input.graph);
 
   // Working copies: the state as it will be once the actions emitted so far are applied.
   const results = new Map<string, NodeResult>(ownEntries(input.results));
@@ -91,17 +86,16 @@ export function plan(input: PlanInput): Plan {
   }
   const running = new Set<string>();
   for (const id of Array.isArray(input.running) ? input.running : []) {
-    if (known.has(id) && !results.has(id)) running.add(id);
+    if (kindOf.has(id) && !results.has(id)) running.add(id);
   }
   const inputs = new Map<string, JsonValue>(ownEntries(input.inputs));
-  const deps = nodes.map(safeDependencies);
 
   const valueOf = (nodeId: string): JsonValue | undefined => {
     const r = results.get(nodeId);
     return r?.status === 'completed' ? (r.value ?? null) : undefined;
   };
 
-  const next = (node: GraphNode, nodeDeps: string[]): Action | null => {
+  const next = (node: GraphNode, nodeDeps: readonly string[]): Action | null => {
     const dueAt = timers.get(node.id);
     if (dueAt !== undefined) return now >= dueAt ? { type: 'fire_timer', nodeId: node.id } : null;
     if (!nodeDeps.every((d) => results.has(d))) return null;
@@ -174,21 +168,12 @@ function ownEntries<T>(record: Record<string, T> | undefined | null): [string, T
   return record && typeof record === 'object' ? Object.entries(record) : [];
 }
 
-/** A node whose dependencies cannot be read waits on itself, i.e. never runs. */
-function safeDependencies(node: GraphNode): string[] {
-  try {
-    return dependencies(node);
-  } catch {
-    return [node.id];
-  }
-}
-
 function delayMs(seconds: unknown): number {
   return typeof seconds === 'number' && Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
 }
 
 /** Called once every dependency has a result. */
-function skipReason(node: GraphNode, nodeDeps: string[], results: Map<string, NodeResult>): SkipReason | null {
+function skipReason(node: GraphNode, nodeDeps: readonly string[], results: Map<string, NodeResult>): SkipReason | null {
   let conditionFalse = false;
   for (const d of nodeDeps) {
     const r = results.get(d)!;
@@ -312,7 +297,7 @@ function inferType(value: JsonValue): string {
   }
 }
 
-function finish(nodes: GraphNode[], results: Map<string, NodeResult>): Finished {
+function finish(nodes: readonly GraphNode[], results: Map<string, NodeResult>): Finished {
   const outputs: RunOutputField[] = [];
   let firstFailure: string | null = null;
   let failed = false;

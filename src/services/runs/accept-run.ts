@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Em } from '../../db/orm.ts';
 import { runInGroup, type GroupReceipt } from '../../db/group-commit.ts';
+import type { StatementTxEm } from '../../db/statement.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { timeOrderedUuid } from '../../domain/ids.ts';
 import type { ResolvedInputs } from '../../domain/inputs.ts';
@@ -54,7 +54,7 @@ type Row = { run_id: string | null; fingerprint: string | null; inserted: boolea
  * the key's cap (nothing is written then).
  */
 export async function acceptRun(
-  em: Em,
+  em: StatementTxEm,
   deps: Deps,
   r: RunToAccept,
   idempotencyKey: string | null,

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { Em } from '../../db/orm.ts';
 import { json } from '../../db/sql.ts';
 import { ApiError, forbidden, invalidInputs, invalidRequest, notFound, type IntegrationErrorDetail } from '../../domain/errors.ts';
 import type { Graph } from '../../domain/graph/types.ts';
@@ -9,12 +8,12 @@ import { resolveInputs } from '../../domain/inputs.ts';
 import { jsonLimitProblem } from '../../domain/json-limits.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
-import { fork, type Deps } from '../deps.ts';
+import type { Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, findVersion, findWorkflowToRun, type WorkflowAccess, type WorkflowRow } from '../workflows/workflow-access.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
-import { query } from '../../db/statement.ts';
+import { outsideTransaction, query, type StatementEm, type TransactionAwareEm } from '../../db/statement.ts';
 import { ACCOUNT_CONNECTIONS } from '../../sql/account-connections.ts';
 import { runAccepted } from '../../observability/metrics.ts';
 import { scheduleNumbering } from './queue-line.ts';
@@ -68,7 +67,8 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   }
   const requestedVersion = (body.version as string | null | undefined) ?? null;
 
-  const em = fork(deps);
+  // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
+  const em = outsideTransaction(deps.orm);
   // A non-UUID id is never read, and the handler counts the request before answering 404.
   if (!isUuid(workflowId)) throw notFound('workflow');
   const cache = workflowReadCache(deps.orm);
@@ -106,7 +106,7 @@ const MAX_READS = 3;
 
 /** The synchronous checks of the spec on one read of the workflow: what to accept, or the refusal. */
 async function checkRun(
-  em: Em,
+  em: TransactionAwareEm,
   deps: Deps,
   principal: Principal,
   row: WorkflowRow,
@@ -158,7 +158,7 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
  * when it was counted already). Throws 429 when the window is full (whether or not the workflow
  * exists), 404 when the caller cannot see it. Keeps the read for the caller's next requests.
  */
-async function readWorkflow(em: Em, principal: Principal, workflowId: string, rate: RequestRate | undefined, cache: WorkflowReadCache): Promise<KeptRead> {
+async function readWorkflow(em: StatementEm, principal: Principal, workflowId: string, rate: RequestRate | undefined, cache: WorkflowReadCache): Promise<KeptRead> {
   const limit = rate ? await rate.statementLimit() : null;
   const found = await findWorkflowToRun(em, principal.accountId, workflowId, principal.apiKeyId, limit);
   if (limit !== null) rate!.folded(found.hit!);
@@ -170,7 +170,7 @@ async function readWorkflow(em: Em, principal: Principal, workflowId: string, ra
 
 /** The workflow read again for the cache, counting nothing (its own connection: nobody waits for it). */
 async function readAhead(deps: Deps, principal: Principal, workflowId: string): Promise<KeptRead | null> {
-  const found = await findWorkflowToRun(fork(deps), principal.accountId, workflowId, principal.apiKeyId, null);
+  const found = await findWorkflowToRun(outsideTransaction(deps.orm), principal.accountId, workflowId, principal.apiKeyId, null);
   return found.row ? { row: found.row, token: found.token! } : null;
 }
 
@@ -202,7 +202,7 @@ function checkEntitlement(a: WorkflowAccess): void {
 }
 
 /** Version resolution rules 1–5 (spec) with the pinned-buyer rule of docs/design/rules.md. */
-async function resolveVersion(em: Em, a: WorkflowAccess, requested: string | null): Promise<{ id: string; graph: Graph }> {
+async function resolveVersion(em: StatementEm, a: WorkflowAccess, requested: string | null): Promise<{ id: string; graph: Graph }> {
   const unusable = () => forbidden('that version does not exist or you may not run it');
   if (requested === null) {
     if (!a.row.shownVersion) throw forbidden('this workflow has no published version');
@@ -220,7 +220,7 @@ async function resolveVersion(em: Em, a: WorkflowAccess, requested: string | nul
   return v;
 }
 
-async function checkIntegrations(em: Em, deps: Deps, accountId: string, graph: Graph): Promise<void> {
+async function checkIntegrations(em: StatementEm, deps: Deps, accountId: string, graph: Graph): Promise<void> {
   const needed = graph.nodes.filter((n) => n.integration).map((n) => n.integration!);
   if (needed.length === 0) return;
   const [acct] = await query<{ connections: unknown }>(em, ACCOUNT_CONNECTIONS, [accountId]);

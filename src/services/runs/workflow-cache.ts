@@ -1,3 +1,4 @@
+import { freezeGraph } from '../../domain/graph/analysis.ts';
 import type { WorkflowRow } from '../workflows/workflow-access.ts';
 
 /**
@@ -71,6 +72,9 @@ export class WorkflowReadCache {
 
   set(accountId: string, workflowId: string, read: KeptRead, now = Date.now()): void {
     const key = `${accountId}:${workflowId}`;
+    // Shared by the caller's requests from now on: nothing may edit it.
+    const shown = read.row.shownVersion;
+    if (shown) freezeGraph(shown.graph);
     this.#entries.delete(key);
     this.#entries.set(key, { at: now, read });
     while (this.#entries.size > this.max) this.#entries.delete(this.#entries.keys().next().value!);

@@ -5,7 +5,7 @@ import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
 import { toDb, usd } from '../../domain/money.ts';
 import type { Pricing } from '../../catalog/pricing.ts';
-import { query } from '../../db/statement.ts';
+import { query, type StatementEm } from '../../db/statement.ts';
 import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_TO_RUN, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
 import type { HitRow } from '../../sql/rate-windows.ts';
 
@@ -109,7 +109,7 @@ export async function findVisibleWorkflow(em: Em, accountId: string, workflowId:
  * `token`: the read's view token (src/sql/workflows.ts), which the acceptance is fenced on.
  */
 export async function findWorkflowToRun(
-  em: Em,
+  em: StatementEm,
   accountId: string,
   workflowId: string,
   apiKeyId: string,
@@ -142,7 +142,7 @@ export interface VersionRow {
   createdAt: unknown;
 }
 
-export async function findVersion(em: Em, workflowId: string, versionId: string): Promise<VersionRow | null> {
+export async function findVersion(em: StatementEm, workflowId: string, versionId: string): Promise<VersionRow | null> {
   const rows = await query(em, FIND_WORKFLOW_VERSION, [versionId, workflowId]);
   const r = rows[0];
   return r ? { id: String(r.id), workflowId: String(r.workflow_id), label: String(r.label), graph: json<Graph>(r.graph), createdAt: r.created_at } : null;
