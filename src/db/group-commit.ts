@@ -1,13 +1,8 @@
 import type { Pool } from 'pg';
 import { executeTogether, isLastOfTransaction } from './prepared.ts';
-import { loggedFailure, loggedRows, query, type Statement, type StatementEm } from './statement.ts';
+import { loggedFailure, loggedRows, query, type Statement, type StatementEm, type StatementTxEm as TxEm } from './statement.ts';
 import { GENERIC_PLANS } from '../sql/generic-plans.ts';
 import { isStatementError } from './server-errors.ts';
-
-/** An entity manager that can also open a transaction (any of MikroORM's SQL ones). */
-interface TxEm extends StatementEm {
-  transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
-}
 
 /**
  * Group commit for transactions of one statement each (an in-memory run's whole execution,
