@@ -20,6 +20,9 @@ import { isStatementError } from './server-errors.ts';
  * order of their `order` key (a run's account, an acceptance's API key: the rows each kind shares with
  * its own kind), so groups of several processes lock shared rows in one order.
  *
+ * A kind may gather instead (setGroupGather): a statement that finds it idle waits a few milliseconds
+ * for others, so a steady trickle commits in groups too. Only for work nobody waits on synchronously.
+ *
  * Each kind of statement (its name, or the `kind` its variants share) has its own group commit, so one
  * group of each kind is in flight at once: acceptances and run completions touch different rows (a
  * key's rate window and idempotency records; an account's wallet and its runs), and two groups of
@@ -101,20 +104,42 @@ export interface GroupResults {
 class GroupCommit {
   #waiting: Waiting[] = [];
   #sending = false;
+  /** The timer of a group gathering (see gatherMs), or null. */
+  #gathering: ReturnType<typeof setTimeout> | null = null;
   tail: GroupTail | null = null;
   together: GroupStatement | null = null;
+  /** How long a statement that finds its kind idle waits for others to join its group (ms); 0: it goes at once. */
+  gatherMs = 0;
 
   /** `pool`: the ORM's connection pool, once created (undefined before). */
   constructor(readonly pool: () => Pool | undefined) {}
 
   run(w: Waiting): void {
     this.#waiting.push(w);
-    if (!this.#sending) {
-      this.#send().catch((error: unknown) => {
-        // Not expected (#sendGroup settles every caller itself); never leave a caller waiting.
-        for (const left of this.#waiting.splice(0)) left.reject(error);
-      });
+    if (this.#gathering) {
+      if (this.#waiting.length >= MAX_GROUP) this.gathered();
+    } else if (!this.#sending) {
+      if (this.gatherMs > 0 && this.pool()) {
+        this.#sending = true;
+        this.#gathering = setTimeout(() => this.gathered(), this.gatherMs);
+      } else this.#start();
     }
+  }
+
+  /** Ends a gathering group's wait: it goes now. */
+  gathered(): void {
+    if (!this.#gathering) return;
+    clearTimeout(this.#gathering);
+    this.#gathering = null;
+    this.#sending = false;
+    this.#start();
+  }
+
+  #start(): void {
+    this.#send().catch((error: unknown) => {
+      // Not expected (#sendGroup settles every caller itself); never leave a caller waiting.
+      for (const left of this.#waiting.splice(0)) left.reject(error);
+    });
   }
 
   async #send(): Promise<void> {
@@ -358,6 +383,19 @@ export function setGroupTail(em: StatementEm, s: Statement, tail: GroupTail): bo
   if (!c) return false;
   groupOf(c, s).tail = tail;
   return true;
+}
+
+/**
+ * Lets a statement of kind `s` that finds its kind idle wait up to `ms` for others to commit with it
+ * (0: it goes at once, the default; a group waiting then goes now). For work nobody waits on
+ * synchronously: see docs/architecture.md#settlements-gather.
+ */
+export function setGroupGather(em: StatementEm, s: Statement, ms: number): void {
+  const c = connections.get(em.getConnection() as object);
+  if (!c) return;
+  const group = groupOf(c, s);
+  group.gatherMs = ms;
+  if (ms <= 0) group.gathered();
 }
 
 /** Removes `tail` from the groups of `s`, if it is still theirs. */

@@ -83,6 +83,13 @@ function remember(accountId: string, hooked: boolean): void {
   hookedAccounts.add(accountId);
 }
 
+/**
+ * A settlement is work nobody waits on synchronously (the caller had its 202; clients poll every 1–3
+ * s), so while runs keep finishing they commit a few milliseconds' worth at a time: fewer commits and
+ * WAL flushes, and the acceptances have the database to themselves in between.
+ */
+export const SETTLEMENT_GATHER_MS = 5;
+
 /** The whole transaction as one statement; 'hooked' when the account has an endpoint for the terminal event (nothing written). */
 async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
   // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for

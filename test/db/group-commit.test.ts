@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { clearGroupTail, inOneMessage, runInGroup, setGroupTail, type GroupReceipt, type GroupResults, type GroupStatement, type GroupTail } from '../../src/db/group-commit.ts';
+import { clearGroupTail, inOneMessage, runInGroup, setGroupGather, setGroupTail, type GroupReceipt, type GroupResults, type GroupStatement, type GroupTail } from '../../src/db/group-commit.ts';
 import { statement } from '../../src/db/statement.ts';
 import { testOrm } from '../helpers/db.ts';
 
@@ -103,6 +103,14 @@ t('statements sent in one message are one transaction: each answers with its row
   const [next] = await inOneMessage(orm.em.fork(), [[PROBE, [403, 'm']]]);
   assert.is(Number(next![0]!.id), 403, 'the connection is usable after the error');
 });
+
+/** PROBE as a kind of its own, for gathering (setGroupGather). */
+const GATHERED = statement(
+  'test_group_commit_gathered',
+  `insert into group_commit_probe (id, account) values ($1::int, $2::text) returning id, txid_current()::text as tx`,
+);
+const gathered = (orm: Orm, id: number) =>
+  runInGroup<{ id: number; tx: string }>(orm.em.fork(), GATHERED, [id, 'g'], 'g').then((rows) => ({ ...rows[0]!, at: performance.now() }));
 
 /** Reports how its own prepared statement was planned on the connection it ran on (an array parameter: Postgres would keep planning it anew). */
 const PLANS = statement(
@@ -294,6 +302,37 @@ if (onServer) {
     const other = probe(orm, 500, 'o').then(() => done.push('other kind'));
     await Promise.all([first, second, other]);
     assert.equal(done, ['other kind', 'slow 1', 'slow 2']);
+  });
+
+  t('a statement of a gathering kind that finds it idle waits for others, and those asked for meanwhile commit with it', async ({ orm }) => {
+    setGroupGather(orm.em, GATHERED, 150);
+    try {
+      const t0 = performance.now();
+      const first = gathered(orm, 1400);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      const rows = await Promise.all([first, gathered(orm, 1401), gathered(orm, 1402)]);
+      assert.is(new Set(rows.map((r) => r.tx)).size, 1, 'one transaction for the three');
+      assert.ok(rows[0]!.at - t0 >= 140, `the first waited for company (${(rows[0]!.at - t0).toFixed(0)} ms)`);
+      // Idle again: the next one waits again, and with no company commits alone.
+      const next = await gathered(orm, 1403);
+      assert.is.not(next.tx, rows[0]!.tx);
+    } finally {
+      setGroupGather(orm.em, GATHERED, 0);
+    }
+    const t1 = performance.now();
+    const alone = await gathered(orm, 1404);
+    assert.ok(alone.at - t1 < 100, 'without gathering a statement goes at once');
+  });
+
+  t('turning gathering off sends a gathering group at once', async ({ orm }) => {
+    setGroupGather(orm.em, GATHERED, 60_000);
+    const t0 = performance.now();
+    const waiting = gathered(orm, 1410);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    setGroupGather(orm.em, GATHERED, 0);
+    const row = await waiting;
+    assert.is(Number(row.id), 1410);
+    assert.ok(row.at - t0 < 5_000, 'it did not wait out its minute');
   });
 } else {
   t('without a Postgres server every statement is a transaction of its own', async ({ orm }) => {

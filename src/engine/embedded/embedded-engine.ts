@@ -6,9 +6,10 @@ import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import { admitQueuedRunsDetailed, roundArgs } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
 import { admissionInAcceptance } from './admission-in-acceptance.ts';
-import { clearGroupTail, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
+import { clearGroupTail, setGroupGather, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
 import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import { START_FINISH_AND_SETTLE } from '../../sql/start-and-finish.ts';
+import { SETTLEMENT_GATHER_MS } from '../../runs/start-and-complete.ts';
 import { notifyInSettlement } from '../../runs/notify-in-settlement.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
@@ -62,7 +63,13 @@ export interface EmbeddedEngineOptions {
   stopTimeoutMs?: number;
   /** Runs in flight at once; default config.runCapacity. */
   capacity?: number;
+  /**
+   * How long a run's one-statement settlement waits for others to commit with it when none is in
+   * flight (docs/architecture.md#settlements-gather). Default SETTLEMENT_GATHER_MS; 0: at once.
+   */
+  settlementGatherMs?: number;
 }
+
 
 type LoopOutcome = { kind: 'done' } | { kind: 'park'; until: number | null } | { kind: 'stopped' } | { kind: 'lost' };
 
@@ -93,6 +100,7 @@ export class EmbeddedEngine implements EnginePort {
   readonly #leaseTtlMs: number;
   readonly #holder: LeaseHolder;
   readonly #sweepIntervalMs: number;
+  readonly #settlementGatherMs: number;
   readonly #stopTimeoutMs: number;
   readonly #capacity: number;
 
@@ -117,6 +125,7 @@ export class EmbeddedEngine implements EnginePort {
     this.#leaseTtlMs = opts.leaseTtlMs ?? 15_000;
     this.#holder = { owner: this.instanceId, ttlMs: this.#leaseTtlMs };
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 1_000;
+    this.#settlementGatherMs = opts.settlementGatherMs ?? SETTLEMENT_GATHER_MS;
     this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
     this.#admission = new AdmissionPump({
@@ -160,6 +169,7 @@ export class EmbeddedEngine implements EnginePort {
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
     setGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     setGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
+    setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementGatherMs);
     await this.#recover();
     this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -236,6 +246,8 @@ export class EmbeddedEngine implements EnginePort {
   #clearTimers(): void {
     clearGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     clearGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
+    // A settlement gathering goes now: stop() waits for its run.
+    setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, 0);
     this.#unlistenCancels?.();
     this.#unlistenCancels = null;
     clearInterval(this.#sweepTimer);
