@@ -63,13 +63,9 @@ export interface EmbeddedEngineOptions {
   stopTimeoutMs?: number;
   /** Runs in flight at once; default config.runCapacity. */
   capacity?: number;
-  /**
-   * How long a run's one-statement settlement waits for others to commit with it when none is in
-   * flight (docs/architecture.md#settlements-gather). Default SETTLEMENT_GATHER_MS; 0: at once.
-   */
+  /** How long a settlement waits for others when none is in flight (docs/architecture.md#settlements-gather); 0: at once. */
   settlementGatherMs?: number;
 }
-
 
 type LoopOutcome = { kind: 'done' } | { kind: 'park'; until: number | null } | { kind: 'stopped' } | { kind: 'lost' };
 
