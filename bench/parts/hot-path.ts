@@ -70,7 +70,7 @@ interface Pair {
 async function pairs(child: ServerChild, name: string, floorUrl: string, appUrl: string, opts: Omit<Parameters<typeof hammer>[0], 'url'>): Promise<Pair[]> {
   const out: Pair[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const round = ROUNDS > 1 ? ` (round ${i + 1})` : '';
+    const round = ` (round ${i + 1})`;
     const floor = await hotStep(child, `cte floor ${name}${round}`, { ...opts, url: floorUrl }, false, i > 0);
     const service = await hotStep(child, `POST /runs ${name}, runs executing${round}`, { ...opts, url: appUrl }, true, i > 0);
     out.push({ floor, service });

@@ -84,9 +84,10 @@ function remember(accountId: string, hooked: boolean): void {
 }
 
 /**
- * A settlement is work nobody waits on synchronously (the caller had its 202; clients poll every 1–3
- * s), so while runs keep finishing they commit a few milliseconds' worth at a time: fewer commits and
- * WAL flushes, and the acceptances have the database to themselves in between.
+ * How long a settlement that finds none in flight waits for others (ms). It is work nobody waits on
+ * synchronously (the caller had its 202; clients poll every 1–3 s), so runs that keep finishing commit
+ * a few milliseconds' worth at a time: fewer commits and WAL flushes, and the acceptances have the
+ * database to themselves in between.
  */
 export const SETTLEMENT_GATHER_MS = 5;
 
