@@ -1,6 +1,5 @@
-import type { Em } from '../db/orm.ts';
 import { lastOfTransaction } from '../db/prepared.ts';
-import { query, statement } from '../db/statement.ts';
+import { query, statement, type StatementEm } from '../db/statement.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
 /**
@@ -127,7 +126,7 @@ export interface AdmitFromQueueArgs {
 export const admitValues = (a: AdmitFromQueueArgs): unknown[] => [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null];
 
 /** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
-export async function admitFromQueue(tx: Em, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
+export async function admitFromQueue(tx: StatementEm, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
   return admitted(await query(tx, ADMIT_QUEUED, admitValues(a)));
 }
 
