@@ -29,7 +29,10 @@ export class WorkflowResolver {
   @Mutation(() => WorkflowType, {
     description: 'Re-pins the account\'s purchase to the active version (REST accept-update). FORBIDDEN without a purchase.',
   })
-  async acceptWorkflowUpdate(@Args(() => AcceptWorkflowUpdateArgs) { workflowId, accountHandle }: AcceptWorkflowUpdateArgs, @Ctx() ctx: GraphqlContext): Promise<Workflow> {
+  async acceptWorkflowUpdate(
+    @Args(() => AcceptWorkflowUpdateArgs) { workflowId, accountHandle }: AcceptWorkflowUpdateArgs,
+    @Ctx() ctx: GraphqlContext,
+  ): Promise<Workflow> {
     const account = await ctx.loaders.accountByHandle.load(accountHandle);
     if (!account) throw notFoundError('account');
     await acceptWorkflowUpdate(ctx.deps, account.id, workflowId);
