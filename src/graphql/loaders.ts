@@ -1,7 +1,9 @@
 import DataLoader from 'dataloader';
+import type { Account, LedgerEntry, Purchase, RunEvent, Wallet, Workflow, WorkflowVersion } from '../db/entities/index.ts';
 import type { Em } from '../db/orm.ts';
-import { fork, type Deps } from '../services/deps.ts';
-import type { PublicRunEvent, RunQueue, RunRow } from '../services/runs/run-views.ts';
+import type { Deps } from '../services/deps.ts';
+import type { RunQueue, RunRow } from '../services/runs/run-views.ts';
+import { queueStates } from '../services/runs/queue-positions.ts';
 import {
   accountsByHandles,
   accountsByIds,
@@ -11,40 +13,35 @@ import {
   walletsByAccounts,
   webhookDeliveriesForAccounts,
   webhookEndpointsByAccounts,
-  type AccountRecord,
-  type ApiKeyRecord,
-  type LedgerEntryRecord,
-  type PurchaseRecord,
-  type WalletRecord,
-  type WebhookDeliveryRecord,
-  type WebhookEndpointRecord,
+  type ApiKeyMetadata,
+  type WebhookDeliveryView,
+  type WebhookEndpointView,
 } from './queries/accounts.ts';
+import { childPageKey, type ChildPageKey } from './queries/pages.ts';
 import { eventsForRuns, runsByIds, type RunRecord } from './queries/runs.ts';
-import { queueStates } from '../services/runs/queue-positions.ts';
-import { childPageKey, type ChildPageKey } from './queries/sql.ts';
-import { versionsByIds, versionsForWorkflows, workflowsByIds, type WorkflowRecord, type WorkflowVersionRecord } from './queries/workflows.ts';
+import { versionsByIds, versionsForWorkflows, workflowsByIds } from './queries/workflows.ts';
 
 /**
- * Per-request DataLoaders: every relation and child list on the graph is read through one of these,
- * so a page of N runs costs one query per relation, not N. A loader's cache lives for one request
- * (mutations clear the entries they change before reading them back).
+ * Per-request DataLoaders over the request's EntityManager: every relation and child list on the graph
+ * is read through one of these, so a page of N runs costs one statement per relation, not N. A loader's
+ * cache lives for one request (mutations clear the entries they change before reading them back).
  */
 
 export interface Loaders {
   run: DataLoader<string, RunRecord | null>;
-  runEvents: DataLoader<ChildPageKey, PublicRunEvent[], string>;
+  runEvents: DataLoader<ChildPageKey, RunEvent[], string>;
   runQueue: DataLoader<RunRow, RunQueue | null, string>;
-  workflow: DataLoader<string, WorkflowRecord | null>;
-  version: DataLoader<string, WorkflowVersionRecord | null>;
-  workflowVersions: DataLoader<ChildPageKey, WorkflowVersionRecord[], string>;
-  account: DataLoader<string, AccountRecord | null>;
-  accountByHandle: DataLoader<string, AccountRecord | null>;
-  wallet: DataLoader<string, WalletRecord | null>;
-  ledger: DataLoader<ChildPageKey, LedgerEntryRecord[], string>;
-  apiKeys: DataLoader<string, ApiKeyRecord[]>;
-  webhookEndpoints: DataLoader<string, WebhookEndpointRecord[]>;
-  webhookDeliveries: DataLoader<ChildPageKey, WebhookDeliveryRecord[], string>;
-  purchases: DataLoader<string, PurchaseRecord[]>;
+  workflow: DataLoader<string, Workflow | null>;
+  version: DataLoader<string, WorkflowVersion | null>;
+  workflowVersions: DataLoader<ChildPageKey, WorkflowVersion[], string>;
+  account: DataLoader<string, Account | null>;
+  accountByHandle: DataLoader<string, Account | null>;
+  wallet: DataLoader<string, Wallet | null>;
+  ledger: DataLoader<ChildPageKey, LedgerEntry[], string>;
+  apiKeys: DataLoader<string, ApiKeyMetadata[]>;
+  webhookEndpoints: DataLoader<string, WebhookEndpointView[]>;
+  webhookDeliveries: DataLoader<ChildPageKey, WebhookDeliveryView[], string>;
+  purchases: DataLoader<string, Purchase[]>;
 }
 
 /** A loader over a batch function that answers a Map keyed like the loader. */
@@ -59,25 +56,32 @@ function mapLoader<K, V, C = K>(batch: (keys: readonly K[]) => Promise<Map<C, V>
   );
 }
 
-export function createLoaders(deps: Deps): Loaders {
-  // One entity manager per request: reads only, raw SQL, no identity map involved.
-  const em: Em = fork(deps);
+export function createLoaders(deps: Pick<Deps, 'orm' | 'config'>, em: Em): Loaders {
   const none = () => null;
   const empty = <T>() => [] as T[];
+  const webhookEndpoints = mapLoader<string, WebhookEndpointView[]>((ids) => webhookEndpointsByAccounts(em, ids), empty<WebhookEndpointView>);
   return {
     run: mapLoader((ids) => runsByIds(em, ids), none),
-    runEvents: mapLoader((keys) => eventsForRuns(em, keys), empty<PublicRunEvent>, childPageKey),
+    runEvents: mapLoader((keys) => eventsForRuns(em, keys), empty<RunEvent>, childPageKey),
     runQueue: mapLoader((rows) => queueStates(deps, rows), none, (r: RunRow) => r.id),
     workflow: mapLoader((ids) => workflowsByIds(em, ids), none),
     version: mapLoader((ids) => versionsByIds(em, ids), none),
-    workflowVersions: mapLoader((keys) => versionsForWorkflows(em, keys), empty<WorkflowVersionRecord>, childPageKey),
+    workflowVersions: mapLoader((keys) => versionsForWorkflows(em, keys), empty<WorkflowVersion>, childPageKey),
     account: mapLoader((ids) => accountsByIds(em, ids), none),
     accountByHandle: mapLoader((handles) => accountsByHandles(em, handles), none),
     wallet: mapLoader((ids) => walletsByAccounts(em, ids), none),
-    ledger: mapLoader((keys) => ledgerForAccounts(em, keys), empty<LedgerEntryRecord>, childPageKey),
-    apiKeys: mapLoader((ids) => apiKeysByAccounts(em, ids), empty<ApiKeyRecord>),
-    webhookEndpoints: mapLoader((ids) => webhookEndpointsByAccounts(em, ids), empty<WebhookEndpointRecord>),
-    webhookDeliveries: mapLoader((keys) => webhookDeliveriesForAccounts(em, keys), empty<WebhookDeliveryRecord>, childPageKey),
-    purchases: mapLoader((ids) => purchasesByAccounts(em, ids), empty<PurchaseRecord>),
+    ledger: mapLoader((keys) => ledgerForAccounts(em, keys), empty<LedgerEntry>, childPageKey),
+    apiKeys: mapLoader((ids) => apiKeysByAccounts(em, ids), empty<ApiKeyMetadata>),
+    webhookEndpoints,
+    webhookDeliveries: mapLoader(
+      async (keys) => {
+        // A delivery belongs to its endpoint's account: the accounts' endpoints first (cached for the request).
+        const endpoints = (await webhookEndpoints.loadMany([...new Set(keys.map((k) => k.parentId))])).flatMap((e) => (Array.isArray(e) ? e : []));
+        return webhookDeliveriesForAccounts(em, keys, endpoints);
+      },
+      empty<WebhookDeliveryView>,
+      childPageKey,
+    ),
+    purchases: mapLoader((ids) => purchasesByAccounts(em, ids), empty<Purchase>),
   };
 }

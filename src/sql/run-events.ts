@@ -34,7 +34,7 @@ const sameLength = (types: string, nodes: string, data: string) =>
  * From a batch `b`: its events `e` (type, node_id, data, ord) and each one's sequence `s.sequence`, the
  * batch's last numbered `b.last_sequence`.
  */
-export const BATCH_EVENTS = `cross join lateral unnest(b.types, b.node_ids, b.data) with ordinality as e(type, node_id, data, ord)
+const BATCH_EVENTS = `cross join lateral unnest(b.types, b.node_ids, b.data) with ordinality as e(type, node_id, data, ord)
   cross join lateral (select b.last_sequence - cardinality(b.types) + e.ord::int as sequence) s`;
 
 /**

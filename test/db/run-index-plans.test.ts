@@ -1,8 +1,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { GRAPHQL_SEARCH_RUNS } from '../../src/sql/graphql-runs.ts';
 import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
+import type { Em } from '../../src/db/orm.ts';
+import { runSearchQuery } from '../../src/graphql/queries/runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 /**
@@ -12,7 +13,6 @@ import { resetDb, testOrm } from '../helpers/db.ts';
  */
 
 const EXPLAIN_UNSTARTED = statement('test_explain_unstarted', `explain (costs off) ${UNSTARTED_TEMPORAL_RUNS.text}`);
-const EXPLAIN_SEARCH = statement('test_explain_search_runs', `explain (costs off) ${GRAPHQL_SEARCH_RUNS.text}`);
 const INDEXES = statement('test_runs_indexes', `select indexname from pg_indexes where schemaname = 'public' and tablename = 'runs' order by indexname`);
 
 test.before(async () => {
@@ -35,7 +35,8 @@ test("the internal search for a workflow's runs reads them newest first from the
   const orm = await testOrm();
   const plan = await orm.em.fork().transactional(async (tx) => {
     await tx.execute(`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`);
-    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_SEARCH, [null, null, '00000000-0000-4000-8000-000000000001', null, null, 20, 0]);
+    const search = runSearchQuery(tx as unknown as Em, { workflowId: '00000000-0000-4000-8000-000000000001', offset: 0, limit: 20 });
+    const rows = await tx.execute<{ 'QUERY PLAN': string }[]>(`explain (costs off) ${search.getFormattedQuery()}`);
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
   assert.match(plan, /Index Scan Backward using runs_workflow_created_idx on runs/, `the search reads the workflow's index:\n${plan}`);

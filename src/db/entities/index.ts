@@ -4,10 +4,13 @@ import { RUN_STATUSES } from '../../domain/run-status.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 
 /**
- * The whole data model. Foreign keys are mapped to their primary key values (`mapToPk`) because the
- * services read and fence rows by id in SQL; MikroORM owns the schema, the migrations and the simple
- * reads. Money columns are numeric(18,6) and surface as decimal strings, never floats. Column helpers:
- * ./columns.ts; the database functions: ./routines.ts.
+ * The whole data model. MikroORM owns the schema and the migrations from it, and the internal GraphQL
+ * reads through these entities (src/graphql/queries: `em.find` and the QueryBuilder on a per-request
+ * EntityManager). The services' run, wallet and acceptance paths are statements of their own in
+ * src/sql. Foreign keys are mapped to their primary key values (`mapToPk`) because those statements read
+ * and fence rows by id; a relation can still be filtered on through them (`{ ownerId: { handle } }`
+ * joins the account). Money columns are numeric(18,6) and surface as decimal strings, never floats.
+ * Column helpers: ./columns.ts; the database functions: ./routines.ts.
  */
 
 export const AccountSchema = defineEntity({
@@ -173,7 +176,13 @@ export const WorkflowSchema = defineEntity({
     credentialMode: p.enum(CREDENTIAL_MODES),
     computeLimitUsd: money().nullable(),
     activeVersionId: p.uuid().nullable(),
+    /** The catalog's figure; completions since are counted in WorkflowRunTally, and runsTotal adds both. */
     runsCount: p.integer().default(0),
+    /** Completed runs: runsCount plus the workflow's tallies, read in the same statement as the workflow. */
+    runsTotal: p
+      .integer()
+      .formula((columns) => `(${columns.runsCount} + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = ${columns.id}), 0))::int`)
+      .lazy(),
     createdAt: createdAt(),
   },
   indexes: [{ properties: ['ownerId'] }, { properties: ['name', 'id'] }],
@@ -317,7 +326,7 @@ export const RunSchema = defineEntity({
   indexes: [
     { name: 'runs_account_created_idx', properties: ['accountId', 'createdAt', 'id'] },
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
-    // A workflow's runs, newest first: the internal GraphQL search by workflow (src/sql/graphql-runs.ts).
+    // A workflow's runs, newest first: the internal GraphQL search by workflow (src/graphql/queries/runs.ts).
     { name: 'runs_workflow_created_idx', properties: ['workflowId', 'createdAt', 'id'] },
     // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
     { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },

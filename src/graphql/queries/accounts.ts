@@ -1,239 +1,141 @@
 import type { Em } from '../../db/orm.ts';
-import { query } from '../../db/statement.ts';
 import {
-  GRAPHQL_ACCOUNTS_BY_HANDLES,
-  GRAPHQL_ACCOUNTS_BY_IDS,
-  GRAPHQL_API_KEYS,
-  GRAPHQL_LEDGER_PAGES,
-  GRAPHQL_PURCHASES,
-  GRAPHQL_WALLETS,
-  GRAPHQL_WEBHOOK_DELIVERY_PAGES,
-  GRAPHQL_WEBHOOK_ENDPOINTS,
-} from '../../sql/graphql-accounts.ts';
-import { groupPages, iso, isoOrNull, json, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
+  AccountSchema,
+  ApiKeySchema,
+  LedgerEntrySchema,
+  PurchaseSchema,
+  WalletSchema,
+  WebhookDeliverySchema,
+  WebhookEndpointSchema,
+  type Account,
+  type ApiKey,
+  type LedgerEntry,
+  type Purchase,
+  type Wallet,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from '../../db/entities/index.ts';
+import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.ts';
 
 /**
- * Internal reads of accounts and what hangs off them: wallet, ledger, API key metadata, webhook
- * endpoints and deliveries, purchases. Secrets never leave the database through here: API keys expose
- * their prefix and settings (never `key_hash`), webhooks their URL (never the secret), deliveries their
- * status (never the signed payload).
+ * Internal reads of accounts and what hangs off them, through their entities: wallet, ledger, API key
+ * metadata, webhook endpoints and deliveries, purchases. Secrets never leave the database through here:
+ * API keys are read without `keyHash`, webhook endpoints without their secret, deliveries without the
+ * signed payload.
  */
 
-export interface AccountRecord {
-  id: string;
-  handle: string;
-  restricted: boolean;
-  listingsPaused: boolean;
-  maxConcurrentRuns: number | null;
-  connections: string[];
-  createdAt: string;
-}
+/** API key metadata: every property but the hash. */
+export type ApiKeyMetadata = Omit<ApiKey, 'keyHash'>;
+/** A webhook endpoint without its secret. */
+export type WebhookEndpointView = Omit<WebhookEndpoint, 'secretCiphertext'>;
+/** A webhook delivery without its payload, with its endpoint's URL. */
+export type WebhookDeliveryView = Omit<WebhookDelivery, 'payload'> & { endpointUrl: string };
 
-export interface WalletRecord {
-  balanceUsd: string;
-  heldUsd: string;
-  updatedAt: string;
-}
+const API_KEY_FIELDS = [
+  'id', 'accountId', 'prefix', 'scopes', 'rateLimitPerMinute', 'spendCapWindow', 'spendCapUsd', 'expiresAt', 'revoked', 'createdAt',
+] as const satisfies readonly (keyof ApiKey)[];
+const ENDPOINT_FIELDS = ['id', 'accountId', 'url', 'events', 'createdAt'] as const satisfies readonly (keyof WebhookEndpoint)[];
+const DELIVERY_FIELDS = [
+  'id', 'endpointId', 'runId', 'eventType', 'status', 'attempts', 'nextAttemptAt', 'lastStatusCode', 'lastError', 'createdAt', 'deliveredAt',
+] as const satisfies readonly (keyof WebhookDelivery)[];
 
-export interface LedgerEntryRecord {
-  id: string;
-  runId: string | null;
-  kind: string;
-  amountUsd: string;
-  balanceAfterUsd: string;
-  note: string | null;
-  createdAt: string;
-}
-
-export interface ApiKeyRecord {
-  id: string;
-  prefix: string;
-  scopes: string[];
-  rateLimitPerMinute: number;
-  spendCap: { window: string; usd: string } | null;
-  expiresAt: string | null;
-  revoked: boolean;
-  createdAt: string;
-}
-
-export interface WebhookEndpointRecord {
-  id: string;
-  url: string;
-  events: string[] | null;
-  createdAt: string;
-}
-
-export interface WebhookDeliveryRecord {
-  id: string;
-  endpointId: string;
-  endpointUrl: string;
-  runId: string;
-  eventType: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-}
-
-export interface PurchaseRecord {
-  workflowId: string;
-  pinnedVersionId: string;
-  activeVersionId: string | null;
-  updateAvailable: boolean;
-  createdAt: string;
-  updatedAt: string;
-}
-
-function toAccount(r: Record<string, unknown>): AccountRecord {
-  return {
-    id: str(r.id),
-    handle: str(r.handle),
-    restricted: Boolean(r.restricted),
-    listingsPaused: Boolean(r.listings_paused),
-    maxConcurrentRuns: r.max_concurrent_runs === null || r.max_concurrent_runs === undefined ? null : Number(r.max_concurrent_runs),
-    connections: json<string[]>(r.connections ?? '[]'),
-    createdAt: iso(r.created_at),
-  };
-}
-
-export async function accountsByIds(em: Em, ids: readonly string[]): Promise<Map<string, AccountRecord>> {
+export async function accountsByIds(em: Em, ids: readonly string[]): Promise<Map<string, Account>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_ACCOUNTS_BY_IDS, [wanted]);
-  return new Map(rows.map((r) => [String(r.id), toAccount(r)]));
+  const accounts = await em.find(AccountSchema, { id: { $in: wanted } });
+  return new Map(accounts.map((a) => [a.id, a]));
 }
 
-export async function accountsByHandles(em: Em, handles: readonly string[]): Promise<Map<string, AccountRecord>> {
+export async function accountsByHandles(em: Em, handles: readonly string[]): Promise<Map<string, Account>> {
   const wanted = [...new Set(handles)];
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_ACCOUNTS_BY_HANDLES, [wanted]);
-  return new Map(rows.map((r) => [String(r.handle), toAccount(r)]));
+  const accounts = await em.find(AccountSchema, { handle: { $in: wanted } });
+  return new Map(accounts.map((a) => [a.handle, a]));
 }
 
-export async function walletsByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, WalletRecord>> {
+export async function walletsByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, Wallet>> {
   const wanted = uuids(accountIds);
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_WALLETS, [wanted]);
-  return new Map(
-    rows.map((r) => [String(r.account_id), { balanceUsd: str(r.balance_usd), heldUsd: str(r.held_usd), updatedAt: iso(r.updated_at) }]),
-  );
+  const wallets = await em.find(WalletSchema, { accountId: { $in: wanted } });
+  return new Map(wallets.map((w) => [w.accountId, w]));
 }
 
 /** Newest first. */
-export async function ledgerForAccounts(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, LedgerEntryRecord[]>> {
-  const out = new Map<string, LedgerEntryRecord[]>();
+export async function ledgerForAccounts(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, LedgerEntry[]>> {
+  const out = new Map<string, LedgerEntry[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await query(em, GRAPHQL_LEDGER_PAGES, [g.parentIds, g.offset, g.limit]);
-    for (const r of rows) {
-      const key = `${String(r.account_id)}|${g.offset}|${g.limit}`;
-      out.set(key, [
-        ...(out.get(key) ?? []),
-        {
-          id: str(r.id),
-          runId: strOrNull(r.run_id),
-          kind: str(r.kind),
-          amountUsd: str(r.amount_usd),
-          balanceAfterUsd: str(r.balance_after_usd),
-          note: strOrNull(r.note),
-          createdAt: iso(r.created_at),
-        },
-      ]);
+    const entries = await pagesOf(em, {
+      entity: LedgerEntrySchema,
+      where: { accountId: { $in: g.parentIds } },
+      partition: 'c.account_id',
+      order: { id: 'desc' },
+      after: g.offset,
+      upTo: g.offset + g.limit,
+    });
+    for (const e of entries) pushTo(out, `${e.accountId}|${g.offset}|${g.limit}`, e);
+  }
+  return out;
+}
+
+/** Oldest first, without the hash of the secret. */
+export async function apiKeysByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, ApiKeyMetadata[]>> {
+  const wanted = uuids(accountIds);
+  const out = new Map<string, ApiKeyMetadata[]>();
+  if (!wanted.length) return out;
+  const keys = await em.find(ApiKeySchema, { accountId: { $in: wanted } }, { fields: API_KEY_FIELDS, orderBy: { createdAt: 'asc', id: 'asc' } });
+  for (const k of keys) pushTo(out, k.accountId, k as ApiKeyMetadata);
+  return out;
+}
+
+/** Oldest first, without their secrets. */
+export async function webhookEndpointsByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, WebhookEndpointView[]>> {
+  const wanted = uuids(accountIds);
+  const out = new Map<string, WebhookEndpointView[]>();
+  if (!wanted.length) return out;
+  const endpoints = await em.find(WebhookEndpointSchema, { accountId: { $in: wanted } }, { fields: ENDPOINT_FIELDS, orderBy: { createdAt: 'asc', id: 'asc' } });
+  for (const e of endpoints) pushTo(out, e.accountId, e as WebhookEndpointView);
+  return out;
+}
+
+/**
+ * Newest first, without their payloads. `endpoints` are the accounts' endpoints (read first: a
+ * delivery's account is its endpoint's).
+ */
+export async function webhookDeliveriesForAccounts(
+  em: Em,
+  keys: readonly ChildPageKey[],
+  endpoints: readonly WebhookEndpointView[],
+): Promise<Map<string, WebhookDeliveryView[]>> {
+  const out = new Map<string, WebhookDeliveryView[]>();
+  const byId = new Map(endpoints.map((e) => [e.id, e]));
+  for (const g of groupPages(keys)) {
+    const parents = new Set(g.parentIds);
+    const endpointIds = endpoints.filter((e) => parents.has(e.accountId)).map((e) => e.id);
+    if (!endpointIds.length) continue;
+    const deliveries = await pagesOf(em, {
+      entity: WebhookDeliverySchema,
+      where: { endpointId: { $in: endpointIds } },
+      partition: '(select e.account_id from webhook_endpoints e where e.id = c.endpoint_id)',
+      order: { createdAt: 'desc', id: 'desc' },
+      fields: DELIVERY_FIELDS,
+      after: g.offset,
+      upTo: g.offset + g.limit,
+    });
+    for (const d of deliveries) {
+      const endpoint = byId.get(d.endpointId)!;
+      pushTo(out, `${endpoint.accountId}|${g.offset}|${g.limit}`, { ...d, endpointUrl: endpoint.url });
     }
   }
   return out;
 }
 
-/** Metadata only: the hash of the secret is not even selected. */
-export async function apiKeysByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, ApiKeyRecord[]>> {
+/** Oldest first. */
+export async function purchasesByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, Purchase[]>> {
   const wanted = uuids(accountIds);
-  const out = new Map<string, ApiKeyRecord[]>();
+  const out = new Map<string, Purchase[]>();
   if (!wanted.length) return out;
-  const rows = await query(em, GRAPHQL_API_KEYS, [wanted]);
-  for (const r of rows) {
-    const key = String(r.account_id);
-    out.set(key, [
-      ...(out.get(key) ?? []),
-      {
-        id: str(r.id),
-        prefix: str(r.prefix),
-        scopes: json<string[]>(r.scopes),
-        rateLimitPerMinute: Number(r.rate_limit_per_minute),
-        spendCap: r.spend_cap_window ? { window: str(r.spend_cap_window), usd: str(r.spend_cap_usd) } : null,
-        expiresAt: isoOrNull(r.expires_at),
-        revoked: Boolean(r.revoked),
-        createdAt: iso(r.created_at),
-      },
-    ]);
-  }
-  return out;
-}
-
-export async function webhookEndpointsByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, WebhookEndpointRecord[]>> {
-  const wanted = uuids(accountIds);
-  const out = new Map<string, WebhookEndpointRecord[]>();
-  if (!wanted.length) return out;
-  const rows = await query(em, GRAPHQL_WEBHOOK_ENDPOINTS, [wanted]);
-  for (const r of rows) {
-    const key = String(r.account_id);
-    const events = r.events === null || r.events === undefined ? null : json<string[] | null>(r.events);
-    out.set(key, [...(out.get(key) ?? []), { id: str(r.id), url: str(r.url), events, createdAt: iso(r.created_at) }]);
-  }
-  return out;
-}
-
-/** Newest first. */
-export async function webhookDeliveriesForAccounts(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, WebhookDeliveryRecord[]>> {
-  const out = new Map<string, WebhookDeliveryRecord[]>();
-  for (const g of groupPages(keys)) {
-    if (!g.parentIds.length) continue;
-    const rows = await query(em, GRAPHQL_WEBHOOK_DELIVERY_PAGES, [g.parentIds, g.offset, g.limit]);
-    for (const r of rows) {
-      const key = `${String(r.account_id)}|${g.offset}|${g.limit}`;
-      out.set(key, [
-        ...(out.get(key) ?? []),
-        {
-          id: str(r.id),
-          endpointId: str(r.endpoint_id),
-          endpointUrl: str(r.endpoint_url),
-          runId: str(r.run_id),
-          eventType: str(r.event_type),
-          status: str(r.status),
-          attempts: Number(r.attempts ?? 0),
-          nextAttemptAt: iso(r.next_attempt_at),
-          lastStatusCode: r.last_status_code === null || r.last_status_code === undefined ? null : Number(r.last_status_code),
-          lastError: strOrNull(r.last_error),
-          createdAt: iso(r.created_at),
-          deliveredAt: isoOrNull(r.delivered_at),
-        },
-      ]);
-    }
-  }
-  return out;
-}
-
-export async function purchasesByAccounts(em: Em, accountIds: readonly string[]): Promise<Map<string, PurchaseRecord[]>> {
-  const wanted = uuids(accountIds);
-  const out = new Map<string, PurchaseRecord[]>();
-  if (!wanted.length) return out;
-  const rows = await query(em, GRAPHQL_PURCHASES, [wanted]);
-  for (const r of rows) {
-    const key = String(r.account_id);
-    const active = strOrNull(r.active_version_id);
-    out.set(key, [
-      ...(out.get(key) ?? []),
-      {
-        workflowId: str(r.workflow_id),
-        pinnedVersionId: str(r.version_id),
-        activeVersionId: active,
-        updateAvailable: active !== null && active !== str(r.version_id),
-        createdAt: iso(r.created_at),
-        updatedAt: iso(r.updated_at),
-      },
-    ]);
-  }
+  const purchases = await em.find(PurchaseSchema, { accountId: { $in: wanted } }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+  for (const p of purchases) pushTo(out, p.accountId, p);
   return out;
 }

@@ -1,13 +1,22 @@
+import type { FilterQuery } from '@mikro-orm/core';
 import type { Em } from '../../db/orm.ts';
-import { query } from '../../db/statement.ts';
-import { GRAPHQL_EVENT_PAGES, GRAPHQL_RUNS_BY_IDS, GRAPHQL_SEARCH_RUNS } from '../../sql/graphql-runs.ts';
-import { mapEventRow, mapRunRow, toPublicRun, type PublicRunEvent, type RunQueue, type RunRow } from '../../services/runs/run-views.ts';
-import { groupPages, uuids, type ChildPageKey } from './sql.ts';
+import { isoOrNull } from '../../db/sql.ts';
+import { RunEventSchema, RunSchema, type Run, type RunEvent } from '../../db/entities/index.ts';
+import { toPublicRun, type RunRow } from '../../services/runs/run-views.ts';
+import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.ts';
 
 /**
- * Internal (cross-account) reads of runs, their events and queue positions. They read the same tables
- * and reuse the REST mapping (mapRunRow, toPublicRun), so a Run looks the same on both surfaces.
+ * Internal (cross-account) reads of runs and their events, through the Run and RunEvent entities. A
+ * Run is shown with the REST mapping (toPublicRun), so it looks the same on both surfaces.
  */
+
+/** The properties a Run on the graph is built from (never its inputs, progress or lease). */
+const RUN_FIELDS = [
+  'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
+  'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence',
+] as const satisfies readonly (keyof Run)[];
+
+type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;
 
 /** The GraphQL Run's root value: the REST Run fields plus the internal extras. */
 export interface RunRecord {
@@ -26,16 +35,37 @@ export interface RunRecord {
   outcome: RunRow['outcome'];
   outputs: unknown;
   accountId: string;
-  accountHandle: string;
   createdAt: string;
-  queuedAt: string;
   lastSequence: number;
   /** The row itself, for the queue position (not exposed). */
   row: RunRow;
 }
 
-export function toRunRecord(r: Record<string, unknown>): RunRecord {
-  const row = mapRunRow(r);
+/** The REST services' view of a run's row, from the entity. */
+function runRowOf(run: RunFields): RunRow {
+  return {
+    id: run.id,
+    accountId: run.accountId,
+    workflowId: run.workflowId,
+    versionId: run.versionId,
+    status: run.status,
+    phase: run.phase ?? null,
+    reason: run.reason ?? null,
+    suspendReason: run.suspendReason ?? null,
+    outcome: run.outcome ?? null,
+    billingStatus: run.billingStatus,
+    chargeUsd: run.chargeUsd ?? null,
+    outputs: run.outputs ?? [],
+    createdAt: isoOrNull(run.createdAt)!,
+    queuedAt: isoOrNull(run.queuedAt)!,
+    startedAt: isoOrNull(run.startedAt),
+    completedAt: isoOrNull(run.completedAt),
+    lastSequence: run.lastSequence,
+  };
+}
+
+function toRunRecord(run: RunFields): RunRecord {
+  const row = runRowOf(run);
   const pub = toPublicRun(row, null);
   return {
     id: pub.id,
@@ -52,9 +82,7 @@ export function toRunRecord(r: Record<string, unknown>): RunRecord {
     outcome: pub.outcome,
     outputs: pub.outputs,
     accountId: row.accountId,
-    accountHandle: String(r.account_handle),
     createdAt: row.createdAt,
-    queuedAt: row.queuedAt,
     lastSequence: row.lastSequence,
     row,
   };
@@ -63,8 +91,8 @@ export function toRunRecord(r: Record<string, unknown>): RunRecord {
 export async function runsByIds(em: Em, ids: readonly string[]): Promise<Map<string, RunRecord>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_RUNS_BY_IDS, [wanted]);
-  return new Map(rows.map((r) => [String(r.id), toRunRecord(r)]));
+  const runs = await em.find(RunSchema, { id: { $in: wanted } }, { fields: RUN_FIELDS });
+  return new Map(runs.map((r) => [r.id, toRunRecord(r)]));
 }
 
 export interface RunSearch {
@@ -77,34 +105,48 @@ export interface RunSearch {
   limit: number;
 }
 
-/** Runs of every account, newest first (createdAt desc, then id), with the REST pagination. */
+/**
+ * The search as a query (one row more than the page, to tell whether more follow): runs of every
+ * account, newest first (createdAt desc, then id); a workflow's runs come from runs_workflow_created_idx.
+ */
+export function runSearchQuery(em: Em, f: RunSearch) {
+  const where: FilterQuery<Run> = {};
+  // The account by handle: a join on accounts, in the same statement.
+  if (f.accountHandle != null) where.accountId = { handle: f.accountHandle } as never;
+  if (f.status != null) where.status = f.status;
+  if (f.workflowId != null) where.workflowId = f.workflowId.toLowerCase();
+  if (f.createdAfter != null || f.createdBefore != null) {
+    where.createdAt = { ...(f.createdAfter != null && { $gte: f.createdAfter }), ...(f.createdBefore != null && { $lt: f.createdBefore }) };
+  }
+  return em
+    .createQueryBuilder(RunSchema, 'r')
+    .select(RUN_FIELDS)
+    .where(where as never)
+    .orderBy({ createdAt: 'desc', id: 'desc' })
+    .limit(f.limit + 1)
+    .offset(f.offset);
+}
+
 export async function searchRuns(em: Em, f: RunSearch): Promise<{ runs: RunRecord[]; hasMore: boolean }> {
   if (f.workflowId != null && !uuids([f.workflowId]).length) return { runs: [], hasMore: false };
-  const rows = await query(em, GRAPHQL_SEARCH_RUNS, [
-    f.accountHandle ?? null,
-    f.status ?? null,
-    f.workflowId?.toLowerCase() ?? null,
-    f.createdAfter?.toISOString() ?? null,
-    f.createdBefore?.toISOString() ?? null,
-    f.limit + 1,
-    f.offset,
-  ]);
-  return { runs: rows.slice(0, f.limit).map(toRunRecord), hasMore: rows.length > f.limit };
+  const found = await runSearchQuery(em, f).getResultList();
+  return { runs: found.slice(0, f.limit).map(toRunRecord), hasMore: found.length > f.limit };
 }
 
 /** Events after a cursor for many runs at once: key.parentId is the run id, key.offset the cursor. */
-export async function eventsForRuns(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, PublicRunEvent[]>> {
-  const out = new Map<string, PublicRunEvent[]>();
+export async function eventsForRuns(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, RunEvent[]>> {
+  const out = new Map<string, RunEvent[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await query(em, GRAPHQL_EVENT_PAGES, [g.parentIds, g.offset, g.limit]);
-    for (const r of rows) {
-      const key = `${String(r.run_id)}|${g.offset}|${g.limit}`;
-      const list = out.get(key) ?? [];
-      list.push(mapEventRow(r));
-      out.set(key, list);
-    }
+    const events = await pagesOf(em, {
+      entity: RunEventSchema,
+      where: { runId: { $in: g.parentIds }, sequence: { $gt: g.offset } },
+      partition: 'c.run_id',
+      order: { sequence: 'asc' },
+      after: 0,
+      upTo: g.limit,
+    });
+    for (const e of events) pushTo(out, `${e.runId}|${g.offset}|${g.limit}`, e);
   }
   return out;
 }
-

@@ -1,114 +1,69 @@
+import type { FilterQuery } from '@mikro-orm/core';
 import type { Em } from '../../db/orm.ts';
-import type { Graph } from '../../domain/graph/types.ts';
-import { inputSchema } from '../../domain/graph/validate.ts';
-import { query } from '../../db/statement.ts';
-import { GRAPHQL_SEARCH_WORKFLOWS, GRAPHQL_VERSION_PAGES, GRAPHQL_VERSIONS_BY_IDS, GRAPHQL_WORKFLOWS_BY_IDS } from '../../sql/graphql-workflows.ts';
-import { groupPages, iso, json, str, strOrNull, uuids, type ChildPageKey } from './sql.ts';
+import { WorkflowSchema, WorkflowVersionSchema, type Workflow, type WorkflowVersion } from '../../db/entities/index.ts';
+import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.ts';
 
 /**
- * Internal reads of workflows and versions. These are the catalog's facts, not a caller's view: no
- * userAccess or per-caller price (those belong to the REST caller views in workflow-access.ts).
+ * Internal reads of workflows and versions through their entities. These are the catalog's facts, not a
+ * caller's view: no userAccess or per-caller price (those belong to the REST caller views in
+ * workflow-access.ts). A workflow is read with its runsTotal, in the same statement.
  */
 
-export interface WorkflowRecord {
-  id: string;
-  name: string;
-  description: string | null;
-  serviceCode: string | null;
-  ownerId: string;
-  ownerHandle: string;
-  runModel: 'free' | 'per_run';
-  priceUsd: string;
-  listing: 'public' | 'unlisted' | 'none';
-  unlock: boolean;
-  apiAccessAllowed: boolean;
-  credentialMode: 'service_hosted' | 'byok';
-  computeLimitUsd: string | null;
-  activeVersionId: string | null;
-  runsCount: number;
-  createdAt: string;
-}
-
-export interface WorkflowVersionRecord {
-  id: string;
-  workflowId: string;
-  label: string;
-  createdAt: string;
-  inputCount: number;
-  isActive: boolean;
-}
-
-function toWorkflow(r: Record<string, unknown>): WorkflowRecord {
-  return {
-    id: str(r.id),
-    name: str(r.name),
-    description: strOrNull(r.description),
-    serviceCode: strOrNull(r.service_code),
-    ownerId: str(r.owner_id),
-    ownerHandle: str(r.owner_handle),
-    runModel: r.run_model as WorkflowRecord['runModel'],
-    priceUsd: str(r.price_usd),
-    listing: r.listing as WorkflowRecord['listing'],
-    unlock: Boolean(r.unlock),
-    apiAccessAllowed: Boolean(r.api_access),
-    credentialMode: r.credential_mode as WorkflowRecord['credentialMode'],
-    computeLimitUsd: strOrNull(r.compute_limit_usd),
-    activeVersionId: strOrNull(r.active_version_id),
-    runsCount: Number(r.runs_count ?? 0),
-    createdAt: iso(r.created_at),
-  };
-}
-
-export async function workflowsByIds(em: Em, ids: readonly string[]): Promise<Map<string, WorkflowRecord>> {
+export async function workflowsByIds(em: Em, ids: readonly string[]): Promise<Map<string, Workflow>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_WORKFLOWS_BY_IDS, [wanted]);
-  return new Map(rows.map((r) => [String(r.id), toWorkflow(r)]));
+  const workflows = await em.find(WorkflowSchema, { id: { $in: wanted } }, { populate: ['runsTotal'] });
+  return new Map(workflows.map((w) => [w.id, w]));
 }
 
 export interface WorkflowSearch {
   ownerHandle?: string | null;
-  listing?: WorkflowRecord['listing'] | null;
+  listing?: Workflow['listing'] | null;
   q?: string | null;
   offset: number;
   limit: number;
 }
 
 /** Every workflow (any listing), ordered by name then id like the REST list. */
-export async function searchWorkflows(em: Em, f: WorkflowSearch): Promise<{ workflows: WorkflowRecord[]; hasMore: boolean }> {
-  const like = f.q ? `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
-  const rows = await query(em, GRAPHQL_SEARCH_WORKFLOWS, [f.ownerHandle ?? null, f.listing ?? null, like, f.limit + 1, f.offset]);
-  return { workflows: rows.slice(0, f.limit).map(toWorkflow), hasMore: rows.length > f.limit };
+export async function searchWorkflows(em: Em, f: WorkflowSearch): Promise<{ workflows: Workflow[]; hasMore: boolean }> {
+  const where: FilterQuery<Workflow> = {};
+  // The owner by handle: a join on accounts, in the same statement.
+  if (f.ownerHandle != null) where.ownerId = { handle: f.ownerHandle } as never;
+  if (f.listing != null) where.listing = f.listing;
+  if (f.q) {
+    const like = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    where.$or = [{ name: { $ilike: like } }, { description: { $ilike: like } }];
+  }
+  const found = await em.find(WorkflowSchema, where, {
+    populate: ['runsTotal'],
+    orderBy: { name: 'asc', id: 'asc' },
+    limit: f.limit + 1,
+    offset: f.offset,
+  });
+  return { workflows: found.slice(0, f.limit), hasMore: found.length > f.limit };
 }
 
-function toVersion(r: Record<string, unknown>): WorkflowVersionRecord {
-  return {
-    id: str(r.id),
-    workflowId: str(r.workflow_id),
-    label: str(r.label),
-    createdAt: iso(r.created_at),
-    inputCount: inputSchema(json<Graph>(r.graph)).length,
-    isActive: Boolean(r.is_active),
-  };
-}
-
-export async function versionsByIds(em: Em, ids: readonly string[]): Promise<Map<string, WorkflowVersionRecord>> {
+export async function versionsByIds(em: Em, ids: readonly string[]): Promise<Map<string, WorkflowVersion>> {
   const wanted = uuids(ids);
   if (!wanted.length) return new Map();
-  const rows = await query(em, GRAPHQL_VERSIONS_BY_IDS, [wanted]);
-  return new Map(rows.map((r) => [String(r.id), toVersion(r)]));
+  const versions = await em.find(WorkflowVersionSchema, { id: { $in: wanted } });
+  return new Map(versions.map((v) => [v.id, v]));
 }
 
-/** Pages of versions (newest first) for many workflows in one query per offset/limit pair. */
-export async function versionsForWorkflows(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, WorkflowVersionRecord[]>> {
-  const out = new Map<string, WorkflowVersionRecord[]>();
+/** Pages of versions (newest first) for many workflows in one statement per offset/limit pair. */
+export async function versionsForWorkflows(em: Em, keys: readonly ChildPageKey[]): Promise<Map<string, WorkflowVersion[]>> {
+  const out = new Map<string, WorkflowVersion[]>();
   for (const g of groupPages(keys)) {
     if (!g.parentIds.length) continue;
-    const rows = await query(em, GRAPHQL_VERSION_PAGES, [g.parentIds, g.offset, g.limit]);
-    for (const r of rows) {
-      const key = `${String(r.workflow_id)}|${g.offset}|${g.limit}`;
-      out.set(key, [...(out.get(key) ?? []), toVersion(r)]);
-    }
+    const versions = await pagesOf(em, {
+      entity: WorkflowVersionSchema,
+      where: { workflowId: { $in: g.parentIds } },
+      partition: 'c.workflow_id',
+      order: { createdAt: 'desc', id: 'desc' },
+      after: g.offset,
+      upTo: g.offset + g.limit,
+    });
+    for (const v of versions) pushTo(out, `${v.workflowId}|${g.offset}|${g.limit}`, v);
   }
   return out;
 }

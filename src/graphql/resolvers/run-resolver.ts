@@ -8,12 +8,12 @@ import { badInput, page } from '../limits.ts';
 import { searchRuns, type RunRecord } from '../queries/runs.ts';
 import { RunEventsArgs, RunsArgs, SupplyRunCredentialsArgs } from '../types/args.ts';
 import { AccountType, RunEventType, RunPage, RunQueueType, RunType, WorkflowType, WorkflowVersionType } from '../types/objects.ts';
-import { fork } from '../../services/deps.ts';
 
 export const EVENTS_DEFAULT_LIMIT = 100;
 
-/** Re-reads a run after a mutation (the request's loader may hold the old row). */
+/** Re-reads a run after a mutation: the service wrote outside this request's entity manager and loaders. */
 async function reload(ctx: GraphqlContext, id: string): Promise<RunRecord> {
+  ctx.em.clear();
   const run = await ctx.loaders.run.clear(id).load(id);
   if (!run) throw notFoundError('run');
   return run;
@@ -29,7 +29,7 @@ export class RunResolver {
   @Query(() => RunPage, { description: 'Runs of every account, newest first (createdAt desc, then id); the filters combine with and.' })
   async runs(@Args(() => RunsArgs) args: RunsArgs, @Ctx() ctx: GraphqlContext) {
     const p = page(args.offset, args.limit);
-    const { runs, hasMore } = await searchRuns(fork(ctx.deps), {
+    const { runs, hasMore } = await searchRuns(ctx.em, {
       accountHandle: args.accountHandle,
       status: args.status,
       workflowId: args.workflowId,
@@ -67,8 +67,14 @@ export class RunResolver {
     const after = afterSequence ?? 0;
     if (!Number.isSafeInteger(after) || after < 0) throw badInput('afterSequence must be an integer >= 0');
     const p = page(0, limit, EVENTS_DEFAULT_LIMIT);
-    const events = await ctx.loaders.runEvents.load({ parentId: run.id, offset: after, limit: p.limit });
-    return events.map((e) => ({ ...e, runId: run.id }));
+    return ctx.loaders.runEvents.load({ parentId: run.id, offset: after, limit: p.limit });
+  }
+
+  @FieldResolver(() => String)
+  async accountHandle(@Root() run: RunRecord, @Ctx() ctx: GraphqlContext): Promise<string> {
+    const account = await ctx.loaders.account.load(run.accountId);
+    if (!account) throw notFoundError('account');
+    return account.handle;
   }
 
   @FieldResolver(() => AccountType)

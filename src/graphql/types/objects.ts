@@ -16,9 +16,12 @@ import { DateTimeScalar, DecimalScalar, JsonScalar } from './scalars.ts';
 
 /**
  * The object types of the internal graph. Every decorator names its GraphQL type explicitly (tsx
- * emits no decorator metadata). Relations and paged children (Run.events, Run.account,
- * Workflow.versions, Account.ledger, …) are field resolvers in ../resolvers, batched by DataLoaders.
- * Field names follow the REST resources.
+ * emits no decorator metadata). Workflow, WorkflowVersion, Account, Wallet, LedgerEntry, ApiKey,
+ * WebhookEndpoint, WebhookDelivery, Purchase and RunEvent map their entities (src/db/entities) field by
+ * field: a field named unlike its property names the property (`{ name }`), and a field the entity does
+ * not hold is a field resolver in ../resolvers. Run maps the REST view of its entity (queries/runs.ts).
+ * Relations and paged children (Run.events, Run.account, Workflow.versions, Account.ledger, …) are field
+ * resolvers, batched by DataLoaders. Field names follow the REST resources.
  */
 
 @ObjectType('Pagination', { description: 'The REST pagination fields.' })
@@ -87,11 +90,11 @@ export class WorkflowType {
   @Field(() => DecimalScalar, { description: 'Creator price per run (per_run).' }) priceUsd!: string;
   @Field(() => Listing) listing!: Listing;
   @Field(() => Boolean, { description: 'Legacy unlock listing.' }) unlock!: boolean;
-  @Field(() => Boolean) apiAccessAllowed!: boolean;
+  @Field(() => Boolean, { name: 'apiAccessAllowed' }) apiAccess!: boolean;
   @Field(() => CredentialMode) credentialMode!: CredentialMode;
   @Field(() => DecimalScalar, { nullable: true }) computeLimitUsd!: string | null;
   @Field(() => ID, { nullable: true }) activeVersionId!: string | null;
-  @Field(() => Int) runsCount!: number;
+  @Field(() => Int, { name: 'runsCount' }) runsTotal!: number;
   @Field(() => DateTimeScalar) createdAt!: string;
 }
 
@@ -175,7 +178,7 @@ export class WebhookDeliveryType {
 @ObjectType('Purchase', { description: 'A purchase pins its buyer to a version until they accept an update.' })
 export class PurchaseType {
   @Field(() => ID) workflowId!: string;
-  @Field(() => ID) pinnedVersionId!: string;
+  @Field(() => ID, { name: 'pinnedVersionId' }) versionId!: string;
   @Field(() => ID, { nullable: true }) activeVersionId!: string | null;
   @Field(() => Boolean) updateAvailable!: boolean;
   @Field(() => DateTimeScalar) createdAt!: string;
