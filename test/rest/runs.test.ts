@@ -193,6 +193,21 @@ t('the event log pages by afterSequence with hasMore and rejects bad cursors', a
   assert.is(exec.body.error.code, 'insufficient_scope');
 });
 
+t('a cursor past the log, up to 2^53 - 1, is an empty page and a stream that waits for later events, never a 500', async ({ t }) => {
+  const id = await start(t);
+  for (const cursor of [2 ** 31 - 1, 2 ** 31, Number.MAX_SAFE_INTEGER]) {
+    const page = await t.call('GET', `/runs/${id}/events?afterSequence=${cursor}`);
+    assert.is(page.status, 200, `${cursor}: ${page.text}`);
+    assert.equal(page.body, { id, events: [], hasMore: false });
+  }
+  const s = collect(t, id, { lastEventId: String(2 ** 31) });
+  await s.opened;
+  await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }]);
+  await new Promise((r) => setTimeout(r, 200));
+  s.close();
+  assert.equal(s.frames.map((f) => f.type), ['snapshot']);
+});
+
 /** Collects SSE frames with the `eventsource` client until the stream's terminal event. */
 function collect(t: TestApp, id: string, opts: { key?: string; lastEventId?: string; query?: string } = {}) {
   const frames: { type: string; id: string; data: any }[] = [];
