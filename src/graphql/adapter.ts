@@ -31,9 +31,9 @@ import { tracingPlugin } from './tracing-plugin.ts';
  * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
  * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is
  * 401 with no data. Both apply the same limits: size (the parser's token limit), depth (validation), page
- * size (resolvers) and a cost budget computed with the variables, and answer errors in the same shape. Outside production mode a
- * browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md) without a token; in
- * production mode introspection and the explorer are off.
+ * size (resolvers) and a cost budget computed with the variables, and answer errors in the same shape.
+ * Outside production mode a browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md)
+ * without a token; in production mode introspection and the explorer are off.
  */
 
 export const GRAPHQL_PATH = '/graphql';
