@@ -4,7 +4,8 @@ import { join } from 'node:path';
 /**
  * Embedded PGlite is single-writer: two processes on one data directory lose or corrupt writes, and
  * neither notices. The process that opens the directory holds `<dir>/wr.lock`, a file naming its pid;
- * anyone else is refused at once. A lock left by a process that is gone (crash, kill -9) is taken over.
+ * anyone else is refused at once. A lock left by a process that is gone (crash, kill -9), or that has
+ * exited and waits only to be reaped (a zombie), is taken over.
  */
 
 export interface LockOwner {
@@ -39,7 +40,7 @@ export const LOCK_FILE = 'wr.lock';
 /** Takes the lock of `dir` (which must exist) or throws DataDirLockedError naming the live holder. */
 export function lockDataDir(dir: string, who: { role: string; port?: number }): DataDirLock {
   const file = join(dir, LOCK_FILE);
-  const started = startTime(process.pid);
+  const started = processStat(process.pid)?.startTime;
   const owner: LockOwner = {
     pid: process.pid,
     role: who.role,
@@ -117,16 +118,28 @@ function alive(owner: LockOwner): boolean {
     // EPERM: it exists but belongs to another user.
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  // Without /proc (not Linux) the signal probe above is all there is.
+  const stat = processStat(owner.pid);
+  if (!stat) return true;
+  // A killed process stays a zombie until its parent reaps it, and the signal probe still reaches it; but
+  // it has already closed every file, so it holds nothing and a supervisor's immediate restart may go on.
+  if (GONE_STATES.has(stat.state)) return false;
   // After a restart (a container's, say) the holder's pid may belong to some other process now.
-  const now = owner.startTime ? startTime(owner.pid) : undefined;
-  return !now || now === owner.startTime;
+  return !owner.startTime || stat.startTime === owner.startTime;
 }
 
-/** Field 22 of /proc/<pid>/stat (the fields after the parenthesised command name start at field 3). */
-function startTime(pid: number): string | undefined {
+/** Zombie, and dead (`X`, or `x` on older kernels): states of a process that has exited. */
+const GONE_STATES = new Set(['Z', 'X', 'x']);
+
+/**
+ * Fields 3 (state) and 22 (start time in clock ticks since boot) of /proc/<pid>/stat; the fields after
+ * the parenthesised command name start at field 3.
+ */
+function processStat(pid: number): { state: string; startTime: string } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0]!, startTime: fields[19]! };
   } catch {
     return undefined;
   }

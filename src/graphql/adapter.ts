@@ -21,7 +21,7 @@ import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../services/deps.ts';
 import { createContext, type GraphqlContext } from './context.ts';
 import { formatGraphQLError } from './errors.ts';
-import { costError, depthLimitRule } from './limits.ts';
+import { costError, depthLimitRule, PARSE_OPTIONS, parseQuery } from './limits.ts';
 import { graphqlSchema } from './schema.ts';
 import { tracingPlugin } from './tracing-plugin.ts';
 
@@ -30,10 +30,10 @@ import { tracingPlugin } from './tracing-plugin.ts';
  * - `POST /graphql` (and GET for queries): Apollo Server 5 through executeHTTPGraphQLRequest;
  * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
  * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is
- * 401 with no data. Both apply the same limits: depth (validation), page size (resolvers) and a cost
- * budget computed with the variables, and answer errors in the same shape. Outside production mode a
- * browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md) without a token; in
- * production mode introspection and the explorer are off.
+ * 401 with no data. Both apply the same limits: size (the parser's token limit), depth (validation), page
+ * size (resolvers) and a cost budget computed with the variables, and answer errors in the same shape.
+ * Outside production mode a browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md)
+ * without a token; in production mode introspection and the explorer are off.
  */
 
 export const GRAPHQL_PATH = '/graphql';
@@ -95,6 +95,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
     includeStacktraceInErrorResponses: false,
     stopOnTerminationSignals: false,
     logger: deps.log.child({ component: 'graphql' }),
+    parseOptions: PARSE_OPTIONS,
     validationRules: validationRules(production),
     formatError: format,
     // Apollo's landing page loads its Sandbox from a CDN; browsers get GraphiQL from this server instead.
@@ -123,7 +124,17 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   const sse = createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>({
     schema,
     validate: (s, document) => validate(s, document, rules),
-    context: (req) => createContext(deps, req.context.requestId) as unknown as OperationContext,
+    // Parsed here rather than by graphql-sse, so that the token limit applies and a parse failure is answered
+    // as on POST /graphql (400, GRAPHQL_PARSE_FAILED).
+    onSubscribe: (req, params) => {
+      const document = parseQuery(params.query);
+      if (document instanceof GraphQLError) {
+        const body = JSON.stringify({ errors: [format(document.toJSON(), document)] });
+        return [body, { status: 400, statusText: 'Bad Request', headers: { 'content-type': 'application/json; charset=utf-8' } }];
+      }
+      const contextValue = createContext(deps, req.context.requestId) as unknown as OperationContext;
+      return { schema, document, operationName: params.operationName, variableValues: params.variables, contextValue };
+    },
     execute: guarded(execute) as never,
     subscribe: guarded(subscribe as (args: ExecutionArgs) => unknown) as never,
     onNext: (_ctx, _req, result) => {

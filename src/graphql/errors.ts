@@ -1,12 +1,15 @@
+import { ApolloServerErrorCode } from '@apollo/server/errors';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { ApiError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
+import { parseFailure } from './limits.ts';
 
 /**
  * Errors on the graph: a service's ApiError becomes a GraphQLError whose `extensions.code` is the REST
  * code in upper case (NOT_FOUND, FORBIDDEN, CANCEL_UNAVAILABLE, …; invalid_request and invalid_cursor
- * are BAD_USER_INPUT, GraphQL's usual code). Anything unexpected is logged and answered as a bare
- * INTERNAL_SERVER_ERROR, never with its message or stack.
+ * are BAD_USER_INPUT, GraphQL's usual code). A query that cannot be parsed is GRAPHQL_PARSE_FAILED, whatever
+ * the parser threw. Anything unexpected is logged and answered as a bare INTERNAL_SERVER_ERROR, never with
+ * its message or stack.
  */
 
 const INPUT_CODES = new Set(['invalid_request', 'invalid_cursor', 'invalid_inputs']);
@@ -40,6 +43,12 @@ function isExpected(err: unknown): boolean {
 
 /** Apollo's formatError and the graphql-sse formatter share this. */
 export function formatGraphQLError(formatted: GraphQLFormattedError, err: unknown, log: Logger): GraphQLFormattedError {
+  // Apollo's parse failure wraps whatever the parser threw; a stack overflow on a deeply nested query is
+  // still a failure to parse, not an internal error.
+  if (formatted.extensions?.code === ApolloServerErrorCode.GRAPHQL_PARSE_FAILED && !(original(err) instanceof GraphQLError)) {
+    const failure = parseFailure(original(err));
+    return { message: failure.message, extensions: failure.extensions };
+  }
   if (isExpected(err)) {
     const o = original(err);
     if (o instanceof ApiError) {

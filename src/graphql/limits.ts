@@ -1,3 +1,4 @@
+import { ApolloServerErrorCode } from '@apollo/server/errors';
 import {
   getArgumentValues,
   getNamedType,
@@ -8,18 +9,23 @@ import {
   isObjectType,
   isInterfaceType,
   Kind,
+  parse,
   type DocumentNode,
   type FragmentDefinitionNode,
   type GraphQLCompositeType,
   type GraphQLField,
   type GraphQLSchema,
   type OperationDefinitionNode,
+  type ParseOptions,
   type SelectionSetNode,
   type ValidationRule,
 } from 'graphql';
 
 /**
  * Limits that keep one query from loading the whole database:
+ * - size: the parser reads at most MAX_TOKENS tokens of the query (variables apart) and stops there, so a
+ *   query nested thousands of levels deep is a parse failure (GRAPHQL_PARSE_FAILED) before the parser's
+ *   recursion can exhaust the stack;
  * - depth: at most MAX_DEPTH nested fields (a validation rule; introspection fields are not counted);
  * - page size: every `limit` argument is 1..MAX_PAGE_LIMIT (checked by the resolvers' page helper);
  * - cost: a static estimate, computed once the variables are known, must stay within MAX_COST. Each
@@ -31,6 +37,8 @@ import {
 export const MAX_DEPTH = 8;
 export const MAX_PAGE_LIMIT = 100;
 export const MAX_COST = 10_000;
+export const MAX_TOKENS = 1_000;
+export const PARSE_OPTIONS: ParseOptions = { maxTokens: MAX_TOKENS };
 const LIST_SIZE_HINT = 10;
 
 export function badInput(message: string): GraphQLError {
@@ -44,6 +52,25 @@ export function page(offset: number | null | undefined, limit: number | null | u
   if (!Number.isSafeInteger(o) || o < 0) throw badInput('offset must be an integer >= 0');
   if (!Number.isSafeInteger(l) || l < 1 || l > MAX_PAGE_LIMIT) throw badInput(`limit must be an integer from 1 to ${MAX_PAGE_LIMIT}`);
   return { offset: o, limit: l };
+}
+
+/** A query's document, or the GRAPHQL_PARSE_FAILED error saying why it has none. */
+export function parseQuery(source: string): DocumentNode | GraphQLError {
+  try {
+    return parse(source, PARSE_OPTIONS);
+  } catch (err) {
+    return parseFailure(err);
+  }
+}
+
+/**
+ * The parse failure for what the parser threw: its syntax error as it is, or, for a query nested so deeply
+ * that the parser's recursion ran out of stack within the token limit, a message that says so.
+ */
+export function parseFailure(err: unknown): GraphQLError {
+  const extensions = { code: ApolloServerErrorCode.GRAPHQL_PARSE_FAILED };
+  if (err instanceof GraphQLError) return new GraphQLError(err.message, { source: err.source, positions: err.positions, extensions });
+  return new GraphQLError('the query could not be parsed: it is nested too deeply', { extensions });
 }
 
 type Fragments = Record<string, FragmentDefinitionNode>;
