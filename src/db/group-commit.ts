@@ -388,7 +388,7 @@ export function setGroupTail(em: StatementEm, s: Statement, tail: GroupTail): bo
 /**
  * Lets a statement of kind `s` that finds its kind idle wait up to `ms` for others to commit with it
  * (0: it goes at once, the default; a group waiting then goes now). For work nobody waits on
- * synchronously: see docs/architecture.md#settlements-gather.
+ * synchronously: see docs/round-trips.md#settlements-gather.
  */
 export function setGroupGather(em: StatementEm, s: Statement, ms: number): void {
   const c = connections.get(em.getConnection() as object);

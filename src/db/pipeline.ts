@@ -95,7 +95,7 @@ export type Pipelined = readonly [name: string, values: readonly unknown[]] | { 
  *
  * This is what `begin; execute …; execute …; commit` in one simple-query message did, without SQL
  * EXECUTE's cost per statement: no text to parse, no literals to read back into values, no BEGIN and
- * COMMIT statements of their own (docs/architecture.md#one-message-per-transaction). pg has no public
+ * COMMIT statements of their own (docs/round-trips.md#one-message-per-transaction). pg has no public
  * call for several statements before one Sync; it does take any object with `submit(connection)` in
  * place of a query (as pg-cursor does), and this is one. `send`: the connection's own query function.
  */

@@ -72,7 +72,7 @@ export function roundArgs(args: AdmitArgs): AdmitFromQueueArgs {
  * message, so the lock is held for the round and its commit, not across a round trip to this process.
  * With a lease (the embedded engine) the commit does not wait for the disk: a database crash that undoes
  * the round puts its runs back in the queue, and the drivers' fenced writes, which need an admitted run,
- * stop at their first write (docs/architecture.md#commits-that-do-not-wait-for-the-disk).
+ * stop at their first write (docs/round-trips.md#commits-that-do-not-wait-for-the-disk).
  */
 async function admitOnly(deps: RunsDeps, admit: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
   const round: [Statement, unknown[]][] = [

@@ -9,7 +9,7 @@ import { ITEMS_PER_NOTIFICATION, notificationItems, type RunEventBus } from './r
  * the group's transaction carries the NOTIFY of its runs (NOTIFY_RUNS_WRITTEN) and the bus sends none
  * for them, which saves a transaction and a round trip per run. While the bus is busy it keeps batching
  * them itself: the commits of transactions that NOTIFY are serialised database-wide, and this carries
- * at most one per bus gap. See docs/architecture.md#notifications-carried-by-settlements.
+ * at most one per bus gap. See docs/round-trips.md#notifications-carried-by-settlements.
  */
 export function notifyInSettlement(bus: RunEventBus): GroupTail {
   return {

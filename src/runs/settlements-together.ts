@@ -11,7 +11,7 @@ const short = new RefusedLately();
 /**
  * A group of START_FINISH_AND_SETTLE executions (src/sql/start-and-finish.ts) as the one statement
  * START_FINISH_AND_SETTLE_MANY: each of its parameters an array of the group's values in order, the
- * single statement's array parameters as JSON arrays. See docs/architecture.md#a-group-of-settlements-as-one-statement.
+ * single statement's array parameters as JSON arrays. See docs/round-trips.md#a-group-of-settlements-as-one-statement.
  */
 export const SETTLEMENTS_TOGETHER: GroupStatement = {
   combine(group, accounts) {

@@ -12,7 +12,7 @@ import { viewTokenOf } from './workflows.ts';
  * what N executions of it in one transaction write, in one execution. Each execution of the single
  * statement starts and ends an executor for a plan of some thirty nodes, counts its key's window row,
  * reads the workflow's view token and counts the runs in flight; here that is done once per group, per
- * key and per caller and workflow. See docs/architecture.md#a-group-of-acceptances-as-one-statement.
+ * key and per caller and workflow. See docs/round-trips.md#a-group-of-acceptances-as-one-statement.
  *
  * Parameters: arrays with one element per acceptance, in the group's order, standing for the single
  * statement's $1–$16 ($12, the inputs, as JSON texts), then $17 its $22 (trace context, JSON text or

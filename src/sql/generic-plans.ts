@@ -8,6 +8,6 @@ import { statement } from '../db/statement.ts';
  * beats a custom plan's for the one at hand, and planning a statement over `runs` (many partial
  * indexes to consider) costs more than running it. Sent first in every message of sendTogether
  * (src/db/group-commit.ts: the group commits and inOneMessage) and nowhere else: those statements read
- * by primary key or through indexes whose predicates are literals. See docs/architecture.md#generic-plans.
+ * by primary key or through indexes whose predicates are literals. See docs/round-trips.md#generic-plans.
  */
 export const GENERIC_PLANS = statement('generic_plans', `select set_config('plan_cache_mode', 'force_generic_plan', true)`);

@@ -1,7 +1,7 @@
 import { statement } from '../db/statement.ts';
 
 /**
- * The event log (`run_event_batches`, docs/architecture.md#the-event-log-in-batches): every write of a
+ * The event log (`run_event_batches`, docs/round-trips.md#the-event-log-in-batches): every write of a
  * run's events is ONE row, inserted by `runEventsCte` below inside the statement that writes the run row
  * and bumps `runs.last_sequence`, so sequences stay gap-free per run and an event exists if and only if
  * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run

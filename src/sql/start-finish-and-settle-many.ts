@@ -14,7 +14,7 @@ const sqlArray = (json: string, elements = 'jsonb_array_elements_text') =>
  * what N executions of it in one transaction write, in one execution. Postgres spends about as much
  * starting and ending the executor of that statement (its plan has some twenty nodes, five of them
  * writing tables) as on the rows it writes, so a group commit (src/db/group-commit.ts) that sends the
- * group as this statement pays that once. See docs/architecture.md#a-group-of-settlements-as-one-statement.
+ * group as this statement pays that once. See docs/round-trips.md#a-group-of-settlements-as-one-statement.
  *
  * Each parameter is an array with one element per run, in the group's order, standing for the single
  * statement's parameter of the same number. A single statement's array parameters ($2, $3, $7, $10–$12)

@@ -8,7 +8,7 @@ import { NODE_STREAM_SO_FAR, READ_RUN_EVENTS, runEventsCte } from '../../src/sql
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 /**
- * The event log's writer and readers (src/sql/run-events.ts, docs/architecture.md#the-event-log-in-batches):
+ * The event log's writer and readers (src/sql/run-events.ts, docs/round-trips.md#the-event-log-in-batches):
  * every statement that grows a run's log bumps the run's last_sequence and inserts its events as one
  * batch with runEventsCte, as APPEND does here.
  */

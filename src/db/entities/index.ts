@@ -344,7 +344,7 @@ export type Run = InferEntity<typeof RunSchema>;
 
 /**
  * The event log, one row per write: the events one statement appended to a run, as parallel arrays, the
- * last of them numbered `last_sequence` (docs/architecture.md#the-event-log-in-batches). No foreign key:
+ * last of them numbered `last_sequence` (docs/round-trips.md#the-event-log-in-batches). No foreign key:
  * each batch is written from its run's row by the statement writing that row, and runs are never deleted.
  */
 export const RunEventBatchSchema = defineEntity({

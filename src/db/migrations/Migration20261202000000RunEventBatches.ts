@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * as parallel arrays, keyed by the run and the batch's last sequence) instead of one row per event: a
  * run computed in memory appends a dozen events in one write, which cost a dozen heap tuples, index
  * entries and WAL records. `run_events` stays, as a view with the old rows, for ad-hoc reads
- * (docs/architecture.md#the-event-log-in-batches), and takes the inserts of processes of the previous
+ * (docs/round-trips.md#the-event-log-in-batches), and takes the inserts of processes of the previous
  * version during a rolling upgrade (a trigger makes each row a batch of one). Existing events move over
  * one batch per event, so each keeps its own `ts`.
  */

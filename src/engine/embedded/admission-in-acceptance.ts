@@ -23,7 +23,7 @@ type Rows = { rows: Record<string, unknown>[] };
  * update of its row less. The acceptances hold rows (a key's rate window, idempotency records, a cap)
  * while the round runs, so nothing here waits: not for the admission lock (taken only if free; when it
  * is not, the acceptances queue their runs and ask the pump for a round as before) and not for a queued
- * run's row (skipped, and counted as still waiting). See docs/architecture.md#admission-carried-by-acceptances.
+ * run's row (skipped, and counted as still waiting). See docs/round-trips.md#admission-carried-by-acceptances.
  */
 export function admissionInAcceptance(o: {
   deps: RunsDeps;

@@ -63,7 +63,7 @@ export interface EmbeddedEngineOptions {
   stopTimeoutMs?: number;
   /** Runs in flight at once; default config.runCapacity. */
   capacity?: number;
-  /** How long a settlement waits for others when none is in flight (docs/architecture.md#settlements-gather); 0: at once. */
+  /** How long a settlement waits for others when none is in flight (docs/round-trips.md#settlements-gather); 0: at once. */
   settlementGatherMs?: number;
 }
 

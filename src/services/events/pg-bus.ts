@@ -18,7 +18,7 @@ import type { Statement } from '../../db/statement.ts';
  * transactions that NOTIFY, database-wide, under a lock held until each commit is flushed, which would
  * put every acceptance and every run's settlement of every process in one line. The one exception is a
  * notification the bus would send at once anyway, which a settlement may carry (claimNotify,
- * docs/architecture.md#notifications-carried-by-settlements): at most one such transaction per gap.
+ * docs/round-trips.md#notifications-carried-by-settlements): at most one such transaction per gap.
  *
  * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
  * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a

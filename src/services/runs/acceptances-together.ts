@@ -39,7 +39,7 @@ const COLUMNS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 21, 22, 2
 
 /**
  * A group of acceptances as the one statement ACCEPT_RUN_MANY (src/sql/accept-run-many.ts), or null:
- * statement by statement. See docs/architecture.md#a-group-of-acceptances-as-one-statement.
+ * statement by statement. See docs/round-trips.md#a-group-of-acceptances-as-one-statement.
  */
 export const ACCEPTANCES_TOGETHER: GroupStatement = {
   combine(group) {

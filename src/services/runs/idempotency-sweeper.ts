@@ -22,7 +22,7 @@ export interface IdempotencySweeperOptions {
 
 /**
  * Deletes expired idempotency records, so that the table holds about a day of keys however long the
- * service runs (docs/architecture.md#expired-idempotency-records). Every API process sweeps, every
+ * service runs (docs/round-trips.md#expired-idempotency-records). Every API process sweeps, every
  * minute and once shortly after it starts; sweeps of several processes split the work (their batches
  * skip each other's rows). Deleting an expired record changes no answer: the acceptance treats an
  * expired record as absent.

@@ -39,7 +39,7 @@ const NUMBER_AFTER_MS = 1000;
  * is held, so the gate and the numbering go as one transaction in one message (never held across a round
  * trip to this process, which a busy event loop makes long), and its commit does not wait for the disk:
  * numbers a database crash undoes are handed out again by the next numbering
- * (docs/architecture.md#commits-that-do-not-wait-for-the-disk).
+ * (docs/round-trips.md#commits-that-do-not-wait-for-the-disk).
  */
 export async function numberQueuedRuns(em: Em): Promise<number> {
   // The numbering statement's snapshot is taken after the lock: every acceptance that could be seen before has committed.
