@@ -7,6 +7,7 @@ import type { RunsDeps } from '../../runs/deps.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
+import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { query } from '../../db/statement.ts';
 import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
@@ -102,8 +103,9 @@ export class TemporalEngine implements EnginePort {
 
   async start(): Promise<void> {
     if (this.#state === 'running') return;
-    // A wrong address or namespace stops the start here, with one clear line (ConfigError).
-    await this.client.prepare?.();
+    // A wrong address or namespace stops the start here, with one clear line (ConfigError); a server
+    // not up yet is waited for a bounded time.
+    await prepareWhenReachable(this.client, this.#deps.config.temporal.connect, this.#deps.log);
     if (this.#withWorker) await this.#startWorker();
     this.#state = 'running';
     if (!this.#background) return;
