@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { GraphNode } from '../../src/domain/graph/types.ts';
+import { CLOSED_BY_TEMPORAL_REASONS } from '../../src/engine/temporal/reconcile-closed.ts';
+import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { testOrm } from '../helpers/db.ts';
+import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun } from '../helpers/live-temporal.ts';
+import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
+
+/**
+ * A workflow terminated in Temporal (the UI's Terminate, `temporal workflow terminate`) while its run
+ * waits: the engine's periodic look (src/engine/temporal/reconcile-closed.ts) fails the run with a clear
+ * reason, charges only the compute of the step that ran (not the workflow's price), writes its webhook,
+ * and frees its RUN_CAPACITY slot for the run queued behind it.
+ */
+
+const orm = await testOrm();
+const address = temporalAddress('closed by temporal');
+
+const nodes = [
+  { id: 'a', kind: 'text.template', template: 'x' },
+  { id: 'wait', kind: 'delay', seconds: 120, after: ['a'] },
+  { id: 'b', kind: 'text.template', template: 'y', after: ['wait'] },
+  { id: 'o', kind: 'output', from: 'b' },
+] as GraphNode[];
+
+if (address) {
+  test(
+    'a run whose workflow is terminated mid-delay ends failed, charged only its steps, with its webhook, and frees its slot',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, nodes, { buyer: `closed-${randomUUID().slice(0, 8)}` });
+      const h = await startLiveHarness(orm, address, { RUN_CAPACITY: '1' });
+      try {
+        const em = orm.em.fork();
+        const [account] = await em.execute<{ id: string }[]>('select id from accounts where handle = ?', [buyer]);
+        await em.execute('insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (?, ?, ?, ?)', [
+          randomUUID(),
+          account!.id,
+          'https://hooks.example.com/runs',
+          h.deps.sealer.seal('whsec_closed_by_temporal'),
+        ]);
+
+        const first = await startSeededRun(h.deps, workflowId);
+        await eventually('the first run waiting in its delay', async () => (await runStatusOf(orm, first)) === 'suspended', 60_000);
+        const second = await startSeededRun(h.deps, workflowId);
+        assert.is(await runStatusOf(orm, second), 'pending', 'queued behind the first: RUN_CAPACITY is 1');
+
+        await h.client.workflow.getHandle(first).terminate('stopped from the Temporal UI');
+
+        await eventually('the terminated run failed', async () => (await runStatusOf(orm, first)) === 'failed', 60_000);
+        const [run] = await orm.em
+          .fork()
+          .execute<{ reason: string; billing_status: string; charge_usd: string; compute_usd: string }[]>(
+            'select reason, billing_status, charge_usd, compute_usd from runs where id = ?',
+            [first],
+          );
+        assert.is(run!.reason, CLOSED_BY_TEMPORAL_REASONS.terminated);
+        assert.is(run!.billing_status, 'settled');
+        assert.ok(Number(run!.compute_usd) > 0, 'the step before the delay ran');
+        assert.is(Number(run!.charge_usd), Number(run!.compute_usd), 'charged the compute of the steps that ran, not the price');
+
+        const hooks = await orm.em.fork().execute<{ event_type: string }[]>('select event_type from webhook_deliveries where run_id = ?', [first]);
+        assert.equal(hooks.map((w) => w.event_type), ['run.failed']);
+
+        // The slot is free: the queued run is admitted and reaches its own delay.
+        await eventually('the queued run admitted into the freed slot', async () => (await runStatusOf(orm, second)) === 'suspended', 60_000);
+        await cancelRun(h.deps, null, second);
+      } finally {
+        await h.close();
+      }
+    }),
+  );
+}
+
+test.run();
