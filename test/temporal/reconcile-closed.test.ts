@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
+import { Client, Connection } from '@temporalio/client';
+import { TemporalRunClient } from '../../src/engine/temporal/client.ts';
 import { CLOSED_BY_TEMPORAL_REASONS } from '../../src/engine/temporal/reconcile-closed.ts';
+import { RUN_WORKFLOW_TYPE } from '../../workflows/definitions.ts';
 import { cancelRun } from '../../src/services/runs/cancel-run.ts';
 import { testOrm } from '../helpers/db.ts';
 import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun } from '../helpers/live-temporal.ts';
@@ -12,7 +15,8 @@ import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
  * A workflow terminated in Temporal (the UI's Terminate, `temporal workflow terminate`) while its run
  * waits: the engine's periodic look (src/engine/temporal/reconcile-closed.ts) fails the run with a clear
  * reason, charges only the compute of the step that ran (not the workflow's price), writes its webhook,
- * and frees its RUN_CAPACITY slot for the run queued behind it.
+ * and frees its RUN_CAPACITY slot for the run queued behind it. A workflow execution timeout is found
+ * the same way.
  */
 
 const orm = await testOrm();
@@ -68,6 +72,31 @@ if (address) {
         await cancelRun(h.deps, null, second);
       } finally {
         await h.close();
+      }
+    }),
+  );
+
+  test(
+    'a timed-out run workflow is listed as closed by Temporal, and its latest execution reads timed_out',
+    countTemporal(async () => {
+      // A queue no worker polls: the execution can only time out.
+      const taskQueue = `closed-${randomUUID()}`;
+      const runClient = new TemporalRunClient({ address, namespace: 'default', taskQueue });
+      const connection = await Connection.connect({ address });
+      try {
+        const client = new Client({ connection, namespace: 'default' });
+        const runId = randomUUID();
+        const since = new Date(Date.now() - 60_000);
+        await client.workflow.start(RUN_WORKFLOW_TYPE, { taskQueue, workflowId: runId, args: [{ runId }], workflowExecutionTimeout: '1 second' });
+        const listed = await eventually('the timed-out execution listed', async () => {
+          const ids = await runClient.listClosedByTemporal(since);
+          return ids.includes(runId) ? ids : null;
+        }, 60_000);
+        assert.equal(listed, [runId]);
+        assert.is(await runClient.closedByTemporal(runId), 'timed_out');
+      } finally {
+        await runClient.close();
+        await connection.close();
       }
     }),
   );
