@@ -77,6 +77,38 @@ if (address) {
   );
 
   test(
+    'a run whose workflow is reset carries on in the new execution: the terminated one behind it does not fail the run',
+    countTemporal(async () => {
+      const shortWait = nodes.map((n) => (n.id === 'wait' ? ({ ...n, seconds: 6 } as GraphNode) : n));
+      const { workflowId } = await seedWorkflow(orm, shortWait, { buyer: `reset-${randomUUID().slice(0, 8)}` });
+      const h = await startLiveHarness(orm, address);
+      try {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await eventually('the run waiting in its delay', async () => (await runStatusOf(orm, runId)) === 'suspended', 60_000);
+        const handle = h.client.workflow.getHandle(runId);
+        const history = await handle.fetchHistory();
+        const firstTask = (history.events ?? []).find((e) => e.workflowTaskCompletedEventAttributes);
+        const before = (await handle.describe()).runId;
+        await h.client.workflowService.resetWorkflowExecution({
+          namespace: 'default',
+          workflowExecution: { workflowId: runId, runId: before },
+          reason: 'reset from the test',
+          workflowTaskFinishEventId: firstTask!.eventId,
+          requestId: randomUUID(),
+        });
+        // The reset's terminated execution is listed as closed by Temporal; the run is not failed for it.
+        const since = new Date(Date.now() - 60_000);
+        await eventually('the terminated execution listed', async () => (await h.engine.client.listClosedByTemporal!(since)).includes(runId), 30_000);
+        assert.equal(await h.engine.reconcileClosed(), []);
+        await eventually('the run completed by the new execution', async () => (await runStatusOf(orm, runId)) === 'completed', 90_000);
+        assert.is.not((await handle.describe()).runId, before, 'a new execution');
+      } finally {
+        await h.close();
+      }
+    }),
+  );
+
+  test(
     'a timed-out run workflow is listed as closed by Temporal, and its latest execution reads timed_out',
     countTemporal(async () => {
       // A queue no worker polls: the execution can only time out.
