@@ -1,4 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
@@ -7,6 +9,7 @@ import { TemporalRunClient } from '../../src/engine/temporal/client.ts';
 import { CLOSED_BY_TEMPORAL_REASONS } from '../../src/engine/temporal/reconcile-closed.ts';
 import { RUN_WORKFLOW_TYPE } from '../../workflows/definitions.ts';
 import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { testOrm } from '../helpers/db.ts';
 import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun } from '../helpers/live-temporal.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
@@ -14,7 +17,7 @@ import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 /**
  * A workflow terminated in Temporal (the UI's Terminate, `temporal workflow terminate`) while its run
  * waits: the engine's periodic look (src/engine/temporal/reconcile-closed.ts) fails the run with a clear
- * reason, charges only the compute of the step that ran (not the workflow's price), writes its webhook,
+ * reason, charges only the compute of the step that ran (not the workflow's price), sends its webhook,
  * and frees its RUN_CAPACITY slot for the run queued behind it. A workflow execution timeout is found
  * the same way.
  */
@@ -29,21 +32,40 @@ const nodes = [
   { id: 'o', kind: 'output', from: 'b' },
 ] as GraphNode[];
 
+/** Takes webhook deliveries over plain HTTP and keeps their bodies. */
+async function startWebhookReceiver(): Promise<{ url: string; bodies: string[]; close(): Promise<void> }> {
+  const bodies: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      bodies.push(Buffer.concat(chunks).toString('utf8'));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hooks`, bodies, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
 if (address) {
   test(
     'a run whose workflow is terminated mid-delay ends failed, charged only its steps, with its webhook, and frees its slot',
     countTemporal(async () => {
       const { workflowId, buyer } = await seedWorkflow(orm, nodes, { buyer: `closed-${randomUUID().slice(0, 8)}` });
       const h = await startLiveHarness(orm, address, { RUN_CAPACITY: '1' });
+      const receiver = await startWebhookReceiver();
+      let dispatcher: WebhookDispatcher | undefined;
       try {
         const em = orm.em.fork();
         const [account] = await em.execute<{ id: string }[]>('select id from accounts where handle = ?', [buyer]);
         await em.execute('insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (?, ?, ?, ?)', [
           randomUUID(),
           account!.id,
-          'https://hooks.example.com/runs',
-          h.deps.sealer.seal('whsec_closed_by_temporal'),
+          receiver.url,
+          h.deps.sealer.seal(`whsec_${randomBytes(24).toString('base64')}`),
         ]);
+        dispatcher = new WebhookDispatcher({ ...h.deps, config: { webhookAllowInsecure: true, allowPrivateNetwork: true } }, { intervalMs: 100 }).start();
 
         const first = await startSeededRun(h.deps, workflowId);
         await eventually('the first run waiting in its delay', async () => (await runStatusOf(orm, first)) === 'suspended', 60_000);
@@ -66,11 +88,16 @@ if (address) {
 
         const hooks = await orm.em.fork().execute<{ event_type: string }[]>('select event_type from webhook_deliveries where run_id = ?', [first]);
         assert.equal(hooks.map((w) => w.event_type), ['run.failed']);
+        const delivered = await eventually('the run.failed webhook delivered', async () => receiver.bodies.find((b) => b.includes(first)), 30_000);
+        const body = JSON.parse(delivered) as { type: string; data: { id: string; status: string } };
+        assert.equal([body.type, body.data.id, body.data.status], ['run.failed', first, 'failed']);
 
         // The slot is free: the queued run is admitted and reaches its own delay.
         await eventually('the queued run admitted into the freed slot', async () => (await runStatusOf(orm, second)) === 'suspended', 60_000);
         await cancelRun(h.deps, null, second);
       } finally {
+        await dispatcher?.stop();
+        await receiver.close();
         await h.close();
       }
     }),
