@@ -1,6 +1,5 @@
 import { ConfigError, loadConfigOrExit } from './config/config.ts';
 import { describeDb, migrate, openOrm } from './db/orm.ts';
-import { TemporalUnreachableError } from './engine/temporal/client.ts';
 import { TemporalEngine } from './engine/temporal/temporal-engine.ts';
 import { createLogger } from './logger.ts';
 import { startTracing, stopTracing } from './observability/tracing.ts';
@@ -41,7 +40,7 @@ async function main(): Promise<void> {
   // The engine with its worker: admission also runs here, as every run that ends frees capacity.
   // A worker that stopped by itself leaves nothing to do here: exit, so a supervisor starts a new one.
   const engine = new TemporalEngine(deps, { worker: true, onWorkerFailed: () => process.exit(1) });
-  await startWithRetry(engine, log);
+  await engine.start(); // waits for Temporal a bounded time (TEMPORAL_CONNECT_ATTEMPTS)
   // This process has no API port: its own series (steps, runs finished, webhooks, pool) only with METRICS_PORT.
   const metrics =
     config.metrics.enabled && config.metrics.port !== undefined
@@ -75,19 +74,6 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-}
-
-/** Temporal may come up after the worker (docker compose): an unreachable server is retried for a minute. */
-async function startWithRetry(engine: TemporalEngine, log: ReturnType<typeof createLogger>): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await engine.start();
-    } catch (err) {
-      if (!(err instanceof TemporalUnreachableError) || attempt >= 30) throw err;
-      log.warn({ attempt }, err.message);
-      await new Promise((r) => setTimeout(r, 2_000));
-    }
-  }
 }
 
 main().catch((err) => {

@@ -35,6 +35,9 @@ const schema = z.object({
   TEMPORAL_WORKER: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on').transform((v) => v === 'on' || v === '1' || v === 'true'),
   /** The Temporal CLI for `npm run temporal` and the tests; found in .venv-temporal/bin or on PATH otherwise. */
   TEMPORAL_CLI: z.string().min(1).optional(),
+  /** At start, how many times a process tries to reach Temporal, and how long it waits between tries. */
+  TEMPORAL_CONNECT_ATTEMPTS: int(1).default(30),
+  TEMPORAL_CONNECT_INTERVAL_MS: int(0).default(2000),
   CATALOG_FILE: z.string().min(1).optional(),
   INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   RUN_CAPACITY: int(1).default(16),
@@ -69,7 +72,15 @@ export interface Config {
   preparedStatements: boolean;
   dataDir: string;
   engine: 'embedded' | 'temporal';
-  temporal: { address: string; namespace: string; taskQueue: string; worker: boolean; cli: string | undefined };
+  temporal: {
+    address: string;
+    namespace: string;
+    taskQueue: string;
+    worker: boolean;
+    cli: string | undefined;
+    /** Tries to reach Temporal at start before giving up (src/engine/temporal/wait-for-temporal.ts). */
+    connect: { attempts: number; intervalMs: number };
+  };
   catalogFile: string | null;
   internalApiToken: string;
   internalApiTokenGenerated: boolean;
@@ -128,6 +139,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       taskQueue: e.TEMPORAL_TASK_QUEUE,
       worker: e.TEMPORAL_WORKER,
       cli: e.TEMPORAL_CLI,
+      connect: { attempts: e.TEMPORAL_CONNECT_ATTEMPTS, intervalMs: e.TEMPORAL_CONNECT_INTERVAL_MS },
     },
     catalogFile: catalog,
     internalApiToken: token,

@@ -2,9 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
+import { MikroORM as PgMikroORM, PostgreSqlDriver, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
-import type { Pool, PoolClient } from 'pg';
+import pg, { type Pool, type PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
@@ -169,8 +169,34 @@ export function reclaimDeadClients(pool: Pool): void {
   });
 }
 
-/** Applies pending migrations; a no-op on an up-to-date database. Returns the names applied. */
+/** Fixed key of the migration lock; the service's other advisory locks use other keys. */
+export const MIGRATION_LOCK_KEY = 727_100;
+
+/**
+ * Applies pending migrations; a no-op on an up-to-date database. Returns the names applied.
+ *
+ * On a Postgres server any number of processes (API processes, workers) may start at once on an empty
+ * database, so the migrator runs under a session advisory lock held by a connection of its own: one
+ * process migrates, the others wait and then find nothing left to apply. PGlite is one process
+ * (src/db/data-dir-lock.ts) and needs no lock. See docs/operations.md.
+ */
 export async function migrate(orm: Orm): Promise<string[]> {
+  if (!(orm.em.getDriver() instanceof PostgreSqlDriver)) return migrateNow(orm);
+  const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
+  // A connection that fails while waiting rejects the query below; the event must not crash the process.
+  lock.on('error', () => undefined);
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    return await migrateNow(orm);
+  } finally {
+    // Ending the session releases its lock, also when the unlock cannot be sent.
+    await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+    await lock.end().catch(() => undefined);
+  }
+}
+
+async function migrateNow(orm: Orm): Promise<string[]> {
   const applied = await orm.migrator.up();
   return applied.map((m) => m.name);
 }

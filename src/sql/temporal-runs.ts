@@ -36,3 +36,9 @@ export const MARK_TEMPORAL_STARTED = statement(
   'mark_temporal_started',
   `update runs set lease_owner = $1 where id = any($2::uuid[]) and lease_owner is null and status in ('pending', 'running', 'suspended')`,
 );
+
+/** $1 run ids: those of them still in flight (not terminal) on the Temporal engine. */
+export const OPEN_TEMPORAL_RUNS = statement(
+  'open_temporal_runs',
+  `select id from runs where id = any($1::uuid[]) and engine = 'temporal' and status in ('pending', 'running', 'suspended')`,
+);

@@ -7,32 +7,42 @@ export interface ServiceProcess {
   /** The URL root once the process printed its listening line. */
   url: Promise<string>;
   output: () => string;
-  /** SIGTERM, then the exit code. */
+  /** SIGTERM (SIGKILL if it has not exited 30 s later), then the exit code. */
   stop: () => Promise<number | null>;
 }
 
-export function startService(env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+export interface StartOptions {
+  /** The entry point; default src/main.ts (`npm start`). */
+  entry?: string;
+  /** The line that says the process is up; its first group (or the whole match) is what `url` resolves to. */
+  ready?: RegExp;
+  /** How long the ready line may take; default 60 s. */
+  upWithinMs?: number;
+}
+
+export function startService(env: Record<string, string>, opts: StartOptions = {}): ServiceProcess {
+  const ready = opts.ready ?? /listening on (http:\/\/[^\s]+)/;
+  const child = spawn(process.execPath, ['--import', 'tsx', opts.entry ?? 'src/main.ts'], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in time:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`no ready line (${ready}) in time:\n${out}`)), opts.upWithinMs ?? 60_000);
     const onData = (b: Buffer) => {
       out += b.toString();
-      const m = /listening on (http:\/\/[^\s]+)/.exec(out);
+      const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve(m[1]!);
+        resolve(m[1] ?? m[0]);
       }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
     child.on('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`exited ${code} before listening:\n${out}`));
+      reject(new Error(`exited ${code} before it was up:\n${out}`));
     });
   });
   url.catch(() => undefined);
@@ -42,7 +52,10 @@ export function startService(env: Record<string, string>): ServiceProcess {
     output: () => out,
     stop: () => {
       child.kill('SIGTERM');
-      return exited;
+      // A process stopped before it installed its own handlers may keep running (the Temporal SDK's
+      // runtime takes SIGTERM to drain workers it has not started yet).
+      const kill = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      return exited.finally(() => clearTimeout(kill));
     },
   };
 }

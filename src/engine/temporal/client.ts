@@ -26,6 +26,16 @@ export interface RunWorkflowClient {
   admit(memo: RunMemo): Promise<'signalled' | 'closed'>;
   /** Signals an open workflow; false when there is no open execution for the run. */
   signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean>;
+  /**
+   * Run ids with a workflow execution on this task queue that Temporal itself closed (terminated, timed
+   * out) after `since`; src/engine/temporal/reconcile-closed.ts.
+   */
+  listClosedByTemporal?(since: Date): Promise<string[]>;
+  /**
+   * How the run's latest workflow execution was closed by Temporal, or null when it is open or ended by
+   * the workflow (a reset leaves a terminated execution behind a new one that carries on).
+   */
+  closedByTemporal?(runId: string): Promise<ClosedByTemporal | null>;
   /** Temporal reachable (a health check with a short deadline). */
   ready(timeoutMs: number): Promise<boolean>;
   /**
@@ -38,6 +48,9 @@ export interface RunWorkflowClient {
 
 /** A run's memo and its stored trace context, which the workflow start carries in its headers (docs/tracing.md). */
 export type TracedMemo = RunMemo & { traceContext?: unknown };
+
+/** How Temporal closed a run's workflow without the workflow ending it. */
+export type ClosedByTemporal = 'terminated' | 'timed_out';
 
 /** The server did not answer at start (a ConfigError: one line); a worker waiting for Temporal retries on it. */
 export class TemporalUnreachableError extends ConfigError {}
@@ -151,6 +164,28 @@ export class TemporalRunClient implements RunWorkflowClient {
       if (err instanceof WorkflowNotFoundError) return false;
       throw err;
     }
+  }
+
+  listClosedByTemporal(since: Date): Promise<string[]> {
+    return this.#track(async () => {
+      const client = await this.#get();
+      const query =
+        `WorkflowType = '${RUN_WORKFLOW_TYPE}' AND TaskQueue = '${this.#config.taskQueue.replace(/'/g, '')}'` +
+        ` AND ExecutionStatus IN ('Terminated', 'TimedOut') AND CloseTime > '${since.toISOString()}'`;
+      const ids = new Set<string>();
+      for await (const execution of client.workflow.list({ query })) ids.add(execution.workflowId);
+      return [...ids];
+    });
+  }
+
+  closedByTemporal(runId: string): Promise<ClosedByTemporal | null> {
+    return this.#track(async () => {
+      const client = await this.#get();
+      const latest = await client.workflow.getHandle(runId).describe();
+      if (latest.status.name === 'TERMINATED') return 'terminated';
+      if (latest.status.name === 'TIMED_OUT') return 'timed_out';
+      return null;
+    });
   }
 
   async prepare(): Promise<void> {

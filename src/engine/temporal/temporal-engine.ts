@@ -7,6 +7,8 @@ import type { RunsDeps } from '../../runs/deps.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
+import { prepareWhenReachable } from './wait-for-temporal.ts';
+import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
 import { query } from '../../db/statement.ts';
 import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
@@ -28,6 +30,8 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTA
  *   ago that were never marked started (the process died between the commit and the start), and
  *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
  *   The workflow also re-checks the run itself every minute while queued.
+ * - Reconcile (every `reconcileIntervalMs`): fails the runs whose workflow Temporal closed without the
+ *   workflow ending the run (Terminate, execution timeout), freeing their capacity (reconcile-closed.ts).
  * - runCancelled: signals `cancel` (the cancel-run service has already committed the cancellation).
  * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
  *   the run running, exactly like the embedded engine), then signals `credentialsSupplied`.
@@ -43,6 +47,8 @@ export interface TemporalEngineOptions {
   admissionIntervalMs?: number;
   /** Periodic sweep for never-started workflows and lost admissions. Default 5 s. */
   sweepIntervalMs?: number;
+  /** Periodic look for runs whose workflow Temporal closed (terminate, timeout; reconcile-closed.ts). Default 10 s. */
+  reconcileIntervalMs?: number;
   /** How old an unstarted / unprepared run must be before the sweep acts on it. Default 10 s. */
   startGraceMs?: number;
   /** Health-check deadline for ready(). Default 2 s. */
@@ -68,6 +74,8 @@ export class TemporalEngine implements EnginePort {
   readonly #capacity: number;
   readonly #admissionIntervalMs: number;
   readonly #sweepIntervalMs: number;
+  readonly #reconcileIntervalMs: number;
+  readonly #reconciler: ClosedWorkflowReconciler;
   readonly #startGraceMs: number;
   readonly #readyTimeoutMs: number;
   readonly #background: boolean;
@@ -80,6 +88,8 @@ export class TemporalEngine implements EnginePort {
   #state: 'new' | 'running' | 'stopped' = 'new';
   #admitTimer: NodeJS.Timeout | undefined;
   #sweepTimer: NodeJS.Timeout | undefined;
+  #reconcileTimer: NodeJS.Timeout | undefined;
+  #reconciling: Promise<string[]> | null = null;
   #admitting: Promise<void> | null = null;
   #admitAgain = false;
   #expireDue = true;
@@ -93,6 +103,8 @@ export class TemporalEngine implements EnginePort {
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
     this.#admissionIntervalMs = opts.admissionIntervalMs ?? 1_000;
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 5_000;
+    this.#reconcileIntervalMs = opts.reconcileIntervalMs ?? 10_000;
+    this.#reconciler = new ClosedWorkflowReconciler(deps, this.client);
     this.#startGraceMs = opts.startGraceMs ?? 10_000;
     this.#readyTimeoutMs = opts.readyTimeoutMs ?? 2_000;
     this.#background = opts.background ?? true;
@@ -102,8 +114,9 @@ export class TemporalEngine implements EnginePort {
 
   async start(): Promise<void> {
     if (this.#state === 'running') return;
-    // A wrong address or namespace stops the start here, with one clear line (ConfigError).
-    await this.client.prepare?.();
+    // A wrong address or namespace stops the start here, with one clear line (ConfigError); a server
+    // not up yet is waited for a bounded time.
+    await prepareWhenReachable(this.client, this.#deps.config.temporal.connect, this.#deps.log);
     if (this.#withWorker) await this.#startWorker();
     this.#state = 'running';
     if (!this.#background) return;
@@ -116,6 +129,8 @@ export class TemporalEngine implements EnginePort {
     this.#admitTimer.unref();
     this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepIntervalMs);
     this.#sweepTimer.unref();
+    this.#reconcileTimer = setInterval(() => void this.reconcileClosed(), this.#reconcileIntervalMs);
+    this.#reconcileTimer.unref();
   }
 
   async stop(): Promise<void> {
@@ -123,8 +138,9 @@ export class TemporalEngine implements EnginePort {
     this.#state = 'stopped';
     clearInterval(this.#admitTimer);
     clearInterval(this.#sweepTimer);
-    this.#admitTimer = this.#sweepTimer = undefined;
-    await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping]);
+    clearInterval(this.#reconcileTimer);
+    this.#admitTimer = this.#sweepTimer = this.#reconcileTimer = undefined;
+    await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping, this.#reconciling]);
     await this.#stopWorker();
     if (this.#ownsClient) await this.client.close();
   }
@@ -288,6 +304,22 @@ export class TemporalEngine implements EnginePort {
       await this.#sweeping;
     } finally {
       this.#sweeping = null;
+    }
+  }
+
+  /** Fails the runs whose workflow Temporal closed (reconcile-closed.ts); their capacity is admitted at once. */
+  async reconcileClosed(): Promise<string[]> {
+    if (this.#reconciling) return this.#reconciling;
+    this.#reconciling = this.#reconciler.reconcile().catch((err: unknown) => {
+      this.#deps.log.warn({ err }, 'could not look for runs whose workflow Temporal closed; trying again later');
+      return [];
+    });
+    try {
+      const failed = await this.#reconciling;
+      if (failed.length) this.admitSoon();
+      return failed;
+    } finally {
+      this.#reconciling = null;
     }
   }
 
