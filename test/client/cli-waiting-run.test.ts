@@ -1,11 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { WorkflowRunClient } from '../../src/client/src/index.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
-import { startService, type ServiceProcess } from '../helpers/service-process.ts';
+import { startDemoService } from '../helpers/service-process.ts';
 import { lines, wr } from './helpers/wr-process.ts';
 
 /**
@@ -17,20 +13,15 @@ import { lines, wr } from './helpers/wr-process.ts';
 const BYOK_HAIKU = '00000000-0000-4000-8000-00000000f003';
 const PARSE_LATER = '00000000-0000-4000-8000-00000000f004';
 const RUN_ID = /^run ([0-9a-f-]{36})/m;
-let svc: ServiceProcess;
+let service: Awaited<ReturnType<typeof startDemoService>>;
 let base: string;
-let dataDir: string;
 
 test.before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'wr-cli-wait-'));
-  // On a Postgres server the service shares the test database: start it on an empty one.
-  if (process.env.DATABASE_URL) await resetDb(await testOrm());
-  svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
-  base = `${await svc.url}/v1`;
+  service = await startDemoService();
+  base = service.base;
 });
 test.after(async () => {
-  await svc?.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  await service?.stop();
 });
 
 test('wr run BYOK --wait says at once that the run waits for credentials and what to do; Ctrl-C names the run and how to follow it again', async () => {
