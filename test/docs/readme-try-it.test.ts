@@ -50,7 +50,7 @@ async function runInBash(commands: string[], base: string): Promise<{ ran: Ran[]
     ...commands.flatMap((command, i) => [marker(i), command.replaceAll(README_ADDRESS, base)]),
     marker('end'),
   ].join('\n');
-  const child = spawn('/bin/bash', ['-c', script], { cwd: ROOT, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('/bin/bash', ['-c', script], { cwd: ROOT, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 180_000 });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -103,7 +103,10 @@ test("the README's Try-it commands run as written and print what the README says
         assert.equal(rows.find((w) => w.id === GREETING)?.name, 'Greeting');
       },
     ],
-    [/\/workflows\/\S+f001 \| jq \.inputSchema/, (r) => assert.equal((jsonValues(r.out)[0] as { nodeId: string }[]).map((f) => f.nodeId), ['name', 'times', 'tone'])],
+    [
+      /\/workflows\/\S+f001 \| jq \.inputSchema/,
+      (r) => assert.equal((jsonValues(r.out)[0] as { nodeId: string }[]).map((f) => f.nodeId), ['name', 'times', 'tone']),
+    ],
     [/^RUN=[\s\S]*greet-ada-1[\s\S]*f001/, (r) => assert.match(r.runAfter, UUID)],
     [
       /\$API\/runs\/\$RUN \| jq/,
