@@ -1,10 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { WorkflowRunClient } from '../../src/client/src/index.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { lines, ROOT, wr as runWr, type WrOptions, type WrResult } from './helpers/wr-process.ts';
 
 /**
  * The `wr` CLI as a real child process (node_modules/.bin/wr, what `npx wr` runs) against the real
@@ -12,8 +12,6 @@ import { startTestApp, type TestApp } from '../helpers/app.ts';
  * JSON mode, exit codes, one-line errors, Ctrl-C while watching, and the read commands.
  */
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = `${ROOT}node_modules/.bin/wr`;
 const GREETING = '00000000-0000-4000-8000-00000000f001';
 const PARSE_LATER = '00000000-0000-4000-8000-00000000f004';
 const FETCH_PAGE = '00000000-0000-4000-8000-00000000f005';
@@ -26,33 +24,10 @@ test.after(async () => {
   await t?.close();
 });
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
+function wr(args: string[], opts: Omit<WrOptions, 'base' | 'onOutput'> & { onStdout?: (all: string, child: ChildProcess) => void } = {}): Promise<WrResult> {
+  const { onStdout, ...rest } = opts;
+  return runWr(args, { ...rest, base: t.base, ...(onStdout ? { onOutput: (out, child) => onStdout(out.stdout, child) } : {}) });
 }
-
-function wr(args: string[], opts: { env?: Record<string, string | undefined>; node?: string; onStdout?: (all: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<Result> {
-  const env: Record<string, string | undefined> = { ...process.env, WR_API_KEY: 'wr_demo_key', WR_BASE_URL: t.base, NO_COLOR: '1', ...opts.env };
-  for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
-  const child = spawn(opts.node ?? process.execPath, [BIN, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (b: Buffer) => {
-    stdout += b.toString();
-    opts.onStdout?.(stdout, child);
-  });
-  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-}
-
-const lines = (s: string) => s.split('\n').filter((l) => l.trim() !== '');
 
 test('wr run GREETING --input name=Ada --input tone=casual shows the nodes and the text, ends completed with its charge, exit code 0', async () => {
   const r = await wr(['run', GREETING, '--input', 'name=Ada', '--input', 'tone=casual']);
@@ -121,7 +96,7 @@ test('Ctrl-C while watching stops watching, not the run: exit 130, and the run c
   assert.ok(sent, r.stdout);
   assert.is(r.code, 130, r.stderr);
   const id = /^run ([0-9a-f-]{36})/.exec(r.stdout)![1]!;
-  assert.match(r.stderr, new RegExp(`stopped watching; run ${id} goes on`));
+  assert.match(r.stderr, `stopped following run ${id}; it goes on. Follow it again: wr runs watch ${id}`);
   const client = new WorkflowRunClient({ apiKey: 'wr_demo_key', baseUrl: t.base });
   const run = await client.waitForRun(id, { timeoutMs: 20_000 });
   assert.is(run.status, 'completed');

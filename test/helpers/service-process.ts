@@ -1,4 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { resetDb, testOrm } from './db.ts';
 
 /** `npm start` / `npm run catalog` as real child processes of the test (src/main.ts, src/catalog/cli.ts). */
 
@@ -75,4 +79,25 @@ export function runToEnd(args: string[], env: Record<string, string>, timeoutMs 
       resolve({ code, stdout, stderr, ms: Date.now() - started });
     }),
   );
+}
+
+/**
+ * `npm start` on a fresh database (demo catalog, embedded engine): embedded PGlite in a directory of its
+ * own, or, with DATABASE_URL, the test database emptied first (the service then shares it). `base` is
+ * its `/v1` URL; `stop` ends it and removes the directory.
+ */
+export async function startDemoService(): Promise<{ base: string; stop: () => Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'wr-demo-'));
+  if (process.env.DATABASE_URL) await resetDb(await testOrm());
+  const svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+  const stop = async () => {
+    await svc.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    return { base: `${await svc.url}/v1`, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

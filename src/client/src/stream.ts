@@ -108,6 +108,9 @@ export class RunStream implements AsyncIterable<RunStreamItem> {
         const messages: EventSourceMessage[] = [];
         const parser = createParser({ onEvent: (m) => messages.push(m) });
         const reader = body.getReader();
+        // An abort (Ctrl-C, the idle timer) must end a read that waits on a silent connection: on some
+        // Node versions aborting the request leaves that read pending, so the reader is cancelled too.
+        conn.signal.addEventListener('abort', () => void reader.cancel(conn.signal.reason).catch(() => undefined), { once: true });
         const decoder = new TextDecoder();
         let terminalAtConnect = false;
         for (;;) {
@@ -148,6 +151,7 @@ export class RunStream implements AsyncIterable<RunStreamItem> {
         user?.removeEventListener('abort', stop);
         conn.abort();
       }
+      if (user?.aborted) return;
       failures = progressed ? 1 : failures + 1;
       if (failures > maxReconnects) throw new Error(`run ${this.runId}: stream lost after ${maxReconnects} reconnects: ${(error as Error)?.message ?? error}`);
       yield { type: 'reconnecting', attempt: failures, after: this.lastSequence, error };

@@ -62,37 +62,61 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   const client = clientFrom(io.env);
   const detail = await withWorkflow(workflow, () => client.getWorkflow(workflow));
   const inputs = parseInputs(opts.input, detail.inputSchema);
-  const quiet = opts.json || opts.wait;
-  const started = await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey: opts.idempotencyKey, wait: quiet ? 60 : undefined });
-  if (!quiet) return watch(io, client, started.id);
-  const final = started.run ?? (await client.waitForRun(started.id));
-  if (opts.json) json(io, final);
-  else summarize(io, final);
-  return exitFor(final.status);
+  const idempotencyKey = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
+  const ctrlC = onCtrlC();
+  try {
+    let runId: string;
+    try {
+      runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, signal: ctrlC.signal })).id;
+    } catch (err) {
+      if (!ctrlC.signal.aborted) throw err;
+      io.stderr.write(`stopped before the service answered; if the run was started, this command with --idempotency-key ${idempotencyKey} finds it\n`);
+      return EXIT.interrupted;
+    }
+    return await follow(io, client, runId, ctrlC.signal, opts.json ? 'json' : opts.wait ? 'result' : 'live');
+  } finally {
+    ctrlC.dispose();
+  }
 }
 
 export async function runsWatch(io: Io, id: string): Promise<number> {
-  return watch(io, clientFrom(io.env), id);
+  const ctrlC = onCtrlC();
+  try {
+    return await follow(io, clientFrom(io.env), id, ctrlC.signal, 'live');
+  } finally {
+    ctrlC.dispose();
+  }
 }
 
-/** Follows a run live until it ends; Ctrl-C stops following, never the run. */
-async function watch(io: Io, client: WorkflowRunClient, runId: string): Promise<number> {
+/** Ctrl-C (SIGINT) aborts `signal` instead of ending the process, so the CLI can say where the run is. */
+function onCtrlC(): { signal: AbortSignal; dispose: () => void } {
   const stop = new AbortController();
-  const onSigint = () => stop.abort();
-  process.once('SIGINT', onSigint);
-  const progress = new Progress(io.stdout);
+  const abort = () => stop.abort();
+  process.once('SIGINT', abort);
+  return { signal: stop.signal, dispose: () => process.removeListener('SIGINT', abort) };
+}
+
+/**
+ * Follows a run over its stream until it ends. `live`: node progress, then the summary, on stdout.
+ * `result` and `json` (`wr run --wait` / `--json`): the run's status changes on stderr as they happen
+ * (a wait for credentials says what to do), and only the result on stdout. Ctrl-C stops following,
+ * never the run, and names the command that follows it again.
+ */
+async function follow(io: Io, client: WorkflowRunClient, runId: string, signal: AbortSignal, show: 'live' | 'result' | 'json'): Promise<number> {
+  const progress = show === 'live' ? new Progress(io.stdout) : new Progress(io.stderr, { nodes: false });
   try {
-    for await (const item of client.streamRun(runId, { signal: stop.signal })) progress.handle(item);
+    for await (const item of client.streamRun(runId, { signal })) progress.handle(item);
   } finally {
-    process.removeListener('SIGINT', onSigint);
     progress.stop();
   }
-  if (stop.signal.aborted) {
-    io.stderr.write(`stopped watching; run ${runId} goes on (wr runs watch ${runId})\n`);
+  if (signal.aborted) {
+    io.stderr.write(`stopped following run ${runId}; it goes on. Follow it again: wr runs watch ${runId}\n`);
     return EXIT.interrupted;
   }
   const final = await client.getRun(runId);
-  progress.summary(final);
+  if (show === 'live') progress.summary(final);
+  else if (show === 'json') json(io, final);
+  else summarize(io, final);
   return exitFor(final.status);
 }
 

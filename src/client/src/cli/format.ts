@@ -34,6 +34,20 @@ export function showValue(v: unknown): string {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+/**
+ * Why a suspended run waits and what ends the wait, after `run suspended (REASON)`. A BYOK run without
+ * a usable key (`wait_signal`) waits for the buyer: its credentials are supplied through the service's
+ * GraphQL mutation `supplyRunCredentials`, or the run is cancelled; a timer ends by itself.
+ */
+export function suspension(reason: string | null, runId: string): string {
+  if (reason === 'wait_timer') return ': a timer; it resumes by itself';
+  if (reason !== 'wait_signal') return '';
+  return (
+    ': it waits for provider credentials (the workflow runs on your own provider key)\n' +
+    `  supply them (GraphQL supplyRunCredentials, runId ${runId}) and it resumes, or cancel it: wr runs cancel ${runId}`
+  );
+}
+
 /** One line (no stack) for any failure the CLI reports. */
 export function oneLine(err: unknown, context: { workflow?: string } = {}): string {
   if (err instanceof ApiError) {

@@ -1,6 +1,6 @@
 import type { RunStreamItem } from '../stream.ts';
 import { isTerminal, type Run } from '../types.ts';
-import { charge, showValue, styles } from './format.ts';
+import { charge, showValue, styles, suspension } from './format.ts';
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -14,6 +14,8 @@ interface Out {
  * Live progress of one run from its stream. On a terminal: a spinner line per running node showing the
  * tail of its text as it arrives, replaced by a done / failed / skipped line (with the node's full text)
  * when the node ends. Elsewhere (a pipe, a log): plain lines, with the text written as it arrives.
+ * With `nodes: false` only the run's own status changes are shown (`wr run --wait`). A suspension says
+ * why and what ends it.
  */
 export class Progress {
   readonly #out: Out;
@@ -27,9 +29,12 @@ export class Progress {
   /** Plain mode: the node whose text the current line continues, if any. */
   #streaming: string | null = null;
   #status = '';
+  readonly #nodes: boolean;
+  #runId = '';
 
-  constructor(out: Out) {
+  constructor(out: Out, opts: { nodes?: boolean } = {}) {
     this.#out = out;
+    this.#nodes = opts.nodes ?? true;
     this.#tty = Boolean(out.isTTY);
     this.#s = styles(this.#tty);
     if (this.#tty) {
@@ -41,6 +46,7 @@ export class Progress {
   handle(item: RunStreamItem): void {
     const s = this.#s;
     if (item.type === 'snapshot') {
+      this.#runId = item.run.id;
       // A run that already ended is replayed from its log; its status comes with the summary.
       const status = isTerminal(item.run.status) ? '' : ` ${s.dim(`· ${this.#describe(item.run)}`)}`;
       if (item.connection === 1) this.#line(`${s.bold('run')} ${item.run.id}${status}`);
@@ -54,13 +60,14 @@ export class Progress {
     const { event } = item;
     const node = event.nodeId ?? '';
     const reason = typeof event.data.reason === 'string' ? event.data.reason : null;
+    if (!this.#nodes && event.type.startsWith('node.')) return;
     switch (event.type) {
       case 'run.started':
         this.#status = 'running';
         return this.#line(s.dim('run started'));
       case 'run.suspended':
         this.#status = `suspended${reason ? ` (${reason})` : ''}`;
-        return this.#line(s.yellow(`run suspended${reason ? ` (${reason})` : ''}`));
+        return this.#line(s.yellow(`run suspended${reason ? ` (${reason})` : ''}`) + suspension(reason, this.#runId));
       case 'run.resumed':
         this.#status = 'running';
         return this.#line(s.dim('run resumed'));
@@ -102,7 +109,7 @@ export class Progress {
   }
 
   #describe(run: Run): string {
-    if (run.queue) return `pending (in queue, position ${run.queue.position})`;
+    if (run.queue) return run.queue.state === 'waiting' ? `pending (in queue, position ${run.queue.position})` : 'pending (starting)';
     return run.status;
   }
 
