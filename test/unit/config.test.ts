@@ -24,7 +24,9 @@ test('defaults match the contract when nothing is set', () => {
   assert.is(c.computeLimitUsd, '5');
   assert.is(c.sseHeartbeatMs, 15000);
   assert.is(c.catalogFile, DEMO_CATALOG_FILE);
-  assert.equal(c.temporal, { address: 'localhost:7233', namespace: 'default', taskQueue: 'workflow-runs', worker: true, cli: undefined });
+  assert.equal(c.temporal, {
+    address: 'localhost:7233', namespace: 'default', taskQueue: 'workflow-runs', worker: true, cli: undefined, connect: { attempts: 30, intervalMs: 2000 },
+  });
   assert.is(loadConfig({ TEMPORAL_WORKER: 'off' }).temporal.worker, false, 'TEMPORAL_WORKER=off makes an API-only process');
   assert.is(c.webhookAllowInsecure, false);
   assert.is(c.allowPrivateNetwork, false);
