@@ -99,8 +99,8 @@ export async function performStatusMove(
 
 /** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
 export type AdvanceResult =
-  /** The run is terminal; `outcome` when this call completed it. */
-  | { kind: 'ended'; status: RunStatus | null; outcome: string | null }
+  /** The run is terminal; `outcome` when this call completed it; `reason`: a failed run's buyer-safe reason. */
+  | { kind: 'ended'; status: RunStatus | null; outcome: string | null; reason?: string | null }
   /** Queued: wait for admission. */
   | { kind: 'queued' }
   /** Running: start the I/O steps `start` (the others given as running still are), then wait for any step or until `due`. */
@@ -128,7 +128,7 @@ export async function advanceRun(deps: RunsDeps, runId: string, running: readonl
     if (await performStatusMove(deps, s, move, { resumeCredentials: running.length === 0 })) continue;
     switch (move.kind) {
       case 'end':
-        return { kind: 'ended', status: s.status, outcome: null };
+        return { kind: 'ended', status: s.status, outcome: null, reason: s.reason ?? null };
       case 'await_admission':
         return { kind: 'queued' };
       case 'park':

@@ -70,6 +70,8 @@ export interface SeedOptions {
   credentialMode?: 'service_hosted' | 'byok';
   /** Account handle of the buyer (a fresh one per seed keeps visibility queries apart). */
   buyer?: string;
+  /** The catalog workflow's compute limit (default: the service's). */
+  computeLimitUsd?: string;
 }
 
 /** Empties the database and loads one catalog workflow with `nodes`, owned by alice, bought by `buyer`. */
@@ -91,6 +93,7 @@ export async function seedWorkflow(orm: Orm, nodes: GraphNode[], o: SeedOptions 
         runModel: 'per_run',
         priceUsd: '0.250000',
         credentialMode: o.credentialMode ?? 'service_hosted',
+        ...(o.computeLimitUsd ? { computeLimitUsd: o.computeLimitUsd } : {}),
         versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
       },
     ],

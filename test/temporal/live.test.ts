@@ -108,10 +108,35 @@ if (address) {
         assert.equal(await listed(h, `RunStatus="suspended" AND AccountHandle="${buyer}"`, runId), [runId]);
         await cancelRun(h.deps, null, runId);
         await workflowClosed(h, runId);
-        assert.equal(await listed(h, `RunStatus="cancelled" AND AccountHandle="${buyer}"`, runId), [runId]);
+        assert.is((await h.client.workflow.getHandle(runId).describe()).status.name, 'CANCELLED', 'closed as Canceled, not Completed');
+        assert.equal(await listed(h, `RunStatus="cancelled" AND ExecutionStatus="Canceled" AND AccountHandle="${buyer}"`, runId), [runId]);
         const suspended: string[] = [];
         for await (const w of h.client.workflow.list({ query: `RunStatus="suspended" AND AccountHandle="${buyer}"` })) suspended.push(w.workflowId);
         assert.equal(suspended, [], 'no longer listed as suspended');
+      });
+    }),
+  );
+
+  test(
+    'a failed run closes its workflow as Failed: a non-retryable application failure carrying the run\'s reason',
+    countTemporal(async () => {
+      // Three steps at 0.0001 each against a limit of 0.00025: the third would cross it.
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('a', 'x'), text('b', '{{a}}'), text('c', '{{b}}'), out('o', 'c')], {
+        buyer: freshHandle(),
+        computeLimitUsd: '0.000250',
+      });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        assert.is(await runStatusOf(orm, runId), 'failed');
+        const handle = h.client.workflow.getHandle(runId);
+        assert.is((await handle.describe()).status.name, 'FAILED');
+        const events = (await handle.fetchHistory()).events ?? [];
+        const failure = events.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+        assert.is(failure?.message, 'compute limit reached');
+        assert.is(failure?.applicationFailureInfo?.type, 'RunFailed');
+        assert.is(failure?.applicationFailureInfo?.nonRetryable, true);
+        assert.equal(await listed(h, `ExecutionStatus="Failed" AND RunStatus="failed" AND AccountHandle="${buyer}"`, runId), [runId]);
       });
     }),
   );

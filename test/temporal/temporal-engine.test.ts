@@ -50,8 +50,12 @@ class FakeTemporal implements RunWorkflowClient {
     this.open.add(memo.runId);
     return 'signalled' as const;
   }
-  async signal(runId: string, signal: 'cancel' | 'credentialsSupplied') {
+  async signal(runId: string, signal: 'credentialsSupplied') {
     this.signals.push([signal, runId]);
+    return this.open.has(runId);
+  }
+  async cancel(runId: string) {
+    this.signals.push(['cancel', runId]);
     return this.open.has(runId);
   }
   async ready() {
@@ -153,7 +157,7 @@ test('RUN_CAPACITY holds when several processes admit at once, and a run that en
   assert.is(admitted().length, 3);
   const firstTwo = ids.slice(0, 2);
   assert.equal(admitted().filter((id) => !firstTwo.includes(id)), [ids[2]], 'the next in FIFO order');
-  assert.ok(processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]), 'the cancelled run was signalled');
+  assert.ok(processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]), 'the cancelled run\'s workflow was cancelled');
 });
 
 test('a per-account max_concurrent_runs is applied by the Temporal admission too', async () => {

@@ -32,6 +32,8 @@ export interface ActivityHooks {
 export interface RunStatusView {
   status: RunStatus;
   phase: string | null;
+  /** A failed run's buyer-safe reason. */
+  reason: string | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
@@ -57,21 +59,25 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
     }
   };
 
+  /** A light look at the run (status columns only). */
+  async function runStatus(runId: string): Promise<RunStatusView | null> {
+    const [r] = await query<{ status: RunStatus; phase: string | null; reason: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
+      fork(deps),
+      RUN_SCHEDULE,
+      [runId],
+    );
+    if (!r) return null;
+    return {
+      status: r.status,
+      phase: r.phase ?? null,
+      reason: r.reason ?? null,
+      suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
+      resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
+    };
+  }
+
   return {
-    async runStatus(runId: string): Promise<RunStatusView | null> {
-      const [r] = await query<{ status: RunStatus; phase: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
-        fork(deps),
-        RUN_SCHEDULE,
-        [runId],
-      );
-      if (!r) return null;
-      return {
-        status: r.status,
-        phase: r.phase ?? null,
-        suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
-        resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
-      };
-    },
+    runStatus,
 
     /**
      * Everything but the I/O steps and the waiting, in one activity (src/engine/drive-run.ts): prepares
@@ -89,10 +95,13 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
      * The workflow itself was cancelled through Temporal (UI, CLI), not through the API: commit the
      * cancellation the way the API does (src/runs/cancel-run.ts: not charged, hold released, webhooks).
      */
-    async cancelRun(runId: string): Promise<{ cancelled: boolean }> {
+    async cancelRun(runId: string): Promise<{ cancelled: boolean; status: RunStatus | null; reason: string | null }> {
       const r = await commitCancellation(deps, runId);
       ended(runId);
-      return r;
+      if (r.cancelled) return { cancelled: true, status: 'cancelled', reason: null };
+      // Already terminal: cancelled by the API, or ended otherwise before the cancellation came.
+      const view = await runStatus(runId);
+      return { cancelled: false, status: view?.status ?? null, reason: view?.reason ?? null };
     },
 
     /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres). */

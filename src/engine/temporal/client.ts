@@ -6,7 +6,6 @@ import { withStoredTrace } from '../../observability/tracing.ts';
 import { ensureSearchAttributes } from './search-attributes.ts';
 import {
   admittedSignal,
-  cancelSignal,
   credentialsSuppliedSignal,
   RUN_WORKFLOW_TYPE,
   searchAttributes,
@@ -25,7 +24,12 @@ export interface RunWorkflowClient {
   /** Signals `admitted`, starting the workflow first when it does not exist (signal-with-start). */
   admit(memo: RunMemo): Promise<'signalled' | 'closed'>;
   /** Signals an open workflow; false when there is no open execution for the run. */
-  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean>;
+  signal(runId: string, signal: 'credentialsSupplied'): Promise<boolean>;
+  /**
+   * Requests the Temporal cancellation of the run's workflow (the run's cancellation is committed
+   * already), so its execution closes as Canceled; false when there is no open execution for the run.
+   */
+  cancel(runId: string): Promise<boolean>;
   /** Temporal reachable (a health check with a short deadline). */
   ready(timeoutMs: number): Promise<boolean>;
   /**
@@ -44,7 +48,7 @@ export class TemporalUnreachableError extends ConfigError {}
 
 export type TemporalAddress = Pick<Config['temporal'], 'address' | 'namespace' | 'taskQueue'>;
 
-const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSuppliedSignal } as const;
+const SIGNALS = { credentialsSupplied: credentialsSuppliedSignal } as const;
 
 /**
  * The real client: connects lazily (the first call), with `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE` /
@@ -138,14 +142,19 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
-  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
-    return this.#track(() => this.#signal(runId, signal));
+  signal(runId: string, signal: 'credentialsSupplied'): Promise<boolean> {
+    return this.#track(() => this.#openOnly(async (client) => void (await client.workflow.getHandle(runId).signal(SIGNALS[signal]))));
   }
 
-  async #signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
+  cancel(runId: string): Promise<boolean> {
+    return this.#track(() => this.#openOnly(async (client) => void (await client.workflow.getHandle(runId).cancel())));
+  }
+
+  /** Runs a call on an open execution: false when there is none (never started, or closed). */
+  async #openOnly(call: (client: Client) => Promise<void>): Promise<boolean> {
     const client = await this.#get();
     try {
-      await client.workflow.getHandle(runId).signal(SIGNALS[signal]);
+      await call(client);
       return true;
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return false;

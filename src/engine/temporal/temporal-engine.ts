@@ -28,7 +28,8 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTA
  *   ago that were never marked started (the process died between the commit and the start), and
  *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
  *   The workflow also re-checks the run itself every minute while queued.
- * - runCancelled: signals `cancel` (the cancel-run service has already committed the cancellation).
+ * - runCancelled: requests the workflow's Temporal cancellation (the cancel-run service has already
+ *   committed the run's), so the execution closes as Canceled.
  * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
  *   the run running, exactly like the embedded engine), then signals `credentialsSupplied`.
  * - ready(): a Temporal health check with a short deadline.
@@ -188,7 +189,7 @@ export class TemporalEngine implements EnginePort {
 
   async runCancelled(runId: string): Promise<void> {
     try {
-      await this.client.signal(runId, 'cancel');
+      await this.client.cancel(runId);
     } finally {
       this.admitSoon(); // a cancelled run frees capacity
     }
