@@ -80,8 +80,6 @@ const steps = proxyActivities<Activities>({
 
 /** How often a queued run looks at itself (lost `admitted` signal, queue timeout). */
 export const ADMISSION_RECHECK_MS = 60_000;
-/** How often a run waiting for credentials looks at itself (lost signal, resumed elsewhere). */
-export const SIGNAL_RECHECK_MS = 5 * 60_000;
 /** Pause after a step activity failed all its attempts, doubling up to RETRY_MAX_MS. */
 const RETRY_BASE_MS = 5_000;
 const RETRY_MAX_MS = 60_000;
@@ -142,15 +140,22 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     let failure: unknown = null;
     let due: number | null = null;
     let settled: Settled | null = null;
+    /** advanceRun's answer as a step activity gave it (it went on driving the run after its step). */
+    let advanced: AdvanceResult | null = null;
 
     for (;;) {
       if (!blocked) {
-        const r = await db.advanceRun(runId, [...inflight]);
+        const r = advanced ?? (await db.advanceRun(runId, [...inflight]));
+        advanced = null;
         if (r.kind === 'wait') {
           showStatus('running');
+          // A step alone, with no timer beside it: its activity drives the run on after recording it
+          // (one activity instead of two), since nothing else can move the run meanwhile.
+          const advance = inflight.size === 0 && r.start.length === 1 && r.due === null;
           for (const nodeId of r.start) {
+            if (inflight.has(nodeId)) continue;
             inflight.add(nodeId);
-            steps.executeStep({ runId, nodeId }).then(
+            steps.executeStep({ runId, nodeId, ...(advance ? { advance: true } : {}) }).then(
               (report) => void done.push({ nodeId, report }),
               (error: unknown) => void done.push({ nodeId, error }),
             );
@@ -179,6 +184,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         if ('error' in next) {
           blocked = true;
           failure ??= next.error;
+        } else if (next.report.next) {
+          advanced = next.report.next;
         } else if (next.report.type !== 'recorded') {
           blocked = true; // suspended for credentials, or the run ended / is no longer running
         }
@@ -257,10 +264,14 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     view.until = null;
   }
 
-  /** A wait_signal suspension: wait for credentials, or re-check now and then (the next advanceRun resumes the run). */
+  /**
+   * A wait_signal suspension: wait for the signal, with no timer (the next advanceRun resumes the run).
+   * The credentials deadline is kept in Postgres: a run past it is failed there and its workflow
+   * signalled the same way (docs/temporal-operations.md).
+   */
   async function awaitCredentials(): Promise<void> {
     view.phase = 'waiting_signal';
-    if (credentialsSignals === credentialsConsumed) await condition(() => credentialsSignals > credentialsConsumed, SIGNAL_RECHECK_MS);
+    if (credentialsSignals === credentialsConsumed) await condition(() => credentialsSignals > credentialsConsumed);
     credentialsConsumed = credentialsSignals;
   }
 

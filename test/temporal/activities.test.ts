@@ -1,4 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { test } from 'uvu';
@@ -216,6 +218,27 @@ test('executeStep heartbeats on every published delta batch and on a timer while
     assert.ok(timerBeats >= Math.floor(took / 100) - 2, `timer heartbeats while streaming (${timerBeats} in ${took} ms)`);
   } finally {
     await stub.close();
+  }
+});
+
+test('a quick I/O step sends no heartbeat, and with `advance` its activity records it and completes the run', async () => {
+  const page = createServer((_req, res) => res.end('hello'));
+  await new Promise<void>((resolve) => page.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(page.address() as AddressInfo).port}/`;
+    const workflowId = await seed([{ id: 'fetch', kind: 'http.request', method: 'GET', url } as GraphNode, out('o', 'fetch')]);
+    const { deps, acts } = harness({ ALLOW_PRIVATE_NETWORK: '1' });
+    const env = mockEnv({ heartbeatTimeoutMs: 30_000 });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const id = await acceptedAndAdmitted(deps, workflowId);
+    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'wait', start: ['fetch'], due: null });
+    const report = await run(env, acts, 'executeStep', { runId: id, nodeId: 'fetch', advance: true });
+    assert.equal(report, { type: 'recorded', status: 'completed', next: { kind: 'ended', status: 'completed', outcome: 'completed' } });
+    assert.equal(beats, [], 'no heartbeat: nothing to report before the step ended');
+    assert.is((await runRow(id)).status, 'completed');
+  } finally {
+    await new Promise((resolve) => page.close(resolve));
   }
 });
 

@@ -39,12 +39,22 @@ export interface RunStatusView {
   resumeAt: number | null;
 }
 
-/** A step activity's answer: small facts for the workflow (whether the node's result is recorded). */
-export type StepReport = { type: 'recorded'; status: 'completed' | 'failed' | 'skipped' } | Exclude<StepOutcome, { type: 'recorded' }>;
+/**
+ * A step activity's answer: small facts for the workflow (whether the node's result is recorded), and
+ * with `advance`, advanceRun's answer after it (`next`).
+ */
+export type StepReport = ({ type: 'recorded'; status: 'completed' | 'failed' | 'skipped' } | Exclude<StepOutcome, { type: 'recorded' }>) & {
+  next?: AdvanceResult;
+};
 
 export interface ExecuteStepArgs {
   runId: string;
   nodeId: string;
+  /**
+   * The step is the only thing the run waits for: after recording it, drive the run on (advanceRun) in
+   * the same activity, so a step costs one activity, not two.
+   */
+  advance?: boolean;
 }
 
 /** Heartbeat period when the activity has no heartbeat timeout (the mock environment). */
@@ -104,10 +114,15 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       return { cancelled: false, status: view?.status ?? null, reason: view?.reason ?? null };
     },
 
-    /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres). */
+    /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres), then maybe advances. */
     async executeStep(args: ExecuteStepArgs): Promise<StepReport> {
       const ctx = Context.current();
+      // No heartbeat in the first period: each one is a billed action, and a step that ends by then (its
+      // start and its result are published too) has no progress to report; the timeouts still catch a lost worker.
+      const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
+      const quietUntil = Date.now() + period;
       const beat = (details?: unknown) => {
+        if (Date.now() < quietUntil) return;
         try {
           ctx.heartbeat(details);
         } catch {
@@ -125,16 +140,19 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
         onCancel: (listener) => deps.bus.onCancel(listener),
         close: () => deps.bus.close(),
       };
-      const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
       const timer = setInterval(() => beat(), period);
-      beat();
+      let report: StepReport;
       try {
         const outcome = await traceStep(args.runId, args.nodeId, () => executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal));
         if (outcome.type === 'not_runnable' && outcome.status !== null && isTerminal(outcome.status)) ended(args.runId);
-        return outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
+        report = outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
       } finally {
         clearInterval(timer);
       }
+      if (!args.advance) return report;
+      const next = await advanceRun(deps, args.runId, []);
+      if (next.kind === 'ended') ended(args.runId);
+      return { ...report, next };
     },
   };
 }

@@ -90,11 +90,13 @@ export class TemporalRunClient implements RunWorkflowClient {
     return p;
   }
 
-  #options({ traceContext: _, ...memo }: TracedMemo) {
+  #options(memo: TracedMemo) {
+    const { runId, accountHandle, workflowId, versionId, workflowName } = memo;
+    const runMemo: RunMemo = { runId, accountHandle, workflowId, versionId, workflowName };
     return {
       workflowId: memo.runId,
       taskQueue: this.#config.taskQueue,
-      memo: { ...memo },
+      memo: { ...runMemo },
       // What operators filter on in the UI; the workflow keeps RunStatus / RunOutcome current.
       typedSearchAttributes: [
         { key: searchAttributes.accountHandle, value: memo.accountHandle },
