@@ -118,6 +118,26 @@ if (address) {
   );
 
   test(
+    'a run that waited for credentials past the deadline closes its workflow as Failed, with no timer in its history',
+    countTemporal(async () => {
+      const llm = { id: 'l', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'x' } as GraphNode;
+      const { workflowId } = await seedWorkflow(orm, [llm, out('o', 'l')], { buyer: freshHandle(), credentialMode: 'byok' });
+      await withHarness(
+        async (h) => {
+          const runId = await startSeededRun(h.deps, workflowId);
+          await workflowClosed(h, runId);
+          assert.is(await runStatusOf(orm, runId), 'failed');
+          const handle = h.client.workflow.getHandle(runId);
+          const events = (await handle.fetchHistory()).events ?? [];
+          assert.is(events.at(-1)?.workflowExecutionFailedEventAttributes?.failure?.message, 'the run waited too long for credentials');
+          assert.not.ok(events.some((e) => e.timerStartedEventAttributes), 'the wait had no timer');
+        },
+        { CREDENTIALS_WAIT_SECONDS: '1' },
+      );
+    }),
+  );
+
+  test(
     'a failed run closes its workflow as Failed: a non-retryable application failure carrying the run\'s reason',
     countTemporal(async () => {
       // Three steps at 0.0001 each against a limit of 0.00025: the third would cross it.

@@ -200,6 +200,12 @@ export class TemporalEngine implements EnginePort {
     }
   }
 
+  async #signalQuietly(runId: string): Promise<void> {
+    await this.client.signal(runId, 'credentialsSupplied').catch((err: unknown) => {
+      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not signal a run that waited too long for credentials');
+    });
+  }
+
   async credentialsSupplied(runId: string): Promise<void> {
     await resumeRun(this.#deps, runId, { reason: 'wait_signal' });
     await this.client.signal(runId, 'credentialsSupplied');
@@ -240,6 +246,8 @@ export class TemporalEngine implements EnginePort {
     this.#expireDue = false;
     const r = await admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, expireQueued });
     if (r.admitted.length) await this.#signalAdmitted(r.admitted);
+    // Failed past the credentials deadline: the waiting workflow looks again and closes as Failed.
+    await Promise.all((r.expiredWaits ?? []).map((runId) => this.#signalQuietly(runId)));
     return r.admitted;
   }
 
