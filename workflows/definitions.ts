@@ -27,8 +27,9 @@ export interface RunMemo {
   accountHandle: string;
   workflowId: string;
   versionId: string;
-  /** The catalog workflow's name, for people reading the UI. */
+  /** The catalog workflow's name and the version's label, for people reading the UI. */
   workflowName: string;
+  versionLabel: string;
 }
 
 /**

@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
@@ -57,6 +59,29 @@ if (address) {
         const history = await h.client.workflow.getHandle(runId).fetchHistory();
         const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name] : []));
         assert.equal(activities, ['advanceRun']);
+      });
+    }),
+  );
+
+  test(
+    'a run\'s workflow carries a summary and details naming the catalog workflow, version and account, and a memo `describe` prints as JSON',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        const description = await h.client.workflow.getHandle(runId).describe();
+        assert.is(await description.staticSummary(), `Live Temporal v1 · ${buyer}`);
+        const details = (await description.staticDetails()) ?? '';
+        for (const part of [runId, workflowId, buyer, 'v1', `/v1/runs/${runId}`]) assert.ok(details.includes(part), `details name ${part}`);
+        assert.equal(description.memo, { runId, accountHandle: buyer, workflowId, versionId: description.memo!.versionId, workflowName: 'Live Temporal', versionLabel: 'v1' });
+        const cli = process.env.TEMPORAL_CLI;
+        if (cli) {
+          // The memo's payloads are plain JSON (json/plain): the CLI's JSON output shows them as values.
+          const { stdout } = await promisify(execFile)(cli, ['workflow', 'describe', '--address', address!, '--workflow-id', runId, '--output', 'json']);
+          const described = JSON.parse(stdout) as { workflowExecutionInfo: { memo: { fields: Record<string, unknown> } } };
+          assert.equal(described.workflowExecutionInfo.memo.fields, description.memo);
+        }
       });
     }),
   );

@@ -73,8 +73,8 @@ class FakeTemporal implements RunWorkflowClient {
 }
 
 /** What the real client puts in the workflow's memo (it drops the engine's own fields). */
-function plainMemo({ runId, accountHandle, workflowId, versionId, workflowName }: RunMemo): RunMemo {
-  return { runId, accountHandle, workflowId, versionId, workflowName };
+function plainMemo({ runId, accountHandle, workflowId, versionId, workflowName, versionLabel }: RunMemo): RunMemo {
+  return { runId, accountHandle, workflowId, versionId, workflowName, versionLabel };
 }
 
 function harness(env: Record<string, string> = {}, opts: TemporalEngineOptions = {}) {
@@ -143,7 +143,7 @@ test('an accepted run with room is admitted first and its workflow started admit
   const id = await accept(deps, workflowId);
   await until('the admitted start', () => client.admitted.includes(id));
   await until('the run marked started', async () => (await row(id)).lease_owner !== null);
-  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test' }, admitted: true }]);
+  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test', versionLabel: 'v1' }, admitted: true }]);
   assert.equal(client.admits, [], 'no admitted signal');
   const r = await row(id);
   assert.is(r.engine, 'temporal', 'the run is a Temporal run');

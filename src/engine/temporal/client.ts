@@ -91,12 +91,14 @@ export class TemporalRunClient implements RunWorkflowClient {
   }
 
   #options(memo: TracedMemo) {
-    const { runId, accountHandle, workflowId, versionId, workflowName } = memo;
-    const runMemo: RunMemo = { runId, accountHandle, workflowId, versionId, workflowName };
+    const { runId, accountHandle, workflowId, versionId, workflowName, versionLabel } = memo;
+    const runMemo: RunMemo = { runId, accountHandle, workflowId, versionId, workflowName, versionLabel };
     return {
       workflowId: memo.runId,
       taskQueue: this.#config.taskQueue,
       memo: { ...runMemo },
+      // Temporal's user metadata: the UI's workflow list and page show these instead of a bare UUID.
+      ...runMetadata(runMemo),
       // What operators filter on in the UI; the workflow keeps RunStatus / RunOutcome current.
       typedSearchAttributes: [
         { key: searchAttributes.accountHandle, value: memo.accountHandle },
@@ -225,6 +227,19 @@ export class TemporalRunClient implements RunWorkflowClient {
     await this.#connection?.close().catch(() => undefined);
     this.#connection = null;
   }
+}
+
+/** The summary (one line) and details (markdown) a run's workflow carries for the Temporal UI and `describe`. */
+export function runMetadata(memo: RunMemo): { staticSummary: string; staticDetails: string } {
+  return {
+    staticSummary: `${memo.workflowName} ${memo.versionLabel} · ${memo.accountHandle}`,
+    staticDetails: [
+      `**Run** \`${memo.runId}\` (REST \`GET /v1/runs/${memo.runId}\`)`,
+      `**Catalog workflow** ${memo.workflowName} \`${memo.workflowId}\``,
+      `**Version** ${memo.versionLabel} \`${memo.versionId}\``,
+      `**Account** ${memo.accountHandle} (the caller)`,
+    ].join('\n\n'),
+  };
 }
 
 function firstLine(err: unknown): string {

@@ -312,7 +312,11 @@ export class TemporalEngine implements EnginePort {
 
   async #memos(runIds: string[]): Promise<RunRecord[]> {
     if (runIds.length === 0) return [];
-    type Row = { id: string; handle: string; workflow_id: string; version_id: string; name: string; trace_context: unknown; phase: string | null; lease_owner: string | null };
+    type Row = { id: string; handle: string; workflow_id: string; version_id: string; name: string; label: string } & {
+      trace_context: unknown;
+      phase: string | null;
+      lease_owner: string | null;
+    };
     const rows = await query<Row>(
       fork(this.#deps),
       TEMPORAL_RUN_MEMOS,
@@ -324,6 +328,7 @@ export class TemporalEngine implements EnginePort {
       workflowId: String(r.workflow_id),
       versionId: String(r.version_id),
       workflowName: String(r.name),
+      versionLabel: String(r.label),
       ...(r.trace_context ? { traceContext: r.trace_context } : {}),
       phase: r.phase,
       started: r.lease_owner === TEMPORAL_STARTED_MARK,
