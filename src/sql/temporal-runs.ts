@@ -37,3 +37,15 @@ export const MARK_TEMPORAL_STARTED = statement(
   'mark_temporal_started',
   `update runs set lease_owner = $1 where id = any($2::uuid[]) and lease_owner is null and status in ('pending', 'running', 'suspended')`,
 );
+
+/**
+ * $1 seconds of grace: Temporal runs resumed from a credentials wait (their last event is run.resumed)
+ * that have not moved since: their workflow may have missed the `credentialsSupplied` signal.
+ */
+export const UNHEARD_RESUMES = statement(
+  'unheard_temporal_resumes',
+  `select r.id from runs r join run_events e on e.run_id = r.id and e.sequence = r.last_sequence
+    where r.engine = 'temporal' and r.status = 'running' and e.type = 'run.resumed'
+      and r.updated_at < clock_timestamp() - make_interval(secs => $1)
+    order by r.updated_at, r.id limit 200`,
+);

@@ -41,6 +41,7 @@ class FakeTemporal implements RunWorkflowClient {
   open = OPEN_EXECUTIONS;
   failStart = false;
   failAdmit = false;
+  failSignal = false;
   healthy = true;
 
   async start(memo: RunMemo, opts: { admitted: boolean }) {
@@ -59,6 +60,7 @@ class FakeTemporal implements RunWorkflowClient {
     return 'signalled' as const;
   }
   async signal(runId: string, signal: 'credentialsSupplied') {
+    if (this.failSignal) throw new Error('temporal is unavailable');
     this.signals.push([signal, runId]);
     return this.open.has(runId);
   }
@@ -242,6 +244,26 @@ test('credentialsSupplied resumes the wait_signal suspension in Postgres first, 
   assert.equal(client.signals, [['credentialsSupplied', id]]);
   const [ev] = await orm.em.fork().execute<{ type: string }[]>('select type from run_events where run_id = ? order by sequence desc limit 1', [id]);
   assert.is(ev!.type, 'run.resumed');
+});
+
+test('a resume whose credentialsSupplied signal was lost is signalled again by the sweep (the wait has no timer)', async () => {
+  const { workflowId } = await seed();
+  const api = harness({}, { background: false });
+  await api.engine.start();
+  const id = await accept(api.deps, workflowId);
+  await until('admission', () => api.client.admitted.length === 1);
+  await orm.em.fork().execute(`update runs set status = 'suspended', phase = null, suspend_reason = 'wait_signal' where id = ?`, [id]);
+  api.client.failSignal = true;
+  assert.is((await supplyRunCredentials(api.deps, id, [{ provider: 'openai', apiKey: 'sk-buyer' }])).status, 'running');
+  assert.equal(api.client.signals, [], 'the signal was lost');
+  const other = harness({}, { background: false, startGraceMs: 0 });
+  await other.engine.start();
+  await other.engine.sweep();
+  assert.equal(other.client.signals, [['credentialsSupplied', id]]);
+  // Once the run moved on (any later write), the sweep leaves it alone.
+  await orm.em.fork().execute(`update runs set status = 'completed' where id = ?`, [id]);
+  await other.engine.sweep();
+  assert.is(other.client.signals.length, 1);
 });
 
 test('a queued run that waited past QUEUE_MAX_WAIT_SECONDS fails at a periodic admission, not charged', async () => {

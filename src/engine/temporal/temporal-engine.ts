@@ -8,7 +8,7 @@ import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
 import { query } from '../../db/statement.ts';
-import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
+import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
 /**
  * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
@@ -30,7 +30,9 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTA
  * - Sweep (every `sweepIntervalMs`): starts the workflows of runs accepted more than `startGraceMs`
  *   ago that were never marked started (the process died between the commit and the start), and
  *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
- *   The workflow also re-checks the run itself every minute while queued.
+ *   The workflow also re-checks the run itself every minute while queued. It also signals
+ *   `credentialsSupplied` again to runs resumed from a credentials wait that have not moved since (the
+ *   workflow's wait has no timer, so a lost signal would leave it waiting).
  * - runCancelled: requests the workflow's Temporal cancellation (the cancel-run service has already
  *   committed the run's), so the execution closes as Canceled.
  * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
@@ -202,7 +204,7 @@ export class TemporalEngine implements EnginePort {
 
   async #signalQuietly(runId: string): Promise<void> {
     await this.client.signal(runId, 'credentialsSupplied').catch((err: unknown) => {
-      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not signal a run that waited too long for credentials');
+      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not signal a run\'s workflow to look at its run again');
     });
   }
 
@@ -297,6 +299,9 @@ export class TemporalEngine implements EnginePort {
         }
         const stalled = await query<{ id: string }>(em, STALLED_TEMPORAL_RUNS, [graceSecs]);
         if (stalled.length) await this.#signalAdmitted(stalled.map((r) => String(r.id)));
+        // The credentials wait has no timer: a resume whose signal was lost is signalled again.
+        const unheard = await query<{ id: string }>(em, UNHEARD_RESUMES, [graceSecs]);
+        await Promise.all(unheard.map((r) => this.#signalQuietly(String(r.id))));
       } catch (err) {
         this.#deps.log.error({ err }, 'temporal engine sweep failed');
       }
