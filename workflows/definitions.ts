@@ -27,8 +27,9 @@ export interface RunMemo {
   accountHandle: string;
   workflowId: string;
   versionId: string;
-  /** The catalog workflow's name, for people reading the UI. */
+  /** The catalog workflow's name and the version's label, for people reading the UI. */
   workflowName: string;
+  versionLabel: string;
 }
 
 /**
@@ -49,8 +50,8 @@ export const searchAttributes = {
 
 /** The run was admitted from the queue (phase `starting`): fund it and start driving it. */
 export const admittedSignal = defineSignal('admitted');
-/** The run was cancelled (already committed by the cancel-run service): stop and abort running steps. */
-export const cancelSignal = defineSignal('cancel');
+/** The ApplicationFailure type a failed run's execution fails with (its message: the run's buyer-safe reason). */
+export const RUN_FAILED_TYPE = 'RunFailed';
 /** Credentials were stored for the run (supply-run-credentials): resume a wait_signal suspension. */
 export const credentialsSuppliedSignal = defineSignal('credentialsSupplied');
 
@@ -62,7 +63,6 @@ export interface RunWorkflowView {
   runningSteps: string[];
   /** Epoch ms the workflow sleeps until (waiting_timer, retrying). */
   until: number | null;
-  cancelRequested: boolean;
 }
 
 /** Read-only view for operators (Temporal UI → Queries → `state`). */

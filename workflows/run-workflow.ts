@@ -1,6 +1,7 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   condition,
   continueAsNew,
@@ -20,8 +21,8 @@ import type * as activities from '../src/engine/temporal/activities.ts';
 import type { StepReport } from '../src/engine/temporal/activities.ts';
 import {
   admittedSignal,
-  cancelSignal,
   credentialsSuppliedSignal,
+  RUN_FAILED_TYPE,
   searchAttributes,
   stateQuery,
   type RunWorkflowArgs,
@@ -43,10 +44,12 @@ import {
  *  3. advanceRun answers `park` (the run is suspended with wait_timer): a durable `sleep` until the due
  *     time, then advanceRun resumes it. `await_credentials` (wait_signal): `condition()` on the
  *     `credentialsSupplied` signal, then advanceRun resumes it.
- *  4. The `cancel` signal (the cancel-run service has already committed `cancelled`) cancels the scope
- *     everything runs in: running step activities are cancelled (their AbortSignal fires through the
- *     heartbeat), timers and waits stop, and the workflow returns. A Temporal cancellation (UI, CLI)
- *     does the same and first commits the cancellation through the cancelRun activity.
+ *  4. A Temporal cancellation (the API's cancel, the UI, the CLI) cancels everything: running step
+ *     activities are cancelled (their AbortSignal fires through the heartbeat), timers and waits stop,
+ *     the cancelRun activity commits the cancellation (a no-op when the API already did) and the
+ *     execution closes as Canceled.
+ *  5. The execution closes the way the run ended: Completed, Failed (a non-retryable application
+ *     failure carrying the run's buyer-safe reason) or Canceled (docs/temporal-operations.md).
  *
  * Activity arguments and results are small facts (ids, statuses, due times): node values and outputs
  * stay in Postgres, far from Temporal's payload limit. The RunStatus / RunOutcome search attributes
@@ -77,8 +80,6 @@ const steps = proxyActivities<Activities>({
 
 /** How often a queued run looks at itself (lost `admitted` signal, queue timeout). */
 export const ADMISSION_RECHECK_MS = 60_000;
-/** How often a run waiting for credentials looks at itself (lost signal, resumed elsewhere). */
-export const SIGNAL_RECHECK_MS = 5 * 60_000;
 /** Pause after a step activity failed all its attempts, doubling up to RETRY_MAX_MS. */
 const RETRY_BASE_MS = 5_000;
 const RETRY_MAX_MS = 60_000;
@@ -90,22 +91,15 @@ type Settled = Exclude<AdvanceResult, { kind: 'wait' }>;
 export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowResult> {
   const runId = args.runId;
   let admitted = args.admitted === true;
-  let cancelRequested = false;
   let credentialsSignals = 0;
   let credentialsConsumed = 0;
-  const view: RunWorkflowView = { runId, phase: 'queued', runningSteps: [], until: null, cancelRequested: false };
+  const view: RunWorkflowView = { runId, phase: 'queued', runningSteps: [], until: null };
 
-  const scope = new CancellationScope();
   setHandler(admittedSignal, () => {
     admitted = true;
   });
   setHandler(credentialsSuppliedSignal, () => {
     credentialsSignals++;
-  });
-  setHandler(cancelSignal, () => {
-    cancelRequested = true;
-    view.cancelRequested = true;
-    scope.cancel();
   });
   setHandler(stateQuery, () => ({ ...view, runningSteps: [...view.runningSteps] }));
 
@@ -120,14 +114,15 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     ]);
   }
 
-  /** Waits for the `admitted` signal; returns the final status when the run ended while queued (queue timeout, cancel). */
-  async function awaitAdmission(): Promise<{ ended: string | null } | null> {
+  type Ended = { status: string | null; reason: string | null };
+  /** Waits for the `admitted` signal; returns how the run ended when it ended while queued (queue timeout, cancel). */
+  async function awaitAdmission(): Promise<Ended | null> {
     view.phase = 'queued';
     showStatus('pending');
     while (!admitted) {
       if (await condition(() => admitted, ADMISSION_RECHECK_MS)) break;
       const s = await db.runStatus(runId);
-      if (!s || nextRunMove(s, Date.now()).kind === 'end') return { ended: s?.status ?? null };
+      if (!s || nextRunMove(s, Date.now()).kind === 'end') return { status: s?.status ?? null, reason: s?.reason ?? null };
       if (s.status !== 'pending' || s.phase !== 'queued') admitted = true;
     }
     return null;
@@ -145,15 +140,22 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     let failure: unknown = null;
     let due: number | null = null;
     let settled: Settled | null = null;
+    /** advanceRun's answer as a step activity gave it (it went on driving the run after its step). */
+    let advanced: AdvanceResult | null = null;
 
     for (;;) {
       if (!blocked) {
-        const r = await db.advanceRun(runId, [...inflight]);
+        const r = advanced ?? (await db.advanceRun(runId, [...inflight]));
+        advanced = null;
         if (r.kind === 'wait') {
           showStatus('running');
+          // A step alone, with no timer beside it: its activity drives the run on after recording it
+          // (one activity instead of two), since nothing else can move the run meanwhile.
+          const advance = inflight.size === 0 && r.start.length === 1 && r.due === null;
           for (const nodeId of r.start) {
+            if (inflight.has(nodeId)) continue;
             inflight.add(nodeId);
-            steps.executeStep({ runId, nodeId }).then(
+            steps.executeStep({ runId, nodeId, ...(advance ? { advance: true } : {}) }).then(
               (report) => void done.push({ nodeId, report }),
               (error: unknown) => void done.push({ nodeId, error }),
             );
@@ -182,6 +184,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         if ('error' in next) {
           blocked = true;
           failure ??= next.error;
+        } else if (next.report.next) {
+          advanced = next.report.next;
         } else if (next.report.type !== 'recorded') {
           blocked = true; // suspended for credentials, or the run ended / is no longer running
         }
@@ -193,7 +197,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   async function drive(): Promise<RunWorkflowResult> {
     if (!admitted) {
       const ended = await awaitAdmission();
-      if (ended) return end(ended.ended);
+      if (ended) return end(ended.status, null, ended.reason);
     }
     let failures = 0;
 
@@ -220,11 +224,11 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
       }
       switch (r.kind) {
         case 'ended':
-          return end(r.status, r.outcome);
+          return end(r.status, r.outcome, r.reason ?? null);
         case 'queued': {
           admitted = false;
           const ended = await awaitAdmission();
-          if (ended) return end(ended.ended);
+          if (ended) return end(ended.status, null, ended.reason);
           break;
         }
         case 'park':
@@ -241,9 +245,13 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     }
   }
 
-  function end(status: string | null, outcome: string | null = null): RunWorkflowResult {
+  /** Closes the execution the way the run ended: a failed run fails it, with the run's buyer-safe reason. */
+  function end(status: string | null, outcome: string | null = null, reason: string | null = null): RunWorkflowResult {
     view.phase = 'ended';
     showStatus(status, outcome);
+    if (status === 'failed') {
+      throw ApplicationFailure.create({ type: RUN_FAILED_TYPE, message: reason ?? 'the run failed', nonRetryable: true, details: [{ runId }] });
+    }
     return { runId, status };
   }
 
@@ -256,25 +264,27 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     view.until = null;
   }
 
-  /** A wait_signal suspension: wait for credentials, or re-check now and then (the next advanceRun resumes the run). */
+  /**
+   * A wait_signal suspension: wait for the signal, with no timer (the next advanceRun resumes the run).
+   * The credentials deadline is kept in Postgres: a run past it is failed there and its workflow
+   * signalled the same way (docs/temporal-operations.md).
+   */
   async function awaitCredentials(): Promise<void> {
     view.phase = 'waiting_signal';
-    if (credentialsSignals === credentialsConsumed) await condition(() => credentialsSignals > credentialsConsumed, SIGNAL_RECHECK_MS);
+    if (credentialsSignals === credentialsConsumed) await condition(() => credentialsSignals > credentialsConsumed);
     credentialsConsumed = credentialsSignals;
   }
 
   try {
-    return await scope.run(drive);
+    return await drive();
   } catch (err) {
     if (!isCancellation(err)) throw err;
-    view.phase = 'ended';
-    if (cancelRequested) {
-      showStatus('cancelled'); // committed by the cancel-run service
-      return { runId, status: 'cancelled' };
-    }
-    // Cancelled through Temporal itself: commit the cancellation, then end as cancelled in Temporal too.
+    // Cancelled through Temporal (by the API, which has committed the cancellation already, or from the
+    // UI / CLI): commit it (a no-op when done), then close as Canceled, or as the run ended meanwhile.
     const r = await CancellationScope.nonCancellable(() => db.cancelRun(runId));
-    if (r.cancelled) showStatus('cancelled');
+    if (r.status !== 'cancelled') return end(r.status, null, r.reason);
+    view.phase = 'ended';
+    showStatus('cancelled');
     throw err;
   }
 }

@@ -42,6 +42,8 @@ const schema = z.object({
   INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   RUN_CAPACITY: int(1).default(16),
   QUEUE_MAX_WAIT_SECONDS: int(1).default(900),
+  /** How long a run may wait for credentials (wait_signal) before it fails; default one day. */
+  CREDENTIALS_WAIT_SECONDS: int(1).default(86400),
   COMPUTE_LIMIT_USD: decimal.default('5'),
   SSE_HEARTBEAT_MS: int(10).default(15000),
   /** Open streams per API key (REST SSE) and per token (GraphQL subscriptions) across the deployment; 0 = no limit. */
@@ -86,6 +88,7 @@ export interface Config {
   internalApiTokenGenerated: boolean;
   runCapacity: number;
   queueMaxWaitSeconds: number;
+  credentialsWaitSeconds: number;
   computeLimitUsd: string;
   sseHeartbeatMs: number;
   /** Open streams per API key / GraphQL token across processes; 0 = no limit. */
@@ -146,6 +149,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     internalApiTokenGenerated: e.INTERNAL_API_TOKEN === undefined,
     runCapacity: e.RUN_CAPACITY,
     queueMaxWaitSeconds: e.QUEUE_MAX_WAIT_SECONDS,
+    credentialsWaitSeconds: e.CREDENTIALS_WAIT_SECONDS,
     computeLimitUsd: e.COMPUTE_LIMIT_USD,
     sseHeartbeatMs: e.SSE_HEARTBEAT_MS,
     maxStreamsPerKey: e.MAX_STREAMS_PER_KEY,

@@ -8,5 +8,6 @@ export const isTerminal = (s: string | null | undefined): boolean => s !== null 
 
 /** Reasons the service itself gives a failed run (shown to callers as `reason`). */
 export const QUEUE_TIMEOUT_REASON = 'the run waited too long for capacity';
+export const CREDENTIALS_TIMEOUT_REASON = 'the run waited too long for credentials';
 export const COMPUTE_LIMIT_REASON = 'compute limit reached';
 export const STUCK_GRAPH_REASON = 'the workflow cannot make progress';

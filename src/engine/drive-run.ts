@@ -3,8 +3,9 @@ import { traceComputedStep } from '../observability/trace-spans.ts';
 import { nextRunMove, RunDriver, type DriverMove, type RunMove } from './run-driver.ts';
 import { computeTimedSyncStep } from '../runs/record-step.ts';
 import { completeRun } from '../runs/complete-run.ts';
-import { credentialsAvailable } from '../runs/credentials.ts';
-import type { RunsDeps } from '../runs/deps.ts';
+import { credentialsAvailable, lacksProviderKey } from '../runs/credentials.ts';
+import { fork, type RunsDeps } from '../runs/deps.ts';
+import { executeStep } from './execute-step.ts';
 import { applyActions } from '../runs/free-actions.ts';
 import { prepareRun } from '../runs/prepare-run.ts';
 import { recordBatch } from '../runs/record-batch.ts';
@@ -99,8 +100,8 @@ export async function performStatusMove(
 
 /** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
 export type AdvanceResult =
-  /** The run is terminal; `outcome` when this call completed it. */
-  | { kind: 'ended'; status: RunStatus | null; outcome: string | null }
+  /** The run is terminal; `outcome` when this call completed it; `reason`: a failed run's buyer-safe reason. */
+  | { kind: 'ended'; status: RunStatus | null; outcome: string | null; reason?: string | null }
   /** Queued: wait for admission. */
   | { kind: 'queued' }
   /** Running: start the I/O steps `start` (the others given as running still are), then wait for any step or until `due`. */
@@ -128,7 +129,7 @@ export async function advanceRun(deps: RunsDeps, runId: string, running: readonl
     if (await performStatusMove(deps, s, move, { resumeCredentials: running.length === 0 })) continue;
     switch (move.kind) {
       case 'end':
-        return { kind: 'ended', status: s.status, outcome: null };
+        return { kind: 'ended', status: s.status, outcome: null, reason: s.reason ?? null };
       case 'await_admission':
         return { kind: 'queued' };
       case 'park':
@@ -144,6 +145,17 @@ export async function advanceRun(deps: RunsDeps, runId: string, running: readonl
   return { kind: 'again' };
 }
 
+/** Every step is an llm.chat of a BYOK run with no key for its provider (it would suspend the run at once). */
+async function waitForKeys(deps: RunsDeps, s: RunState, nodeIds: string[]): Promise<boolean> {
+  if (s.credentialMode !== 'byok') return false;
+  const em = fork(deps);
+  for (const nodeId of nodeIds) {
+    const node = s.graph.nodes.find((n) => n.id === nodeId);
+    if (node?.kind !== 'llm.chat' || !(await lacksProviderKey(em, s.runId, s.accountId, node.provider))) return false;
+  }
+  return nodeIds.length > 0;
+}
+
 /** One driver pass over a loaded run; null when the run must be looked at again. */
 async function advanceLoaded(deps: RunsDeps, s: RunState, running: readonly string[]): Promise<AdvanceResult | null> {
   const drv = new RunDriver(s, running);
@@ -155,6 +167,11 @@ async function advanceLoaded(deps: RunsDeps, s: RunState, running: readonly stri
     if (done === 'handled') continue;
     switch (m.kind) {
       case 'execute':
+        if (start.length === 0 && running.length === 0 && (await waitForKeys(deps, s, m.steps))) {
+          // Each step would only suspend the run for a key (no I/O): done here, not by an activity each.
+          for (const nodeId of m.steps) await executeStep(deps, { runId: s.runId, nodeId });
+          return null; // the next look reports the wait for credentials
+        }
         start.push(...m.steps);
         continue;
       case 'wait':

@@ -1,12 +1,12 @@
 import { query } from '../db/statement.ts';
-import { ADMIT_QUEUED, admitFromQueue, admitted, admitValues, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
+import { ADMIT_QUEUED, admitFromQueue, admitted, admitValues, EXPIRED_CREDENTIAL_WAITS, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
 import { inOneMessage } from '../db/group-commit.ts';
 import type { Statement } from '../db/statement.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../sql/commit-without-flush.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
-import { QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
+import { CREDENTIALS_TIMEOUT_REASON, QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
 
 /** Admission: queued runs become admitted (phase `starting`) within RUN_CAPACITY, in the line's order. */
@@ -18,12 +18,16 @@ export interface AdmitArgs {
   engine?: string;
   /** Embedded engine: claim the admitted runs' lease in the same statement. */
   lease?: { owner: string; ttlMs: number };
-  /** Fail runs that waited past QUEUE_MAX_WAIT_SECONDS first (default true; a periodic caller may skip it in between). */
+  /**
+   * Fail runs that waited past QUEUE_MAX_WAIT_SECONDS in the queue, or past CREDENTIALS_WAIT_SECONDS for
+   * credentials, first (default true; a periodic caller may skip it in between).
+   */
   expireQueued?: boolean;
 }
 
 /**
- * Fails queued runs that waited longer than QUEUE_MAX_WAIT_SECONDS (not charged), then admits queued
+ * Fails queued runs that waited longer than QUEUE_MAX_WAIT_SECONDS (not charged) and runs that waited
+ * for credentials longer than CREDENTIALS_WAIT_SECONDS (charged the steps that ran), then admits queued
  * runs in the line's order (src/services/runs/queue-line.ts) while the in-flight count is below `capacity` and each account stays
  * below its `max_concurrent_runs`: admitted runs get phase `starting`. Serialised across processes by a
  * transaction-scoped advisory lock. Returns the admitted run ids.
@@ -38,11 +42,14 @@ export interface AdmitResult {
   states: RunState[];
   /** False when the queue is known to hold no other admissible run right now. */
   more: boolean;
+  /** Runs this round failed because they waited for credentials past CREDENTIALS_WAIT_SECONDS. */
+  expiredWaits?: string[];
 }
 
 /** admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle admissions). */
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
   const published: [string, FinishedRun][] = [];
+  const expiredWaits: string[] = [];
   const admit = roundArgs(args);
   const result = args.expireQueued === false ? await admitOnly(deps, admit) : await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
@@ -51,15 +58,25 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
       const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
       if (finished !== null) published.push([String(id), finished]);
     }
+    // Past the credentials deadline: failed, charged the steps that ran (nothing for the wait); the
+    // round below then counts its slot as free.
+    const waits = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, args.engine ?? null]);
+    for (const { id } of waits) {
+      const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'compute', reason: CREDENTIALS_TIMEOUT_REASON });
+      if (finished !== null) {
+        published.push([String(id), finished]);
+        expiredWaits.push(String(id));
+      }
+    }
     // The last statement of the transaction: its COMMIT travels with it (src/sql/admit-queued.ts).
     return admitFromQueue(tx, admit);
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
-  if (result.rows.length === 0) return { admitted: [], states: [], more: result.more };
+  if (result.rows.length === 0) return { admitted: [], states: [], more: result.more, expiredWaits };
   // After the commit: a version's graph never changes, so reading it outside the transaction is the same.
   const em = fork(deps);
   const states = await Promise.all(result.rows.map((r) => stateFromRow(em, String(r.id), r)));
-  return { admitted: states.map((st) => st.runId), states, more: result.more };
+  return { admitted: states.map((st) => st.runId), states, more: result.more, expiredWaits };
 }
 
 /** ADMIT_QUEUED's arguments for a round of `args`: it looks at the queue's first 4 × capacity runs (100 at least). */

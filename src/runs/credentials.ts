@@ -4,12 +4,19 @@ import type { Em } from '../db/orm.ts';
 import { graphOf, readRun } from './run-state.ts';
 import { query } from '../db/statement.ts';
 import { SUPPLIED_CREDENTIAL, SUPPLIED_CREDENTIALS } from '../sql/run-secrets.ts';
+import { ACCOUNT_PROVIDER_KEY } from '../sql/provider-keys.ts';
 
 /** Credentials supplied to a run (run_secrets of kind provider_credential). */
 
 export async function hasSuppliedCredential(em: Em, runId: string, provider: string): Promise<boolean> {
   const rows = await query(em, SUPPLIED_CREDENTIAL, [runId, provider]);
   return rows.length > 0;
+}
+
+/** A BYOK run has no key for `provider`: none supplied to the run, none stored by its account. */
+export async function lacksProviderKey(em: Em, runId: string, accountId: string, provider: string): Promise<boolean> {
+  if (await hasSuppliedCredential(em, runId, provider)) return false;
+  return (await query(em, ACCOUNT_PROVIDER_KEY, [accountId, provider])).length === 0;
 }
 
 /**

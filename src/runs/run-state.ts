@@ -25,6 +25,8 @@ export interface RunState {
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
+  /** The buyer-safe reason of a failed run (read by loadRunState only; null otherwise). */
+  reason?: string | null;
   credentialMode: 'service_hosted' | 'byok';
   graph: Graph;
   inputs: Record<string, JsonValue>;
@@ -115,6 +117,7 @@ export async function stateFromRow(em: StatementEm, runId: string, r: Record<str
     phase: (r.phase as string | null) ?? null,
     suspendReason: (r.suspend_reason as RunState['suspendReason']) ?? null,
     resumeAt: dateOrNull(r.resume_at)?.getTime() ?? null,
+    reason: typeof r.reason === 'string' ? r.reason : null,
     credentialMode: r.credential_mode as RunState['credentialMode'],
     graph: await graphOf(em, versionId),
     inputs: json<Record<string, JsonValue>>(r.inputs ?? {}),

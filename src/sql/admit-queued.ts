@@ -34,6 +34,18 @@ export const EXPIRED_QUEUED = statement(
 );
 
 /**
+ * $1 seconds, $2 engine or null (any): runs suspended for credentials (wait_signal) for longer than that
+ * (CREDENTIALS_WAIT_SECONDS; a suspended run's row is not written until it resumes), 500 at most.
+ */
+export const EXPIRED_CREDENTIAL_WAITS = statement(
+  'expired_credential_waits',
+  `select id from runs where status = 'suspended' and suspend_reason = 'wait_signal'
+    and ($2::text is null or engine = $2)
+    and updated_at < clock_timestamp() - make_interval(secs => $1::float8)
+  order by updated_at, id limit 500`,
+);
+
+/**
  * One admission round as ONE statement, run under the admission lock (the caller's transaction holds
  * it, taken by an earlier statement, so this statement's snapshot sees every earlier admission): the head
  * of the queue ($3 rows, in the line's order — queue_seq, queued_at, id: src/services/runs/queue-line.ts; only engine $2 when given), the in-flight runs per account

@@ -23,11 +23,12 @@ export const STALLED_TEMPORAL_RUNS = statement(
     order by updated_at, id limit 200`,
 );
 
-/** $1 run ids: what a run's workflow memo carries. */
+/** $1 run ids: what a run's workflow memo carries, with its phase and whether its workflow was started. */
 export const TEMPORAL_RUN_MEMOS = statement(
   'temporal_run_memos',
-  `select r.id, a.handle, r.workflow_id, r.version_id, w.name, r.trace_context
+  `select r.id, a.handle, r.workflow_id, r.version_id, w.name, v.label, r.trace_context, r.phase, r.lease_owner
      from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
+     join workflow_versions v on v.id = r.version_id
     where r.id = any($1::uuid[])`,
 );
 
@@ -41,4 +42,16 @@ export const MARK_TEMPORAL_STARTED = statement(
 export const OPEN_TEMPORAL_RUNS = statement(
   'open_temporal_runs',
   `select id from runs where id = any($1::uuid[]) and engine = 'temporal' and status in ('pending', 'running', 'suspended')`,
+);
+
+/**
+ * $1 seconds of grace: Temporal runs resumed from a credentials wait (their last event is run.resumed)
+ * that have not moved since: their workflow may have missed the `credentialsSupplied` signal.
+ */
+export const UNHEARD_RESUMES = statement(
+  'unheard_temporal_resumes',
+  `select r.id from runs r join run_events e on e.run_id = r.id and e.sequence = r.last_sequence
+    where r.engine = 'temporal' and r.status = 'running' and e.type = 'run.resumed'
+      and r.updated_at < clock_timestamp() - make_interval(secs => $1)
+    order by r.updated_at, r.id limit 200`,
 );

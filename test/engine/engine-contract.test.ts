@@ -299,6 +299,25 @@ for (const factory of factories) {
     }
   });
 
+  t(`[${name}] a run waiting for credentials past CREDENTIALS_WAIT_SECONDS fails, charged the steps that ran, and frees its slot`, async () => {
+    const f = await seed(
+      [text('intro', 'Intro'), { id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: '{{intro}}' } as GraphNode, out('o', 'llm')],
+      { credentialMode: 'byok' },
+    );
+    await withEngine(factory, { CREDENTIALS_WAIT_SECONDS: '1', RUN_CAPACITY: '1' }, async (h) => {
+      const waiting = await start(h, f);
+      assert.is((await waitStatus(h, waiting, ['suspended'])).suspend_reason, 'wait_signal');
+      const queued = await start(h, f);
+      const run = await waitTerminal(h, waiting);
+      assert.is(run.status, 'failed');
+      assert.is(run.reason, 'the run waited too long for credentials');
+      assert.ok(Number(run.charge_usd) < Number(PRICE), `not charged the price, nor for the wait (${run.charge_usd})`);
+      assert.is(shape(await events(waiting)).at(-1), 'run.failed');
+      // Its slot went to the run queued behind it, which reached its own wait for credentials.
+      assert.is((await waitStatus(h, queued, ['suspended'])).suspend_reason, 'wait_signal');
+    });
+  });
+
   t(`[${name}] a failing node skips its dependents and the run is completed_with_issues, charged the completed steps`, async () => {
     const f = await seed([
       text('raw', 'not json'),

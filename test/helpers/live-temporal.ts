@@ -4,7 +4,8 @@ import { NativeConnection } from '@temporalio/worker';
 import pino from 'pino';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
 import { loadCatalog } from '../../src/catalog/load-catalog.ts';
-import { loadConfig } from '../../src/config/config.ts';
+import { readFileSync } from 'node:fs';
+import { DEMO_CATALOG_FILE, loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { createRunWorker } from '../../src/engine/temporal/run-worker.ts';
@@ -70,6 +71,8 @@ export interface SeedOptions {
   credentialMode?: 'service_hosted' | 'byok';
   /** Account handle of the buyer (a fresh one per seed keeps visibility queries apart). */
   buyer?: string;
+  /** The catalog workflow's compute limit (default: the service's). */
+  computeLimitUsd?: string;
 }
 
 /** Empties the database and loads one catalog workflow with `nodes`, owned by alice, bought by `buyer`. */
@@ -91,6 +94,7 @@ export async function seedWorkflow(orm: Orm, nodes: GraphNode[], o: SeedOptions 
         runModel: 'per_run',
         priceUsd: '0.250000',
         credentialMode: o.credentialMode ?? 'service_hosted',
+        ...(o.computeLimitUsd ? { computeLimitUsd: o.computeLimitUsd } : {}),
         versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
       },
     ],
@@ -99,9 +103,15 @@ export async function seedWorkflow(orm: Orm, nodes: GraphNode[], o: SeedOptions 
   return { workflowId, buyer };
 }
 
-/** Starts a run of the seeded workflow as the buyer, through the real start-run service. */
-export async function startSeededRun(deps: Deps, workflowId: string, inputs: Record<string, unknown> = {}): Promise<string> {
-  const principal = await authenticateKey(deps, 'Bearer wr_buyer_key');
+/** Empties the database and loads the demo catalog (catalog/demo.yaml): run as `wr_demo_key`. */
+export async function seedDemoCatalog(orm: Orm): Promise<void> {
+  await resetDb(orm);
+  await loadCatalog(orm, parseCatalog(readFileSync(DEMO_CATALOG_FILE, 'utf8'), 'demo.yaml'), { sealer });
+}
+
+/** Starts a run of the seeded workflow as the buyer (or the key given), through the real start-run service. */
+export async function startSeededRun(deps: Deps, workflowId: string, inputs: Record<string, unknown> = {}, key = 'wr_buyer_key'): Promise<string> {
+  const principal = await authenticateKey(deps, `Bearer ${key}`);
   const { run } = await startRun(deps, principal, { body: { workflow: workflowId, inputs } });
   return run.id;
 }

@@ -1,4 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { test } from 'uvu';
@@ -120,14 +122,14 @@ test('advanceRun drives a delay run in two activities (start + batch + suspend, 
   assert.is(parked.kind, 'park');
   const dueAt = (parked as { until: number }).until;
   assert.ok(dueAt > Date.now() && dueAt <= Date.now() + 1_000);
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, suspendReason: 'wait_timer', resumeAt: dueAt });
+  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, suspendReason: 'wait_timer', resumeAt: dueAt });
   // Called again before the due time (a retry after a lost reply): the run stays parked, nothing is written twice.
   assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'park', until: dueAt });
 
   await new Promise((r) => setTimeout(r, Math.max(0, dueAt - Date.now()) + 5));
   assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed' });
   // Retried after a lost reply: nothing happens twice.
-  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: null });
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: null, reason: null });
 
   const row = await runRow(id);
   assert.is(row.status, 'completed');
@@ -219,6 +221,27 @@ test('executeStep heartbeats on every published delta batch and on a timer while
   }
 });
 
+test('a quick I/O step sends no heartbeat, and with `advance` its activity records it and completes the run', async () => {
+  const page = createServer((_req, res) => res.end('hello'));
+  await new Promise<void>((resolve) => page.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(page.address() as AddressInfo).port}/`;
+    const workflowId = await seed([{ id: 'fetch', kind: 'http.request', method: 'GET', url } as GraphNode, out('o', 'fetch')]);
+    const { deps, acts } = harness({ ALLOW_PRIVATE_NETWORK: '1' });
+    const env = mockEnv({ heartbeatTimeoutMs: 30_000 });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const id = await acceptedAndAdmitted(deps, workflowId);
+    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'wait', start: ['fetch'], due: null });
+    const report = await run(env, acts, 'executeStep', { runId: id, nodeId: 'fetch', advance: true });
+    assert.equal(report, { type: 'recorded', status: 'completed', next: { kind: 'ended', status: 'completed', outcome: 'completed' } });
+    assert.equal(beats, [], 'no heartbeat: nothing to report before the step ended');
+    assert.is((await runRow(id)).status, 'completed');
+  } finally {
+    await new Promise((resolve) => page.close(resolve));
+  }
+});
+
 test('cancelling the activity aborts the streaming step: the call rejects, the stream stops, nothing is recorded', async () => {
   const chunks = Array.from({ length: 20 }, (_, i) => `chunk${i} `);
   const stub = await startProviderStub({ chunks, delayMsBetweenChunks: 100 });
@@ -257,7 +280,7 @@ test('a BYOK step without a key suspends the run (wait_signal) and the activity 
   const id = await acceptedAndAdmitted(deps, workflowId);
   await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' }), { type: 'suspended', reason: 'wait_signal' });
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, suspendReason: 'wait_signal', resumeAt: null });
+  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, suspendReason: 'wait_signal', resumeAt: null });
 });
 
 test('the cancelRun activity (a Temporal cancellation) commits cancelled, not charged, exactly once', async () => {
@@ -266,8 +289,9 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
   await prepareRun(deps, id);
-  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: true });
-  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: false });
+  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: true, status: 'cancelled', reason: null });
+  // Again (the API cancelled first, or a retry): nothing more, and the run's status for the workflow's close.
+  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: false, status: 'cancelled', reason: null });
   const row = await runRow(id);
   assert.is(row.status, 'cancelled');
   assert.is(row.billing_status, 'not_charged');
@@ -275,7 +299,7 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   assert.ok(ended.includes(id));
   // A step after the cancellation does not run.
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 't' }), { type: 'not_runnable', status: 'cancelled' });
-  assert.equal(await run(env, acts, 'cancelRun', randomUUID()), { cancelled: false });
+  assert.equal(await run(env, acts, 'cancelRun', randomUUID()), { cancelled: false, status: null, reason: null });
 });
 
 test.run();

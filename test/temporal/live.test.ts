@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
@@ -62,6 +64,29 @@ if (address) {
   );
 
   test(
+    'a run\'s workflow carries a summary and details naming the catalog workflow, version and account, and a memo `describe` prints as JSON',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        const description = await h.client.workflow.getHandle(runId).describe();
+        assert.is(await description.staticSummary(), `Live Temporal v1 · ${buyer}`);
+        const details = (await description.staticDetails()) ?? '';
+        for (const part of [runId, workflowId, buyer, 'v1', `/v1/runs/${runId}`]) assert.ok(details.includes(part), `details name ${part}`);
+        assert.equal(description.memo, { runId, accountHandle: buyer, workflowId, versionId: description.memo!.versionId, workflowName: 'Live Temporal', versionLabel: 'v1' });
+        const cli = process.env.TEMPORAL_CLI;
+        if (cli) {
+          // The memo's payloads are plain JSON (json/plain): the CLI's JSON output shows them as values.
+          const { stdout } = await promisify(execFile)(cli, ['workflow', 'describe', '--address', address!, '--workflow-id', runId, '--output', 'json']);
+          const described = JSON.parse(stdout) as { workflowExecutionInfo: { memo: { fields: Record<string, unknown> } } };
+          assert.equal(described.workflowExecutionInfo.memo.fields, description.memo);
+        }
+      });
+    }),
+  );
+
+  test(
     'a completed run is found by RunStatus="completed", its account and its outcome',
     countTemporal(async () => {
       const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
@@ -108,10 +133,55 @@ if (address) {
         assert.equal(await listed(h, `RunStatus="suspended" AND AccountHandle="${buyer}"`, runId), [runId]);
         await cancelRun(h.deps, null, runId);
         await workflowClosed(h, runId);
-        assert.equal(await listed(h, `RunStatus="cancelled" AND AccountHandle="${buyer}"`, runId), [runId]);
+        assert.is((await h.client.workflow.getHandle(runId).describe()).status.name, 'CANCELLED', 'closed as Canceled, not Completed');
+        assert.equal(await listed(h, `RunStatus="cancelled" AND ExecutionStatus="Canceled" AND AccountHandle="${buyer}"`, runId), [runId]);
         const suspended: string[] = [];
         for await (const w of h.client.workflow.list({ query: `RunStatus="suspended" AND AccountHandle="${buyer}"` })) suspended.push(w.workflowId);
         assert.equal(suspended, [], 'no longer listed as suspended');
+      });
+    }),
+  );
+
+  test(
+    'a run that waited for credentials past the deadline closes its workflow as Failed, with no timer in its history',
+    countTemporal(async () => {
+      const llm = { id: 'l', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'x' } as GraphNode;
+      const { workflowId } = await seedWorkflow(orm, [llm, out('o', 'l')], { buyer: freshHandle(), credentialMode: 'byok' });
+      await withHarness(
+        async (h) => {
+          const runId = await startSeededRun(h.deps, workflowId);
+          await workflowClosed(h, runId);
+          assert.is(await runStatusOf(orm, runId), 'failed');
+          const handle = h.client.workflow.getHandle(runId);
+          const events = (await handle.fetchHistory()).events ?? [];
+          assert.is(events.at(-1)?.workflowExecutionFailedEventAttributes?.failure?.message, 'the run waited too long for credentials');
+          assert.not.ok(events.some((e) => e.timerStartedEventAttributes), 'the wait had no timer');
+        },
+        { CREDENTIALS_WAIT_SECONDS: '1' },
+      );
+    }),
+  );
+
+  test(
+    'a failed run closes its workflow as Failed: a non-retryable application failure carrying the run\'s reason',
+    countTemporal(async () => {
+      // Three steps at 0.0001 each against a limit of 0.00025: the third would cross it.
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('a', 'x'), text('b', '{{a}}'), text('c', '{{b}}'), out('o', 'c')], {
+        buyer: freshHandle(),
+        computeLimitUsd: '0.000250',
+      });
+      await withHarness(async (h) => {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        assert.is(await runStatusOf(orm, runId), 'failed');
+        const handle = h.client.workflow.getHandle(runId);
+        assert.is((await handle.describe()).status.name, 'FAILED');
+        const events = (await handle.fetchHistory()).events ?? [];
+        const failure = events.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+        assert.is(failure?.message, 'compute limit reached');
+        assert.is(failure?.applicationFailureInfo?.type, 'RunFailed');
+        assert.is(failure?.applicationFailureInfo?.nonRetryable, true);
+        assert.equal(await listed(h, `ExecutionStatus="Failed" AND RunStatus="failed" AND AccountHandle="${buyer}"`, runId), [runId]);
       });
     }),
   );

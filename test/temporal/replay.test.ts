@@ -41,7 +41,8 @@ const SCENARIOS: Record<string, string> = {
   completed: 'a completed run (three templates: one activity)',
   delay: 'a delay (timer) run',
   credentials: 'a credentials-signal run',
-  'cancel-during-delay': 'a cancel signal during a delay',
+  'cancel-during-delay': 'a cancellation through the API during a delay',
+  failed: 'a failed run (compute limit): the execution fails',
   'node-failure': 'a node failure with completed_with_issues',
   'parallel-steps': 'two LLM steps in parallel',
   'temporal-cancel': 'a Temporal cancellation during a delay',
@@ -57,7 +58,7 @@ for (const name of NAMES) {
   test(`the recorded history of ${SCENARIOS[name]} replays without a determinism violation`, async () => {
     const history = load(name);
     const types = history.events.map((e) => String(e.eventType));
-    assert.ok(types.at(-1)!.match(/WORKFLOW_EXECUTION_(COMPLETED|CANCELED)$/), 'the history runs to the end of the workflow');
+    assert.ok(types.at(-1)!.match(/WORKFLOW_EXECUTION_(COMPLETED|CANCELED|FAILED)$/), 'the history runs to the end of the workflow');
     await replay(history, name);
   });
 }
@@ -92,10 +93,11 @@ test('every activity argument recorded in the golden histories is exactly what t
   }
 });
 
-test('the histories cover timers, every signal and a parallel step', () => {
+test('the histories cover timers, the signal, every way to close and a parallel step', () => {
   const all = NAMES.map((name) => JSON.stringify(load(name)));
   const joined = all.join('\n');
-  for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"admitted"', '"signalName":"credentialsSupplied"', '"signalName":"cancel"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED']) {
+  for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"credentialsSupplied"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
+    'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED', 'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED', 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED']) {
     assert.ok(joined.includes(needle), needle);
   }
   const failure = load('parallel-steps').events;

@@ -28,36 +28,55 @@ const orm: Orm = await testOrm();
 const sealer = new Sealer(randomBytes(32));
 const engines: TemporalEngine[] = [];
 
+const OPEN_EXECUTIONS = new Set<string>();
+
 class FakeTemporal implements RunWorkflowClient {
   starts: { memo: RunMemo; admitted: boolean }[] = [];
+  /** `admitted` signals. */
   admits: RunMemo[] = [];
+  /** Runs whose workflow learned of their admission: started admitted, or signalled. */
+  admitted: string[] = [];
   signals: [string, string][] = [];
-  open = new Set<string>();
+  /** Open executions: one set for every fake, as one Temporal server is shared by every process. */
+  open = OPEN_EXECUTIONS;
   failStart = false;
   failAdmit = false;
+  failSignal = false;
   healthy = true;
 
   async start(memo: RunMemo, opts: { admitted: boolean }) {
     if (this.failStart) throw new Error('temporal is unavailable');
-    this.starts.push({ memo, admitted: opts.admitted });
+    this.starts.push({ memo: plainMemo(memo), admitted: opts.admitted });
     if (this.open.has(memo.runId)) return 'already_started' as const;
     this.open.add(memo.runId);
+    if (opts.admitted) this.admitted.push(memo.runId);
     return 'started' as const;
   }
   async admit(memo: RunMemo) {
     if (this.failAdmit) throw new Error('temporal is unavailable');
-    this.admits.push(memo);
+    this.admits.push(plainMemo(memo));
+    this.admitted.push(memo.runId);
     this.open.add(memo.runId);
     return 'signalled' as const;
   }
-  async signal(runId: string, signal: 'cancel' | 'credentialsSupplied') {
+  async signal(runId: string, signal: 'credentialsSupplied') {
+    if (this.failSignal) throw new Error('temporal is unavailable');
     this.signals.push([signal, runId]);
+    return this.open.has(runId);
+  }
+  async cancel(runId: string) {
+    this.signals.push(['cancel', runId]);
     return this.open.has(runId);
   }
   async ready() {
     return this.healthy;
   }
   async close() {}
+}
+
+/** What the real client puts in the workflow's memo (it drops the engine's own fields). */
+function plainMemo({ runId, accountHandle, workflowId, versionId, workflowName, versionLabel }: RunMemo): RunMemo {
+  return { runId, accountHandle, workflowId, versionId, workflowName, versionLabel };
 }
 
 function harness(env: Record<string, string> = {}, opts: TemporalEngineOptions = {}) {
@@ -119,14 +138,15 @@ async function until(what: string, probe: () => boolean | Promise<boolean>, ms =
 
 // ---------------------------------------------------------------------------------------------------
 
-test('an accepted run gets its workflow started with a memo, is marked started, then admitted by signal', async () => {
+test('an accepted run with room is admitted first and its workflow started admitted: one start with a memo, no signal', async () => {
   const { workflowId, versionId } = await seed();
   const { deps, engine, client } = harness();
   await engine.start();
   const id = await accept(deps, workflowId);
-  await until('the admission signal', () => client.admits.some((m) => m.runId === id));
-  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test' }, admitted: false }]);
-  assert.equal(client.admits, [{ runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test' }]);
+  await until('the admitted start', () => client.admitted.includes(id));
+  await until('the run marked started', async () => (await row(id)).lease_owner !== null);
+  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test', versionLabel: 'v1' }, admitted: true }]);
+  assert.equal(client.admits, [], 'no admitted signal');
   const r = await row(id);
   assert.is(r.engine, 'temporal', 'the run is a Temporal run');
   assert.is(r.lease_owner, TEMPORAL_STARTED_MARK);
@@ -140,11 +160,11 @@ test('RUN_CAPACITY holds when several processes admit at once, and a run that en
   await Promise.all(processes.map((p) => p.engine.start()));
   const ids: string[] = [];
   for (let i = 0; i < 6; i++) ids.push(await accept(processes[i % 3]!.deps, workflowId, i % 2 ? 'alice' : 'bob'));
-  const admitted = () => processes.flatMap((p) => p.client.admits.map((m) => m.runId));
+  // Runs whose workflow learned of their admission (a start racing another process's may add a signal).
+  const admitted = () => [...new Set(processes.flatMap((p) => p.client.admitted))];
   await until('two admissions', () => admitted().length >= 2);
   await new Promise((r) => setTimeout(r, 300)); // several periodic admissions in every process
   assert.is(admitted().length, 2, 'never more than RUN_CAPACITY in flight');
-  assert.equal(new Set(admitted()).size, 2, 'each admitted once');
   assert.equal(admitted().sort(), ids.slice(0, 2).sort(), 'FIFO');
   // The first run ends (cancelled): its capacity goes to the next queued run, and only to it.
   await cancelRun(processes[0]!.deps, null, ids[0]!);
@@ -153,7 +173,7 @@ test('RUN_CAPACITY holds when several processes admit at once, and a run that en
   assert.is(admitted().length, 3);
   const firstTwo = ids.slice(0, 2);
   assert.equal(admitted().filter((id) => !firstTwo.includes(id)), [ids[2]], 'the next in FIFO order');
-  assert.ok(processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]), 'the cancelled run was signalled');
+  assert.ok(processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]), 'the cancelled run\'s workflow was cancelled');
 });
 
 test('a per-account max_concurrent_runs is applied by the Temporal admission too', async () => {
@@ -163,9 +183,9 @@ test('a per-account max_concurrent_runs is applied by the Temporal admission too
   const b1 = await accept(deps, workflowId);
   const b2 = await accept(deps, workflowId);
   const a1 = await accept(deps, workflowId, 'alice');
-  await until('two admissions', () => client.admits.length >= 2);
+  await until('two admissions', () => client.admitted.length >= 2);
   await new Promise((r) => setTimeout(r, 200));
-  assert.equal(client.admits.map((m) => m.runId).sort(), [b1, a1].sort());
+  assert.equal([...client.admitted].sort(), [b1, a1].sort());
   assert.is((await row(b2)).phase, 'queued');
 });
 
@@ -216,7 +236,7 @@ test('credentialsSupplied resumes the wait_signal suspension in Postgres first, 
   const { deps, engine, client } = harness();
   await engine.start();
   const id = await accept(deps, workflowId);
-  await until('admission', () => client.admits.length === 1);
+  await until('admission', () => client.admitted.length === 1);
   // What the workflow's activities did: prepared and suspended for credentials.
   await orm.em.fork().execute(`update runs set status = 'suspended', phase = null, suspend_reason = 'wait_signal' where id = ?`, [id]);
   const publicRun = await supplyRunCredentials(deps, id, [{ provider: 'openai', apiKey: 'sk-buyer' }]);
@@ -226,17 +246,45 @@ test('credentialsSupplied resumes the wait_signal suspension in Postgres first, 
   assert.is(ev!.type, 'run.resumed');
 });
 
+test('a resume whose credentialsSupplied signal was lost is signalled again by the sweep (the wait has no timer)', async () => {
+  const { workflowId } = await seed();
+  const api = harness({}, { background: false });
+  await api.engine.start();
+  const id = await accept(api.deps, workflowId);
+  await until('admission', () => api.client.admitted.length === 1);
+  await orm.em.fork().execute(`update runs set status = 'suspended', phase = null, suspend_reason = 'wait_signal' where id = ?`, [id]);
+  api.client.failSignal = true;
+  assert.is((await supplyRunCredentials(api.deps, id, [{ provider: 'openai', apiKey: 'sk-buyer' }])).status, 'running');
+  assert.equal(api.client.signals, [], 'the signal was lost');
+  const other = harness({}, { background: false, startGraceMs: 0 });
+  await other.engine.start();
+  await other.engine.sweep();
+  assert.equal(other.client.signals, [['credentialsSupplied', id]]);
+  // Once the run moved on (any later write), the sweep leaves it alone.
+  await orm.em.fork().execute(`update runs set status = 'completed' where id = ?`, [id]);
+  await other.engine.sweep();
+  assert.is(other.client.signals.length, 1);
+});
+
 test('a queued run that waited past QUEUE_MAX_WAIT_SECONDS fails at a periodic admission, not charged', async () => {
   const { workflowId } = await seed();
   const { deps, engine, client } = harness({ RUN_CAPACITY: '1', QUEUE_MAX_WAIT_SECONDS: '1' });
   await engine.start();
   const first = await accept(deps, workflowId);
   const second = await accept(deps, workflowId);
-  await until('the first admission', () => client.admits.length === 1);
+  await until('the first admission', () => client.admitted.length === 1);
   await until('the queue timeout', async () => (await row(second)).status === 'failed', 4_000);
   const r = await row(second);
   assert.is(r.reason, 'the run waited too long for capacity');
-  assert.equal(client.admits.map((m) => m.runId), [first]);
+  assert.equal(client.admitted, [first]);
+  assert.equal(
+    client.starts.map((s) => [s.memo.runId, s.admitted]),
+    [
+      [first, true],
+      [second, false],
+    ],
+    'the run without room started queued',
+  );
 });
 
 test('ready() is the Temporal health check', async () => {

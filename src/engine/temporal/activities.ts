@@ -32,17 +32,29 @@ export interface ActivityHooks {
 export interface RunStatusView {
   status: RunStatus;
   phase: string | null;
+  /** A failed run's buyer-safe reason. */
+  reason: string | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
 }
 
-/** A step activity's answer: small facts for the workflow (whether the node's result is recorded). */
-export type StepReport = { type: 'recorded'; status: 'completed' | 'failed' | 'skipped' } | Exclude<StepOutcome, { type: 'recorded' }>;
+/**
+ * A step activity's answer: small facts for the workflow (whether the node's result is recorded), and
+ * with `advance`, advanceRun's answer after it (`next`).
+ */
+export type StepReport = ({ type: 'recorded'; status: 'completed' | 'failed' | 'skipped' } | Exclude<StepOutcome, { type: 'recorded' }>) & {
+  next?: AdvanceResult;
+};
 
 export interface ExecuteStepArgs {
   runId: string;
   nodeId: string;
+  /**
+   * The step is the only thing the run waits for: after recording it, drive the run on (advanceRun) in
+   * the same activity, so a step costs one activity, not two.
+   */
+  advance?: boolean;
 }
 
 /** Heartbeat period when the activity has no heartbeat timeout (the mock environment). */
@@ -57,21 +69,25 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
     }
   };
 
+  /** A light look at the run (status columns only). */
+  async function runStatus(runId: string): Promise<RunStatusView | null> {
+    const [r] = await query<{ status: RunStatus; phase: string | null; reason: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
+      fork(deps),
+      RUN_SCHEDULE,
+      [runId],
+    );
+    if (!r) return null;
+    return {
+      status: r.status,
+      phase: r.phase ?? null,
+      reason: r.reason ?? null,
+      suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
+      resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
+    };
+  }
+
   return {
-    async runStatus(runId: string): Promise<RunStatusView | null> {
-      const [r] = await query<{ status: RunStatus; phase: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
-        fork(deps),
-        RUN_SCHEDULE,
-        [runId],
-      );
-      if (!r) return null;
-      return {
-        status: r.status,
-        phase: r.phase ?? null,
-        suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
-        resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
-      };
-    },
+    runStatus,
 
     /**
      * Everything but the I/O steps and the waiting, in one activity (src/engine/drive-run.ts): prepares
@@ -89,16 +105,24 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
      * The workflow itself was cancelled through Temporal (UI, CLI), not through the API: commit the
      * cancellation the way the API does (src/runs/cancel-run.ts: not charged, hold released, webhooks).
      */
-    async cancelRun(runId: string): Promise<{ cancelled: boolean }> {
+    async cancelRun(runId: string): Promise<{ cancelled: boolean; status: RunStatus | null; reason: string | null }> {
       const r = await commitCancellation(deps, runId);
       ended(runId);
-      return r;
+      if (r.cancelled) return { cancelled: true, status: 'cancelled', reason: null };
+      // Already terminal: cancelled by the API, or ended otherwise before the cancellation came.
+      const view = await runStatus(runId);
+      return { cancelled: false, status: view?.status ?? null, reason: view?.reason ?? null };
     },
 
-    /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres). */
+    /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres), then maybe advances. */
     async executeStep(args: ExecuteStepArgs): Promise<StepReport> {
       const ctx = Context.current();
+      // No heartbeat in the first period: each one is a billed action, and a step that ends by then (its
+      // start and its result are published too) has no progress to report; the timeouts still catch a lost worker.
+      const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
+      const quietUntil = Date.now() + period;
       const beat = (details?: unknown) => {
+        if (Date.now() < quietUntil) return;
         try {
           ctx.heartbeat(details);
         } catch {
@@ -116,16 +140,19 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
         onCancel: (listener) => deps.bus.onCancel(listener),
         close: () => deps.bus.close(),
       };
-      const period = Math.max(100, Math.floor((ctx.info.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_MS * 3) / 3));
       const timer = setInterval(() => beat(), period);
-      beat();
+      let report: StepReport;
       try {
         const outcome = await traceStep(args.runId, args.nodeId, () => executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal));
         if (outcome.type === 'not_runnable' && outcome.status !== null && isTerminal(outcome.status)) ended(args.runId);
-        return outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
+        report = outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
       } finally {
         clearInterval(timer);
       }
+      if (!args.advance) return report;
+      const next = await advanceRun(deps, args.runId, []);
+      if (next.kind === 'ended') ended(args.runId);
+      return { ...report, next };
     },
   };
 }

@@ -6,7 +6,6 @@ import { withStoredTrace } from '../../observability/tracing.ts';
 import { ensureSearchAttributes } from './search-attributes.ts';
 import {
   admittedSignal,
-  cancelSignal,
   credentialsSuppliedSignal,
   RUN_WORKFLOW_TYPE,
   searchAttributes,
@@ -25,7 +24,12 @@ export interface RunWorkflowClient {
   /** Signals `admitted`, starting the workflow first when it does not exist (signal-with-start). */
   admit(memo: RunMemo): Promise<'signalled' | 'closed'>;
   /** Signals an open workflow; false when there is no open execution for the run. */
-  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean>;
+  signal(runId: string, signal: 'credentialsSupplied'): Promise<boolean>;
+  /**
+   * Requests the Temporal cancellation of the run's workflow (the run's cancellation is committed
+   * already), so its execution closes as Canceled; false when there is no open execution for the run.
+   */
+  cancel(runId: string): Promise<boolean>;
   /**
    * Run ids with a workflow execution on this task queue that Temporal itself closed (terminated, timed
    * out) after `since`; src/engine/temporal/reconcile-closed.ts.
@@ -57,7 +61,7 @@ export class TemporalUnreachableError extends ConfigError {}
 
 export type TemporalAddress = Pick<Config['temporal'], 'address' | 'namespace' | 'taskQueue'>;
 
-const SIGNALS = { cancel: cancelSignal, credentialsSupplied: credentialsSuppliedSignal } as const;
+const SIGNALS = { credentialsSupplied: credentialsSuppliedSignal } as const;
 
 /**
  * The real client: connects lazily (the first call), with `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE` /
@@ -99,11 +103,15 @@ export class TemporalRunClient implements RunWorkflowClient {
     return p;
   }
 
-  #options({ traceContext: _, ...memo }: TracedMemo) {
+  #options(memo: TracedMemo) {
+    const { runId, accountHandle, workflowId, versionId, workflowName, versionLabel } = memo;
+    const runMemo: RunMemo = { runId, accountHandle, workflowId, versionId, workflowName, versionLabel };
     return {
       workflowId: memo.runId,
       taskQueue: this.#config.taskQueue,
-      memo: { ...memo },
+      memo: { ...runMemo },
+      // Temporal's user metadata: the UI's workflow list and page show these instead of a bare UUID.
+      ...runMetadata(runMemo),
       // What operators filter on in the UI; the workflow keeps RunStatus / RunOutcome current.
       typedSearchAttributes: [
         { key: searchAttributes.accountHandle, value: memo.accountHandle },
@@ -151,14 +159,19 @@ export class TemporalRunClient implements RunWorkflowClient {
     }
   }
 
-  signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
-    return this.#track(() => this.#signal(runId, signal));
+  signal(runId: string, signal: 'credentialsSupplied'): Promise<boolean> {
+    return this.#track(() => this.#openOnly(async (client) => void (await client.workflow.getHandle(runId).signal(SIGNALS[signal]))));
   }
 
-  async #signal(runId: string, signal: 'cancel' | 'credentialsSupplied'): Promise<boolean> {
+  cancel(runId: string): Promise<boolean> {
+    return this.#track(() => this.#openOnly(async (client) => void (await client.workflow.getHandle(runId).cancel())));
+  }
+
+  /** Runs a call on an open execution: false when there is none (never started, or closed). */
+  async #openOnly(call: (client: Client) => Promise<void>): Promise<boolean> {
     const client = await this.#get();
     try {
-      await client.workflow.getHandle(runId).signal(SIGNALS[signal]);
+      await call(client);
       return true;
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return false;
@@ -249,6 +262,19 @@ export class TemporalRunClient implements RunWorkflowClient {
     await this.#connection?.close().catch(() => undefined);
     this.#connection = null;
   }
+}
+
+/** The summary (one line) and details (markdown) a run's workflow carries for the Temporal UI and `describe`. */
+export function runMetadata(memo: RunMemo): { staticSummary: string; staticDetails: string } {
+  return {
+    staticSummary: `${memo.workflowName} ${memo.versionLabel} · ${memo.accountHandle}`,
+    staticDetails: [
+      `**Run** \`${memo.runId}\` (REST \`GET /v1/runs/${memo.runId}\`)`,
+      `**Catalog workflow** ${memo.workflowName} \`${memo.workflowId}\``,
+      `**Version** ${memo.versionLabel} \`${memo.versionId}\``,
+      `**Account** ${memo.accountHandle} (the caller)`,
+    ].join('\n\n'),
+  };
 }
 
 function firstLine(err: unknown): string {

@@ -10,29 +10,35 @@ import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './cl
 import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
 import { query } from '../../db/statement.ts';
-import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
+import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
 /**
  * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
  * workflow id is the run id; the worker process (`npm run worker`, src/worker.ts) executes it.
  *
- * - runAccepted: starts the run's workflow in the background (the API answers at once; idempotent: an
- *   existing execution is fine) with a memo (run id, account handle, workflow id, version id), marks
- *   the run as started in Postgres (`runs.lease_owner = 'temporal'`, a column the embedded engine uses
- *   for its leases and Temporal runs otherwise leave empty), then runs an admission.
+ * - runAccepted: in the background (the API answers at once), runs an admission first, so a run with
+ *   room is admitted before its workflow exists and starts admitted (one start, no signal); otherwise
+ *   starts its workflow queued. Idempotent (an existing execution is fine), with a memo (run id,
+ *   account handle, workflow id, version id); marks the run as started in Postgres
+ *   (`runs.lease_owner = 'temporal'`, a column the embedded engine uses for its leases and Temporal runs
+ *   otherwise leave empty).
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account limits, queue timeout; serialised in
  *   Postgres by an advisory lock, so any number of API and worker processes may run it at once) moves
- *   runs to phase `starting`; each admitted run's workflow gets the `admitted` signal by
- *   signal-with-start (which also starts a workflow that was never started). It runs when a run is
+ *   runs to phase `starting`; an admitted run whose workflow was never started is started admitted, one
+ *   already started gets the `admitted` signal (signal-with-start, which also covers a start that lost
+ *   a race). It runs when a run is
  *   accepted or cancelled here, when the worker sees a run end (activity hook), and every
  *   `admissionIntervalMs` in every process that started this engine.
  * - Sweep (every `sweepIntervalMs`): starts the workflows of runs accepted more than `startGraceMs`
  *   ago that were never marked started (the process died between the commit and the start), and
  *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
- *   The workflow also re-checks the run itself every minute while queued.
+ *   The workflow also re-checks the run itself every minute while queued. It also signals
+ *   `credentialsSupplied` again to runs resumed from a credentials wait that have not moved since (the
+ *   workflow's wait has no timer, so a lost signal would leave it waiting).
  * - Reconcile (every `reconcileIntervalMs`): fails the runs whose workflow Temporal closed without the
  *   workflow ending the run (Terminate, execution timeout), freeing their capacity (reconcile-closed.ts).
- * - runCancelled: signals `cancel` (the cancel-run service has already committed the cancellation).
+ * - runCancelled: requests the workflow's Temporal cancellation (the cancel-run service has already
+ *   committed the run's), so the execution closes as Canceled.
  * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
  *   the run running, exactly like the embedded engine), then signals `credentialsSupplied`.
  * - ready(): a Temporal health check with a short deadline.
@@ -63,6 +69,9 @@ export interface TemporalEngineOptions {
   /** Called when the in-process worker stops by itself (a fatal error); `npm run worker` exits then. */
   onWorkerFailed?: (err: unknown) => void;
 }
+
+/** A run's memo with what the engine needs to know before starting or signalling its workflow. */
+type RunRecord = TracedMemo & { phase: string | null; started: boolean };
 
 /** `runs.lease_owner` of a Temporal run whose workflow execution was started. */
 export const TEMPORAL_STARTED_MARK = 'temporal';
@@ -185,29 +194,34 @@ export class TemporalEngine implements EnginePort {
    * a start that never happens is done by the sweep of any process).
    */
   async runAccepted(runId: string): Promise<void> {
-    const task = this.#startWorkflow(runId)
+    // Admission first: a run with room is then started admitted by it (one start, no signal).
+    const task = this.admitSoon()
+      .then(() => this.#startWorkflow(runId))
       .catch((err) => this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not start a run workflow; the sweep will'))
-      .finally(() => {
-        this.#starting.delete(task);
-        // Admit even when the start failed: the admission's signal-with-start starts it then.
-        this.admitSoon();
-      });
+      .finally(() => this.#starting.delete(task));
     this.#starting.add(task);
   }
 
+  /** Starts the workflow of a run the admission did not start (queued, or admitted elsewhere). */
   async #startWorkflow(runId: string): Promise<void> {
     const [memo] = await this.#memos([runId]);
-    if (!memo) return;
-    await this.client.start(memo, { admitted: false });
+    if (!memo || memo.started) return;
+    await this.client.start(memo, { admitted: memo.phase !== 'queued' });
     await this.#markStarted([runId]);
   }
 
   async runCancelled(runId: string): Promise<void> {
     try {
-      await this.client.signal(runId, 'cancel');
+      await this.client.cancel(runId);
     } finally {
       this.admitSoon(); // a cancelled run frees capacity
     }
+  }
+
+  async #signalQuietly(runId: string): Promise<void> {
+    await this.client.signal(runId, 'credentialsSupplied').catch((err: unknown) => {
+      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not signal a run\'s workflow to look at its run again');
+    });
   }
 
   async credentialsSupplied(runId: string): Promise<void> {
@@ -223,14 +237,14 @@ export class TemporalEngine implements EnginePort {
   // -------------------------------------------------------------------------------------------------
   // Admission
 
-  /** Runs an admission now, or once more after the one in progress. */
-  admitSoon(): void {
-    if (this.#state !== 'running') return;
+  /** Runs an admission now, or once more after the one in progress; settles when that round has run. */
+  admitSoon(): Promise<void> {
+    if (this.#state !== 'running') return Promise.resolve();
     if (this.#admitting) {
       this.#admitAgain = true;
-      return;
+      return this.#admitting;
     }
-    this.#admitting = (async () => {
+    const admitting = (async () => {
       do {
         this.#admitAgain = false;
         await this.admitOnce();
@@ -240,14 +254,18 @@ export class TemporalEngine implements EnginePort {
       .finally(() => {
         this.#admitting = null;
       });
+    this.#admitting = admitting;
+    return admitting;
   }
 
-  /** One admission: admitQueuedRuns, then the `admitted` signal to each admitted run's workflow. */
+  /** One admission: admitQueuedRuns, then each admitted run's workflow started admitted or signalled. */
   async admitOnce(): Promise<string[]> {
     const expireQueued = this.#expireDue;
     this.#expireDue = false;
     const r = await admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, expireQueued });
     if (r.admitted.length) await this.#signalAdmitted(r.admitted);
+    // Failed past the credentials deadline: the waiting workflow looks again and closes as Failed.
+    await Promise.all((r.expiredWaits ?? []).map((runId) => this.#signalQuietly(runId)));
     return r.admitted;
   }
 
@@ -257,7 +275,8 @@ export class TemporalEngine implements EnginePort {
     await Promise.all(
       memos.map(async (memo) => {
         try {
-          await this.client.admit(memo);
+          // Never started: start it admitted; already started (here, or by a racing start): signal it.
+          if (memo.started || (await this.client.start(memo, { admitted: true })) === 'already_started') await this.client.admit(memo);
           started.push(memo.runId);
         } catch (err) {
           // The run stays admitted (phase starting) in Postgres; the sweep signals it again.
@@ -296,6 +315,9 @@ export class TemporalEngine implements EnginePort {
         }
         const stalled = await query<{ id: string }>(em, STALLED_TEMPORAL_RUNS, [graceSecs]);
         if (stalled.length) await this.#signalAdmitted(stalled.map((r) => String(r.id)));
+        // The credentials wait has no timer: a resume whose signal was lost is signalled again.
+        const unheard = await query<{ id: string }>(em, UNHEARD_RESUMES, [graceSecs]);
+        await Promise.all(unheard.map((r) => this.#signalQuietly(String(r.id))));
       } catch (err) {
         this.#deps.log.error({ err }, 'temporal engine sweep failed');
       }
@@ -325,9 +347,14 @@ export class TemporalEngine implements EnginePort {
 
   // -------------------------------------------------------------------------------------------------
 
-  async #memos(runIds: string[]): Promise<TracedMemo[]> {
+  async #memos(runIds: string[]): Promise<RunRecord[]> {
     if (runIds.length === 0) return [];
-    const rows = await query<{ id: string; handle: string; workflow_id: string; version_id: string; name: string; trace_context: unknown }>(
+    type Row = { id: string; handle: string; workflow_id: string; version_id: string; name: string; label: string } & {
+      trace_context: unknown;
+      phase: string | null;
+      lease_owner: string | null;
+    };
+    const rows = await query<Row>(
       fork(this.#deps),
       TEMPORAL_RUN_MEMOS,
       [runIds],
@@ -338,7 +365,10 @@ export class TemporalEngine implements EnginePort {
       workflowId: String(r.workflow_id),
       versionId: String(r.version_id),
       workflowName: String(r.name),
+      versionLabel: String(r.label),
       ...(r.trace_context ? { traceContext: r.trace_context } : {}),
+      phase: r.phase,
+      started: r.lease_owner === TEMPORAL_STARTED_MARK,
     }));
   }
 
