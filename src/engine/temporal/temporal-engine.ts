@@ -8,6 +8,7 @@ import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
 import { query } from '../../db/statement.ts';
+import type { RunPhase } from '../../domain/run-status.ts';
 import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
 /**
@@ -262,7 +263,7 @@ export class TemporalEngine implements EnginePort {
       try {
         const em = fork(this.#deps);
         const graceSecs = this.#startGraceMs / 1000;
-        const unstarted = await query<{ id: string; phase: string | null }>(em, UNSTARTED_TEMPORAL_RUNS, [graceSecs]);
+        const unstarted = await query<{ id: string; phase: RunPhase | null }>(em, UNSTARTED_TEMPORAL_RUNS, [graceSecs]);
         if (unstarted.length) {
           const memos = await this.#memos(unstarted.map((r) => String(r.id)));
           const phases = new Map(unstarted.map((r) => [String(r.id), r.phase]));
