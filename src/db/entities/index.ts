@@ -377,13 +377,14 @@ export const RunEventSchema = defineEntity({
 export type RunEvent = InferEntity<typeof RunEventSchema>;
 
 /** Password inputs and supplied provider credentials of one run, encrypted; deleted when the run ends. */
+export const RUN_SECRET_KINDS = ['password_input', 'provider_credential'] as const;
 export const RunSecretSchema = defineEntity({
   name: 'RunSecret',
   tableName: 'run_secrets',
   properties: {
     id: p.uuid().primary(),
     runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
-    kind: p.enum(['password_input', 'provider_credential'] as const),
+    kind: p.enum(RUN_SECRET_KINDS),
     name: p.string(),
     ciphertext: p.text(),
     createdAt: createdAt(),
