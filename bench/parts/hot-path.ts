@@ -1,4 +1,4 @@
-import { inFlight } from '../../src/sql/admit-queued.ts';
+import { inFlightRun } from '../../src/sql/run-predicates.ts';
 import type { ServerChild } from '../child.ts';
 import { hammer, type LoadResult } from '../load.ts';
 import { closeChild, measured, profiled, rate, startChild } from '../measure.ts';
@@ -17,7 +17,7 @@ async function drained(child: ServerChild, limitMs = 60_000): Promise<number> {
   const t0 = performance.now();
   for (;;) {
     const [r] = await child.sql<{ n: number }>(
-      `select ((select count(*) from runs where ${inFlight()})
+      `select ((select count(*) from runs where ${inFlightRun()})
              + (select count(*) from runs where status = 'pending' and phase = 'queued'))::int as n`,
     );
     if (!r!.n) return performance.now() - t0;

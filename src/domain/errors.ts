@@ -30,6 +30,13 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
+/**
+ * Codes the spec lists that this service never answers: a run that is not terminal can always be
+ * cancelled, so `cancel_unavailable` has no condition here. See
+ * docs/design/rules.md#error-codes-the-spec-gives-no-status-for.
+ */
+export const RESERVED_ERROR_CODES: readonly ErrorCode[] = ['cancel_unavailable'];
+
 export interface InputErrorDetail {
   input: string;
   message: string;

@@ -1,6 +1,6 @@
 import { applyFreeActions, nextDue, plan, type Action, type Finished, type FreeAction, type Plan } from '../domain/graph/interpreter.ts';
 import { isInputKind, type Graph, type GraphNode, type JsonValue, type NodeResult } from '../domain/graph/types.ts';
-import { isTerminal } from '../domain/run-status.ts';
+import { isTerminal, type RunPhase } from '../domain/run-status.ts';
 import { isInMemoryStep, type BatchEntry, type StepBatch } from '../domain/run-steps.ts';
 
 /**
@@ -23,7 +23,7 @@ import { isInMemoryStep, type BatchEntry, type StepBatch } from '../domain/run-s
 /** A run's status columns: all `nextRunMove` needs. */
 export interface RunFacts {
   status: string | null;
-  phase: string | null;
+  phase: RunPhase | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;

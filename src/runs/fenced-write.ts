@@ -6,7 +6,7 @@ import type { Usd } from '../domain/money.ts';
 import type { NewRunEvent } from '../domain/run-steps.ts';
 import type { RunsDeps } from './deps.ts';
 import { announceFinished, type FinishedRun } from './finish-run.ts';
-import { RUN_STATUSES, type RunStatus } from '../domain/run-status.ts';
+import { RUN_STATUSES, type RunPhase, type RunStatus } from '../domain/run-status.ts';
 
 /**
  * Every run operation writes through here: one fenced update of the run row, fenced in SQL on the run's
@@ -27,7 +27,7 @@ export interface FencedWrite {
   /** compute_usd + n × step_usd must stay within compute_limit_usd (the n-th step may start). */
   computeLimitSteps?: number;
   /** The run must be in one of these phases. */
-  phases?: string[];
+  phases?: readonly RunPhase[];
   /** The run must be suspended for this reason. */
   suspendedFor?: 'wait_timer' | 'wait_signal';
   /** No credential may have been supplied to the run for this provider. */

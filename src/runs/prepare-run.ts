@@ -5,7 +5,7 @@ import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, fencedWriteState, publish, publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
-import type { RunStatus } from '../domain/run-status.ts';
+import { ADMITTED_PHASES, type RunStatus } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
 import { query } from '../db/statement.ts';
 import { LOCK_RUN_TO_PREPARE } from '../sql/runs.ts';
@@ -62,7 +62,7 @@ export async function startAdmitted(tx: Em, runId: string, entries: BatchEntry[]
   return fencedWriteState(tx, runId, {
     ...batch,
     statuses: ['pending'],
-    phases: ['starting', 'preparing'],
+    phases: ADMITTED_PHASES,
     move: { to: 'start' },
     events: [{ type: 'run.preparing', data: { status: 'pending' } }, { type: 'run.started', data: { status: 'running' } }, ...(batch?.events ?? [])],
   });

@@ -1,6 +1,7 @@
 import { isoOrNull, json } from '../db/sql.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
 import { toJson } from '../domain/money.ts';
+import type { BillingStatus, Outcome, QueueState, RunPhase, RunStatus } from '../domain/run-status.ts';
 
 /**
  * A run's row as read (RUN_COLUMNS of src/sql/runs.ts) and the spec's Run built from it: the runs module
@@ -12,12 +13,12 @@ export interface RunRow {
   accountId: string;
   workflowId: string;
   versionId: string;
-  status: 'pending' | 'running' | 'suspended' | 'completed' | 'failed' | 'cancelled';
-  phase: string | null;
+  status: RunStatus;
+  phase: RunPhase | null;
   reason: string | null;
   suspendReason: string | null;
-  outcome: 'completed' | 'completed_with_issues' | null;
-  billingStatus: 'pending' | 'settled' | 'not_charged';
+  outcome: Outcome | null;
+  billingStatus: BillingStatus;
   chargeUsd: string | null;
   outputs: RunOutputField[];
   createdAt: string;
@@ -37,7 +38,7 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     workflowId: String(r.workflow_id),
     versionId: String(r.version_id),
     status: r.status as RunRow['status'],
-    phase: (r.phase as string | null) ?? null,
+    phase: (r.phase as RunPhase | null) ?? null,
     reason: (r.reason as string | null) ?? null,
     suspendReason: (r.suspend_reason as string | null) ?? null,
     outcome: (r.outcome as RunRow['outcome']) ?? null,
@@ -55,7 +56,7 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
 
 /** A pending run's place in the queue (src/services/runs/queue-positions.ts computes it). */
 export interface RunQueue {
-  state: 'waiting' | 'starting';
+  state: QueueState;
   position: number;
   etaSeconds: number | null;
 }

@@ -3,7 +3,7 @@ import { dateOrNull, json } from '../db/sql.ts';
 import { freezeGraph } from '../domain/graph/analysis.ts';
 import type { Graph, JsonValue, NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import type { RunStatus } from '../domain/run-status.ts';
+import type { RunPhase, RunStatus } from '../domain/run-status.ts';
 import { READ_RUN, READ_RUN_FOR_UPDATE, RUN_META, RUN_STATE, STATE_COLUMNS } from '../sql/runs.ts';
 import { query, type StatementEm } from '../db/statement.ts';
 import { VERSION_GRAPH } from '../sql/version-graph.ts';
@@ -21,7 +21,7 @@ export interface RunState {
   accountId: string;
   versionId: string;
   status: RunStatus;
-  phase: string | null;
+  phase: RunPhase | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
@@ -114,7 +114,7 @@ export async function stateFromRow(em: StatementEm, runId: string, r: Record<str
     accountId: String(r.account_id),
     versionId,
     status: r.status as RunStatus,
-    phase: (r.phase as string | null) ?? null,
+    phase: (r.phase as RunPhase | null) ?? null,
     suspendReason: (r.suspend_reason as RunState['suspendReason']) ?? null,
     resumeAt: dateOrNull(r.resume_at)?.getTime() ?? null,
     reason: typeof r.reason === 'string' ? r.reason : null,

@@ -1,5 +1,5 @@
 import { statement } from '../db/statement.ts';
-import { inFlight } from './admit-queued.ts';
+import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { GATE_CTE } from './queue-line.ts';
 import { SHIFTED_WINDOW } from './rate-windows.ts';
@@ -78,14 +78,14 @@ fresh as materialized (
    where ok.current and (ok.idem_key is null or exists (select 1 from claim c where c.run_id = ok.run_id))),
 base as materialized (
   select d.admit, case when d.admit then nullif(current_setting('wr.admit_lease_owner', true), '') end as lease_owner,
-         case when d.admit then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = d.engine) end as clear,
-         case when d.admit then (select count(*) from runs f where ${inFlight('f')}) end as flying,
+         case when d.admit then not exists (select 1 from runs q where ${queuedRun('q')} and q.engine = d.engine) end as clear,
+         case when d.admit then (select count(*) from runs f where ${inFlightRun('f')}) end as flying,
          case when d.admit then current_setting('wr.admit_capacity', true)::int end as capacity
     from (select coalesce(current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = e.engine, false) as admit, e.engine
             from (select engine from i order by ord limit 1) e offset 0) d),
 acct as materialized (
   select a.id, a.max_concurrent_runs as max,
-         case when a.max_concurrent_runs is not null then (select count(*) from runs f where f.account_id = a.id and ${inFlight('f')}) end as flying
+         case when a.max_concurrent_runs is not null then (select count(*) from runs f where f.account_id = a.id and ${inFlightRun('f')}) end as flying
     from accounts a where (select admit from base) and a.id in (select account_id from fresh)),
 adm as materialized (
   select f.ord,

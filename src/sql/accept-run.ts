@@ -1,5 +1,5 @@
 import { statement, type Statement } from '../db/statement.ts';
-import { inFlight } from './admit-queued.ts';
+import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { STATE_COLUMNS } from './runs.ts';
 import { GATE_CTE } from './queue-line.ts';
@@ -73,9 +73,9 @@ fresh as (
 adm as materialized (
   select d.now, case when d.now then nullif(current_setting('wr.admit_lease_owner', true), '') end as lease_owner
     from (select case when current_setting('wr.admission', true) = 'true' and current_setting('wr.admit_engine', true) = $13::text
-      then not exists (select 1 from runs q where q.status = 'pending' and q.phase = 'queued' and q.engine = $13::text)
-       and (select count(*) from runs i where ${inFlight('i')}) < current_setting('wr.admit_capacity', true)::int
-       and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlight('i')}) < a.max_concurrent_runs
+      then not exists (select 1 from runs q where ${queuedRun('q')} and q.engine = $13::text)
+       and (select count(*) from runs i where ${inFlightRun('i')}) < current_setting('wr.admit_capacity', true)::int
+       and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlightRun('i')}) < a.max_concurrent_runs
               from accounts a where a.id = $2::uuid)
       else false end as now offset 0) d),
 ${!o.cap ? '' : `reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),

@@ -1,16 +1,7 @@
 import { lastOfTransaction } from '../db/prepared.ts';
 import { query, statement, type StatementEm } from '../db/statement.ts';
+import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { STATE_COLUMNS } from './runs.ts';
-
-/**
- * A run in flight (running, suspended, or admitted and not yet started), as `runs_in_flight_idx`'s
- * predicate says it (src/db/entities/index.ts): what RUN_CAPACITY and an account's
- * max_concurrent_runs bound. `r`: the alias of `runs`, or none.
- */
-export const inFlight = (r?: string): string => {
-  const c = (col: string) => (r ? `${r}.${col}` : col);
-  return `(${c('status')} in ('running', 'suspended') or (${c('status')} = 'pending' and ${c('phase')} in ('starting', 'preparing')))`;
-};
 
 /**
  * Admission rounds run one at a time across processes: each transaction takes this lock first. It also
@@ -28,7 +19,7 @@ export const LOCK_ADMISSION = statement(
 /** $1 seconds: queued runs that waited longer than that (QUEUE_MAX_WAIT_SECONDS), oldest first, 500 at most. */
 export const EXPIRED_QUEUED = statement(
   'expired_queued',
-  `select id from runs where status = 'pending' and phase = 'queued'
+  `select id from runs where ${queuedRun()}
     and queued_at < clock_timestamp() - make_interval(secs => $1::float8)
   order by queued_at, id limit 500`,
 );
@@ -96,11 +87,11 @@ function admitText(ifLocked: boolean): string {
   const lockedNow = `current_setting('wr.admission', true) = 'true'`;
   return `with inflight as (
   select account_id, count(*)::int as n from runs
-   where ${inFlight()}
+   where ${inFlightRun()}
    group by account_id),
 q as (
   select id, account_id, queue_seq, queued_at from runs
-   where status = 'pending' and phase = 'queued' and ($2::text is null or engine = $2::text)${ifLocked ? ` and ${lockedNow}` : ''}
+   where ${queuedRun()} and ($2::text is null or engine = $2::text)${ifLocked ? ` and ${lockedNow}` : ''}
    order by queue_seq, queued_at, id limit $3::int),
 ranked as (
   select q.id, q.queue_seq, q.queued_at, a.max_concurrent_runs as max, coalesce(i.n, 0) as used,
@@ -114,14 +105,14 @@ picked as (
        ? `
 free as (
   select r.id from runs r join picked on picked.id = r.id
-   where r.status = 'pending' and r.phase = 'queued' for update of r skip locked),`
+   where ${queuedRun('r')} for update of r skip locked),`
        : ''
    }
 u as (
   update runs r set phase = 'starting', updated_at = now(),
          lease_owner = case when $4::text is null then r.lease_owner else $4::text end,
          lease_until = case when $4::text is null then r.lease_until else clock_timestamp() + make_interval(secs => $5::float8) end
-    from ${ifLocked ? 'free as picked' : 'picked'} where r.id = picked.id and r.status = 'pending' and r.phase = 'queued'
+    from ${ifLocked ? 'free as picked' : 'picked'} where r.id = picked.id and ${queuedRun('r')}
   returning r.id, ${STATE_COLUMNS.replace(/(\w+)/g, 'r.$1')})
 select u.*, (select count(*) from q)::int as looked_at, (select count(*) from u)::int as picked_count${ifLocked ? `, ${lockedNow} as locked` : ''}
   from (select 1) one left join u on true`;

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { leftQueue, queuedRun } from './run-predicates.ts';
 
 /**
  * The line of queued runs (src/services/runs/queue-line.ts explains the numbering and why places are
@@ -11,10 +12,6 @@ export const QUEUE_GATE = 727_002;
 /** A CTE for the statement that inserts a queued run: holds the gate shared until the commit. */
 export const GATE_CTE = `gate as (select pg_advisory_xact_lock_shared(${QUEUE_GATE}))`;
 
-/** Queued runs (the predicate of the runs_queue_* indexes), columns of table alias `t`. */
-const queued = (t: string) => `${t}.status = 'pending' and ${t}.phase = 'queued'`;
-/** Numbered runs that have left the line (the predicate of runs_queue_left_idx). */
-const left = (t: string) => `${t}.queue_seq is not null and (${t}.status <> 'pending' or ${t}.phase <> 'queued')`;
 /** Runs numbered per transaction (bounds how long acceptances wait on the gate). */
 export const NUMBER_BATCH = 5000;
 
@@ -29,11 +26,11 @@ export const LOCK_QUEUE_GATE = statement('lock_queue_gate', `select pg_advisory_
 export const NUMBER_QUEUED_RUNS = statement(
   'number_queued_runs',
   `with last as (
-     select greatest((select max(q.queue_seq) from runs q where ${queued('q')} and q.queue_seq is not null),
-                     (select max(d.queue_seq) from runs d where ${left('d')}), 0) as n),
+     select greatest((select max(q.queue_seq) from runs q where ${queuedRun('q')} and q.queue_seq is not null),
+                     (select max(d.queue_seq) from runs d where ${leftQueue('d')}), 0) as n),
    fresh as (
      select id, row_number() over (order by queued_at, id) as k
-       from (select f.id, f.queued_at from runs f where ${queued('f')} and f.queue_seq is null
+       from (select f.id, f.queued_at from runs f where ${queuedRun('f')} and f.queue_seq is null
               order by f.queued_at, f.id limit ${NUMBER_BATCH}) f)
    update runs r set queue_seq = last.n + fresh.k from last, fresh where r.id = fresh.id
    returning 1 as n`,
@@ -41,22 +38,22 @@ export const NUMBER_QUEUED_RUNS = statement(
 
 // Ends of the numbered part of the line, in runs_queue_line_idx's own order so that the plan reads one
 // index entry whatever the statistics say (a queue filled in the last seconds has none yet).
-const HEAD = `(select q.queue_seq from runs q where ${queued('q')} and q.queue_seq is not null order by q.queue_seq, q.queued_at, q.id limit 1)`;
-const TAIL = `(select q.queue_seq from runs q where ${queued('q')} and q.queue_seq is not null
+const HEAD = `(select q.queue_seq from runs q where ${queuedRun('q')} and q.queue_seq is not null order by q.queue_seq, q.queued_at, q.id limit 1)`;
+const TAIL = `(select q.queue_seq from runs q where ${queuedRun('q')} and q.queue_seq is not null
                order by q.queue_seq desc, q.queued_at desc, q.id desc limit 1)`;
 /** Numbered runs that left the line with numbers strictly between `from` and `to`. */
-const leftBetween = (from: string, to: string) => `(select count(*) from runs d where ${left('d')} and d.queue_seq > ${from} and d.queue_seq < ${to})`;
+const leftBetween = (from: string, to: string) => `(select count(*) from runs d where ${leftQueue('d')} and d.queue_seq > ${from} and d.queue_seq < ${to})`;
 
 /**
  * A column expression: the exact place (1 = next) of run `t` when it is queued, else null. Its
  * subqueries run only for a queued run, and in the statement that reads the run, so the place and the
  * status come from one snapshot.
  */
-export const positionSql = (t: string) => `case when ${queued(t)} then
+export const positionSql = (t: string) => `case when ${queuedRun(t)} then
   case when ${t}.queue_seq is not null
        then ${t}.queue_seq - ${HEAD} + 1 - ${leftBetween(HEAD, `${t}.queue_seq`)}
        else coalesce(${TAIL} - ${HEAD} + 1 - ${leftBetween(HEAD, TAIL)}, 0)
-            + (select count(*) from runs u where ${queued('u')} and u.queue_seq is null and (u.queued_at, u.id) <= (${t}.queued_at, ${t}.id))
+            + (select count(*) from runs u where ${queuedRun('u')} and u.queue_seq is null and (u.queued_at, u.id) <= (${t}.queued_at, ${t}.id))
   end
 end`;
 

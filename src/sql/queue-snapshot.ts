@@ -1,19 +1,19 @@
 import { statement } from '../db/statement.ts';
-import { inFlight } from './admit-queued.ts';
+import { inFlightRun, queuedRun } from './run-predicates.ts';
 
 /**
  * The run queue's gauges in one statement per scrape (src/observability/deployment-metrics.ts): runs in
  * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
  * age of the oldest queued run in seconds (0 when the queue is empty).
  *
- * The in-flight predicate is admission's (src/sql/admit-queued.ts inFlight): running or suspended, or
+ * The in-flight predicate is admission's (src/sql/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its head come from the line's partial index
  * (runs_queue_line_idx, src/services/runs/queue-line.ts): a bounded index-only count and one index probe.
  */
 export const QUEUE_SNAPSHOT = statement(
   'queue_snapshot',
   `select
-    (select count(*) from runs where ${inFlight()})::int as in_flight,
-    (select count(*) from (select 1 from runs where status = 'pending' and phase = 'queued' limit $1::bigint) q)::int as queued,
-    coalesce(extract(epoch from clock_timestamp() - (select queued_at from runs where status = 'pending' and phase = 'queued' order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
+    (select count(*) from runs where ${inFlightRun()})::int as in_flight,
+    (select count(*) from (select 1 from runs where ${queuedRun()} limit $1::bigint) q)::int as queued,
+    coalesce(extract(epoch from clock_timestamp() - (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
 );

@@ -1,5 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { TERMINAL_SQL } from '../domain/run-status.ts';
+import { admittedRun } from './run-predicates.ts';
 
 /** Run leases (runs.lease_owner / lease_until) of the embedded engine: src/runs/leases.ts. */
 
@@ -11,7 +12,7 @@ export const CLAIM_UNLEASED_RUNS = statement(
       select id from runs
        where engine = $3
          and (status = 'running'
-              or (status = 'pending' and phase in ('starting', 'preparing'))
+              or (${admittedRun()})
               or (status = 'suspended' and suspend_reason = 'wait_timer' and resume_at <= clock_timestamp()))
          and (lease_until is null or lease_until < clock_timestamp())
        order by id limit 500

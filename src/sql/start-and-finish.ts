@@ -1,6 +1,7 @@
 import { lastOfTransaction } from '../db/prepared.ts';
 import { statement } from '../db/statement.ts';
 import { takeBundleCte } from './fund-run.ts';
+import { admittedRun } from './run-predicates.ts';
 import { runEventsCte } from './run-events.ts';
 import { RUN_COLUMNS } from './runs.ts';
 import { countCompletedRunCte, settleWalletCtes, walletSettled } from './settle-run.ts';
@@ -63,7 +64,7 @@ export const chargeOf = (a: { run: string; status: string; charged: string }) =>
  * started timer for `absentTimers`, `limitSteps` more steps within its compute limit. SQL expressions;
  * shared with START_FINISH_AND_SETTLE_MANY.
  */
-export const runFences = (a: { absentResults: string; absentTimers: string; limitSteps: string }) => `r.status = 'pending' and r.phase in ('starting', 'preparing')
+export const runFences = (a: { absentResults: string; absentTimers: string; limitSteps: string }) => `${admittedRun('r')}
      and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), ${a.absentResults})
      and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), ${a.absentTimers})
      and (${a.limitSteps} is null or r.compute_usd + ${a.limitSteps} * r.step_usd <= r.compute_limit_usd)`;

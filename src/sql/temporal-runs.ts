@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { admittedRun, liveRun } from './run-predicates.ts';
 
 /**
  * The Temporal engine's reads and marks on `runs` (src/engine/temporal/temporal-engine.ts): a run whose
@@ -9,7 +10,7 @@ import { statement } from '../db/statement.ts';
 export const UNSTARTED_TEMPORAL_RUNS = statement(
   'unstarted_temporal_runs',
   `select id, phase from runs
-    where engine = 'temporal' and status in ('pending', 'running', 'suspended') and lease_owner is null
+    where engine = 'temporal' and ${liveRun()} and lease_owner is null
       and created_at < clock_timestamp() - make_interval(secs => $1)
     order by created_at, id limit 200`,
 );
@@ -18,7 +19,7 @@ export const UNSTARTED_TEMPORAL_RUNS = statement(
 export const STALLED_TEMPORAL_RUNS = statement(
   'stalled_temporal_runs',
   `select id from runs
-    where engine = 'temporal' and status = 'pending' and phase in ('starting', 'preparing')
+    where engine = 'temporal' and ${admittedRun()}
       and updated_at < clock_timestamp() - make_interval(secs => $1)
     order by updated_at, id limit 200`,
 );
@@ -35,7 +36,7 @@ export const TEMPORAL_RUN_MEMOS = statement(
 /** $1 the mark, $2 run ids: their workflows were started. */
 export const MARK_TEMPORAL_STARTED = statement(
   'mark_temporal_started',
-  `update runs set lease_owner = $1 where id = any($2::uuid[]) and lease_owner is null and status in ('pending', 'running', 'suspended')`,
+  `update runs set lease_owner = $1 where id = any($2::uuid[]) and lease_owner is null and ${liveRun()}`,
 );
 
 /** $1 run ids: those of them still in flight (not terminal) on the Temporal engine. */

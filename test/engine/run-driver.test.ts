@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode, NodeResult } from '../../src/domain/graph/types.ts';
 import { nextRunMove, RunDriver, type DriverMove } from '../../src/engine/run-driver.ts';
+import type { RunPhase } from '../../src/domain/run-status.ts';
 
 /**
  * The run driver on its own: pure moves from a run's state, no database, no engine. The engines'
@@ -21,7 +22,7 @@ function driver(nodes: GraphNode[], status = 'running', results: Record<string, 
 const kinds = (moves: DriverMove[]) => moves.map((m) => m.kind);
 
 test('nextRunMove: what a run waits for, from its status columns', () => {
-  const at = (status: string | null, phase: string | null = null, suspendReason: 'wait_timer' | 'wait_signal' | null = null, resumeAt: number | null = null) =>
+  const at = (status: string | null, phase: RunPhase | null = null, suspendReason: 'wait_timer' | 'wait_signal' | null = null, resumeAt: number | null = null) =>
     nextRunMove({ status, phase, suspendReason, resumeAt }, NOW).kind;
   assert.is(at(null), 'end');
   assert.is(at('cancelled'), 'end');

@@ -1,6 +1,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
-import { RUN_STATUSES } from '../../domain/run-status.ts';
+import { BILLING_STATUSES, OUTCOMES, RUN_STATUSES, type RunPhase } from '../../domain/run-status.ts';
+import { IN_FLIGHT, leftQueue, liveRun, queuedRun } from '../../sql/run-predicates.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 
 /**
@@ -256,10 +257,6 @@ export const BundleSchema = defineEntity({
 });
 export type Bundle = InferEntity<typeof BundleSchema>;
 
-export const BILLING_STATUSES = ['pending', 'settled', 'not_charged'] as const;
-export type BillingStatus = (typeof BILLING_STATUSES)[number];
-export const OUTCOMES = ['completed', 'completed_with_issues'] as const;
-export type Outcome = (typeof OUTCOMES)[number];
 export const USER_ACCESS = ['owned', 'purchased', 'wallet', 'purchase_required'] as const;
 export type UserAccess = (typeof USER_ACCESS)[number];
 
@@ -283,8 +280,8 @@ export const RunSchema = defineEntity({
     workflowId: p.manyToOne(WorkflowSchema).mapToPk().fieldName('workflow_id'),
     versionId: p.manyToOne(WorkflowVersionSchema).mapToPk().fieldName('version_id'),
     status: checkedByDomain(RUN_STATUSES).default('pending'),
-    /** pending runs: `queued` (waiting for capacity), `starting` (admitted), `preparing` (funding). */
-    phase: p.string().nullable(),
+    /** A pending run's sub-state (RUN_PHASES); null once it left `pending`. */
+    phase: p.string().$type<RunPhase>().nullable(),
     reason: p.text().nullable(),
     suspendReason: p.string().nullable(),
     /** When a wait_timer suspension is due (earliest started delay). */
@@ -329,13 +326,13 @@ export const RunSchema = defineEntity({
     // A workflow's runs, newest first: the internal GraphQL search by workflow (src/graphql/queries/runs.ts).
     { name: 'runs_workflow_created_idx', properties: ['workflowId', 'createdAt', 'id'] },
     // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
-    { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: "status = 'pending' and phase = 'queued'" },
-    { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: "status = 'pending' and phase = 'queued' and queue_seq is null" },
-    { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: "queue_seq is not null and (status <> 'pending' or phase <> 'queued')" },
+    { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: queuedRun() },
+    { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: `${queuedRun()} and queue_seq is null` },
+    { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: leftQueue() },
     // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
-    { name: 'runs_in_flight_idx', properties: ['accountId'], where: "status in ('running', 'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))" },
+    { name: 'runs_in_flight_idx', properties: ['accountId'], where: IN_FLIGHT },
     // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).
-    { name: 'runs_temporal_unstarted_idx', properties: ['createdAt', 'id'], where: "engine = 'temporal' and lease_owner is null and status in ('pending', 'running', 'suspended')" },
+    { name: 'runs_temporal_unstarted_idx', properties: ['createdAt', 'id'], where: `engine = 'temporal' and lease_owner is null and ${liveRun()}` },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },
   ],
@@ -380,13 +377,14 @@ export const RunEventSchema = defineEntity({
 export type RunEvent = InferEntity<typeof RunEventSchema>;
 
 /** Password inputs and supplied provider credentials of one run, encrypted; deleted when the run ends. */
+export const RUN_SECRET_KINDS = ['password_input', 'provider_credential'] as const;
 export const RunSecretSchema = defineEntity({
   name: 'RunSecret',
   tableName: 'run_secrets',
   properties: {
     id: p.uuid().primary(),
     runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
-    kind: p.enum(['password_input', 'provider_credential'] as const),
+    kind: p.enum(RUN_SECRET_KINDS),
     name: p.string(),
     ciphertext: p.text(),
     createdAt: createdAt(),
@@ -427,6 +425,8 @@ export const WebhookEndpointSchema = defineEntity({
 });
 export type WebhookEndpoint = InferEntity<typeof WebhookEndpointSchema>;
 
+export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+
 /** The webhook outbox: written with the terminal event, drained by the delivery worker. */
 export const WebhookDeliverySchema = defineEntity({
   name: 'WebhookDelivery',
@@ -438,7 +438,7 @@ export const WebhookDeliverySchema = defineEntity({
     eventType: p.string(),
     /** The exact body that is signed and sent, fixed at creation so retries are byte-identical. */
     payload: p.text(),
-    status: p.enum(['pending', 'delivered', 'failed'] as const).default('pending'),
+    status: p.enum(WEBHOOK_DELIVERY_STATUSES).default('pending'),
     attempts: p.integer().default(0),
     nextAttemptAt: p.datetime(),
     lastStatusCode: p.integer().nullable(),

@@ -7,7 +7,7 @@ import type { RunEventBus } from '../../runs/run-event-bus.ts';
 import { advanceRun, type AdvanceResult } from '../drive-run.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepOutcome } from '../../runs/record-step.ts';
-import { isTerminal, type RunStatus } from '../../domain/run-status.ts';
+import { isTerminal, type RunPhase, type RunStatus } from '../../domain/run-status.ts';
 import { executeStep } from '../execute-step.ts';
 import { query } from '../../db/statement.ts';
 import { RUN_SCHEDULE } from '../../sql/runs.ts';
@@ -31,7 +31,7 @@ export interface ActivityHooks {
 /** A light look at a run (no graph, no results), for the workflow's admission and signal re-checks. */
 export interface RunStatusView {
   status: RunStatus;
-  phase: string | null;
+  phase: RunPhase | null;
   /** A failed run's buyer-safe reason. */
   reason: string | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
@@ -71,7 +71,7 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
 
   /** A light look at the run (status columns only). */
   async function runStatus(runId: string): Promise<RunStatusView | null> {
-    const [r] = await query<{ status: RunStatus; phase: string | null; reason: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
+    const [r] = await query<{ status: RunStatus; phase: RunPhase | null; reason: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
       fork(deps),
       RUN_SCHEDULE,
       [runId],

@@ -10,6 +10,7 @@ import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './cl
 import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
 import { query } from '../../db/statement.ts';
+import type { RunPhase } from '../../domain/run-status.ts';
 import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
 
 /**
@@ -297,7 +298,7 @@ export class TemporalEngine implements EnginePort {
       try {
         const em = fork(this.#deps);
         const graceSecs = this.#startGraceMs / 1000;
-        const unstarted = await query<{ id: string; phase: string | null }>(em, UNSTARTED_TEMPORAL_RUNS, [graceSecs]);
+        const unstarted = await query<{ id: string; phase: RunPhase | null }>(em, UNSTARTED_TEMPORAL_RUNS, [graceSecs]);
         if (unstarted.length) {
           const memos = await this.#memos(unstarted.map((r) => String(r.id)));
           const phases = new Map(unstarted.map((r) => [String(r.id), r.phase]));

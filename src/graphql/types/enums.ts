@@ -1,79 +1,47 @@
 import 'reflect-metadata';
 import { registerEnumType } from 'type-graphql';
+import {
+  CREDENTIAL_MODES,
+  LEDGER_KINDS,
+  LISTINGS,
+  RUN_MODELS,
+  SPEND_WINDOWS,
+  WEBHOOK_DELIVERY_STATUSES,
+} from '../../db/entities/index.ts';
+import * as values from '../../domain/run-status.ts';
 
 /**
- * Enum values are GraphQL's upper case; their internal values are the database / REST strings, so
- * resolvers pass rows through unchanged and filters arrive as the stored value.
+ * The GraphQL enums, built from the value lists the entities and src/domain/run-status.ts declare, so
+ * they cannot drift from the stored values. GraphQL names are the values in upper case; their internal
+ * values are the database / REST strings, so resolvers pass rows through unchanged and filters arrive
+ * as the stored value. Each enum is an object (`RunStatus.PENDING === 'pending'`) and a type of the same
+ * name (the value union).
  */
+type EnumObject<T extends readonly string[]> = { readonly [V in T[number] as Uppercase<V>]: V };
 
-export enum RunStatus {
-  PENDING = 'pending',
-  RUNNING = 'running',
-  SUSPENDED = 'suspended',
-  COMPLETED = 'completed',
-  FAILED = 'failed',
-  CANCELLED = 'cancelled',
+function graphqlEnum<const T extends readonly string[]>(list: T, name: string, description?: string): EnumObject<T> {
+  const object = Object.fromEntries(list.map((value) => [value.toUpperCase(), value])) as EnumObject<T>;
+  registerEnumType(object, { name, description });
+  return object;
 }
-registerEnumType(RunStatus, { name: 'RunStatus', description: 'A run\'s status (REST Run.status).' });
 
-export enum Outcome {
-  COMPLETED = 'completed',
-  COMPLETED_WITH_ISSUES = 'completed_with_issues',
-}
-registerEnumType(Outcome, { name: 'Outcome' });
-
-export enum BillingStatus {
-  PENDING = 'pending',
-  SETTLED = 'settled',
-  NOT_CHARGED = 'not_charged',
-}
-registerEnumType(BillingStatus, { name: 'BillingStatus' });
-
-export enum QueueState {
-  WAITING = 'waiting',
-  STARTING = 'starting',
-}
-registerEnumType(QueueState, { name: 'QueueState' });
-
-export enum RunModel {
-  FREE = 'free',
-  PER_RUN = 'per_run',
-}
-registerEnumType(RunModel, { name: 'RunModel' });
-
-export enum Listing {
-  PUBLIC = 'public',
-  UNLISTED = 'unlisted',
-  NONE = 'none',
-}
-registerEnumType(Listing, { name: 'Listing' });
-
-export enum CredentialMode {
-  SERVICE_HOSTED = 'service_hosted',
-  BYOK = 'byok',
-}
-registerEnumType(CredentialMode, { name: 'CredentialMode' });
-
-export enum SpendCapWindow {
-  DAILY = 'daily',
-  MONTHLY = 'monthly',
-  LIFETIME = 'lifetime',
-}
-registerEnumType(SpendCapWindow, { name: 'SpendCapWindow' });
-
-export enum LedgerKind {
-  CREDIT = 'credit',
-  HOLD = 'hold',
-  RELEASE = 'release',
-  CHARGE = 'charge',
-  BUNDLE_CHARGE = 'bundle_charge',
-  UNPAID = 'unpaid',
-}
-registerEnumType(LedgerKind, { name: 'LedgerKind' });
-
-export enum WebhookDeliveryStatus {
-  PENDING = 'pending',
-  DELIVERED = 'delivered',
-  FAILED = 'failed',
-}
-registerEnumType(WebhookDeliveryStatus, { name: 'WebhookDeliveryStatus' });
+export const RunStatus = graphqlEnum(values.RUN_STATUSES, 'RunStatus', "A run's status (REST Run.status).");
+export type RunStatus = values.RunStatus;
+export const Outcome = graphqlEnum(values.OUTCOMES, 'Outcome');
+export type Outcome = values.Outcome;
+export const BillingStatus = graphqlEnum(values.BILLING_STATUSES, 'BillingStatus');
+export type BillingStatus = values.BillingStatus;
+export const QueueState = graphqlEnum(values.QUEUE_STATES, 'QueueState');
+export type QueueState = values.QueueState;
+export const RunModel = graphqlEnum(RUN_MODELS, 'RunModel');
+export type RunModel = (typeof RUN_MODELS)[number];
+export const Listing = graphqlEnum(LISTINGS, 'Listing');
+export type Listing = (typeof LISTINGS)[number];
+export const CredentialMode = graphqlEnum(CREDENTIAL_MODES, 'CredentialMode');
+export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
+export const SpendCapWindow = graphqlEnum(SPEND_WINDOWS, 'SpendCapWindow');
+export type SpendCapWindow = (typeof SPEND_WINDOWS)[number];
+export const LedgerKind = graphqlEnum(LEDGER_KINDS, 'LedgerKind');
+export type LedgerKind = (typeof LEDGER_KINDS)[number];
+export const WebhookDeliveryStatus = graphqlEnum(WEBHOOK_DELIVERY_STATUSES, 'WebhookDeliveryStatus');
+export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];

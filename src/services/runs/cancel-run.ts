@@ -1,4 +1,4 @@
-import { ApiError, notFound } from '../../domain/errors.ts';
+import { notFound } from '../../domain/errors.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { commitCancellation } from '../../runs/cancel-run.ts';
@@ -8,7 +8,9 @@ import { findAccountRun, findRun } from './run-views.ts';
 /**
  * Cancels a run in flight: the transition is committed here (not left to the engine), so the answer is
  * immediate and the same for both engines; the engine is then told to abort in-flight work. Already
- * terminal runs are returned unchanged with cancelRequested false.
+ * terminal runs are returned unchanged with cancelRequested false. Every run that is not terminal can be
+ * cancelled (its charge is settled in the transaction that ends it), so `cancel_unavailable` is never
+ * answered: docs/design/rules.md#error-codes-the-spec-gives-no-status-for.
  */
 export async function cancelRun(deps: Deps, accountId: string | null, runId: string) {
   if (!isUuid(runId)) throw notFound('run');
@@ -16,7 +18,6 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   const run = accountId === null ? await findRun(em, runId) : await findAccountRun(em, accountId, runId);
   if (!run) throw notFound('run');
   if (isTerminal(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
-  if (run.phase === 'settling') throw new ApiError('cancel_unavailable', 'the run is already settling and can no longer be cancelled');
 
   const { cancelled } = await commitCancellation(deps, runId);
   if (!cancelled) {

@@ -218,8 +218,9 @@ export interface paths {
          * @description Ends a run still in flight (any non-terminal status): its status becomes `cancelled`,
          *     `cancelRequested` is true, a `run.cancelled` event and webhook follow, and the buyer is not charged.
          *     Idempotent: a run already terminal (`completed`, `failed`, `cancelled`) is returned unchanged with
-         *     `cancelRequested` false. No request body. A run past the point of no return (settling its charge)
-         *     answers 409 `cancel_unavailable`. Unknown run or a run of another account: 404 `not_found`.
+         *     `cancelRequested` false. No request body. 409 `cancel_unavailable` is reserved and not answered by this
+         *     service: a run's charge is settled in the transaction that ends it, so every run that is not terminal
+         *     can be cancelled. Unknown run or a run of another account: 404 `not_found`.
          */
         post: operations["cancelRun"];
         delete?: never;
@@ -428,7 +429,8 @@ export interface components {
          *     `idempotency_conflict`, `integration_connection_required`, `cancel_unavailable` 409;
          *     `spend_cap_reached` 402; `rate_limited`, `too_many_streams` 429; `invalid_json`, `missing_workflow`, `invalid_inputs`,
          *     `invalid_request`, `invalid_cursor` 400; `payload_too_large`, `output_too_large` 413;
-         *     `unsupported_media_type` 415; `internal_error` 500.
+         *     `unsupported_media_type` 415; `internal_error` 500. Reserved, listed by the spec but never answered by
+         *     this service: `cancel_unavailable`.
          * @enum {string}
          */
         ErrorCode: "unauthorized" | "insufficient_scope" | "forbidden" | "account_restricted" | "creator_listings_paused" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "integration_connection_required" | "cancel_unavailable" | "spend_cap_reached" | "rate_limited" | "too_many_streams" | "invalid_json" | "missing_workflow" | "invalid_inputs" | "invalid_request" | "invalid_cursor" | "payload_too_large" | "output_too_large" | "unsupported_media_type" | "internal_error";
@@ -1083,7 +1085,7 @@ export interface components {
                 "application/json": components["schemas"]["MethodNotAllowedError"];
             };
         };
-        /** @description `cancel_unavailable`: the run is past the point of no return (settling) and can no longer be cancelled. */
+        /** @description `cancel_unavailable`: reserved for a run that can no longer be cancelled; this service never answers it. */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1094,7 +1096,7 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "cancel_unavailable",
-                 *         "message": "the run is settling and can no longer be cancelled"
+                 *         "message": "the run can no longer be cancelled"
                  *       }
                  *     }
                  */
