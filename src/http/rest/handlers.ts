@@ -1,8 +1,7 @@
 import { ApiError } from '../../domain/errors.ts';
-import { parseIntParam } from '../../services/pagination.ts';
 import { cancelRun } from '../../services/runs/cancel-run.ts';
 import { getRun } from '../../services/runs/get-run.ts';
-import { listRunEvents, parseCursor } from '../../services/runs/list-run-events.ts';
+import { listRunEvents } from '../../services/runs/list-run-events.ts';
 import { listRuns } from '../../services/runs/list-runs.ts';
 import { RequestRate } from '../../services/runs/rate-limiter.ts';
 import { startRun } from '../../services/runs/start-run.ts';
@@ -16,42 +15,39 @@ import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';
 
-/** One handler per operationId: HTTP in, service call, HTTP out. */
+/**
+ * One handler per operationId, registered with openapi-backend (rest-adapter.ts): HTTP in, service call,
+ * HTTP out. The request was authenticated and its parameters validated against the document before it
+ * gets here, query integers already numbers.
+ */
 
-const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name] ?? '');
-const q = (c: RestCall): Record<string, string> => c.api.request.query as Record<string, string>;
-
-function allowOnly(c: RestCall, names: string[]): void {
-  for (const k of Object.keys(q(c))) {
-    if (!names.includes(k)) throw new ApiError('invalid_request', `unknown query parameter "${k}"; allowed: ${names.join(', ') || 'none'}`);
-  }
-}
+const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name]);
+const q = (c: RestCall): Record<string, string | number | undefined> => c.api.request.query as Record<string, string | number | undefined>;
+const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
+const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
 export const operations = {
   async listWorkflows(c: RestCall) {
-    allowOnly(c, ['offset', 'limit', 'q', 'runModel', 'access']);
     const query = q(c);
     const body = await listWorkflows(c.deps, c.principal.accountId, {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
-      q: query.q,
-      runModel: query.runModel,
-      access: query.access,
+      offset: int(query.offset),
+      limit: int(query.limit),
+      q: text(query.q),
+      runModel: text(query.runModel),
+      access: text(query.access),
     });
     sendJson(c.res, 200, body);
   },
 
   async getWorkflow(c: RestCall) {
-    allowOnly(c, []);
     sendJson(c.res, 200, await getWorkflow(c.deps, c.principal.accountId, param(c, 'id')));
   },
 
   async listWorkflowVersions(c: RestCall) {
-    allowOnly(c, ['offset', 'limit']);
     const query = q(c);
     const body = await listWorkflowVersions(c.deps, c.principal.accountId, param(c, 'id'), {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
+      offset: int(query.offset),
+      limit: int(query.limit),
     });
     sendJson(c.res, 200, body);
   },
@@ -97,19 +93,17 @@ export const operations = {
   },
 
   async listRuns(c: RestCall) {
-    allowOnly(c, ['offset', 'limit', 'status', 'workflow']);
     const query = q(c);
     const body = await listRuns(c.deps, c.principal.accountId, {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
-      status: query.status,
-      workflow: query.workflow,
+      offset: int(query.offset),
+      limit: int(query.limit),
+      status: text(query.status),
+      workflow: text(query.workflow),
     });
     sendJson(c.res, 200, body);
   },
 
   async getRun(c: RestCall) {
-    allowOnly(c, []);
     sendJson(c.res, 200, await getRun(c.deps, c.principal.accountId, param(c, 'id')));
   },
 
@@ -118,13 +112,10 @@ export const operations = {
   },
 
   async listRunEvents(c: RestCall) {
-    allowOnly(c, ['afterSequence']);
-    const after = parseCursor(q(c).afterSequence);
-    sendJson(c.res, 200, await listRunEvents(c.deps, c.principal.accountId, param(c, 'run_id'), after ?? 0));
+    sendJson(c.res, 200, await listRunEvents(c.deps, c.principal.accountId, param(c, 'run_id'), int(q(c).afterSequence) ?? 0));
   },
 
   async streamRun(c: RestCall) {
-    allowOnly(c, ['afterSequence']);
     await streamRun(c, param(c, 'id'));
   },
 };
