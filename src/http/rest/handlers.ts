@@ -1,16 +1,16 @@
+import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../domain/errors.ts';
 import { cancelRun } from '../../services/runs/cancel-run.ts';
 import { getRun } from '../../services/runs/get-run.ts';
 import { listRunEvents } from '../../services/runs/list-run-events.ts';
 import { listRuns } from '../../services/runs/list-runs.ts';
-import { RequestRate } from '../../services/runs/rate-limiter.ts';
-import { startRun } from '../../services/runs/start-run.ts';
+import { startCountedRun } from '../../services/runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
 import { rateLimitHeaders } from '../headers.ts';
-import { readBody, sendError, sendJson } from '../respond.ts';
+import { readBody, sendJson } from '../respond.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';
@@ -18,13 +18,26 @@ import { streamRun } from './stream-run.ts';
 /**
  * One handler per operationId, registered with openapi-backend (rest-adapter.ts): HTTP in, service call,
  * HTTP out. The request was authenticated and its parameters validated against the document before it
- * gets here, query integers already numbers.
+ * gets here: query integers are valid, still as text.
  */
 
 const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name]);
 const q = (c: RestCall): Record<string, string | number | undefined> => c.api.request.query as Record<string, string | number | undefined>;
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
+
+/** A JSON request body: its media type, then its text, then its parse. */
+async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(req, 'content-type') ?? '')) {
+    throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
+  }
+  const text = await readBody(req);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError('invalid_json', 'the request body is not valid JSON');
+  }
+}
 
 export const operations = {
   async listWorkflows(c: RestCall) {
@@ -57,39 +70,19 @@ export const operations = {
   },
 
   async startRun(c: RestCall) {
-    // Every request that got past authentication and scope counts: one that reaches the workflow read
-    // in that read's statement (src/services/runs/start-run.ts), any other on its own before its error is answered, so a full
-    // window answers 429 whatever else is wrong with the request (docs/design/rules.md#rate-limit).
-    const rate = new RequestRate(c.limiter, c.principal.apiKeyId, c.principal.rateLimitPerMinute);
+    // The rate window and its refusals are the service's (counted-start.ts); the body is read inside it,
+    // so a request refused for its body counts too.
     const prefer = c.req.headers.prefer;
     const since = prefer === undefined ? 0 : Date.now();
-    try {
-      const type = header(c.req, 'content-type') ?? '';
-      if (!/^application\/([\w.+-]*\+)?json\b/i.test(type)) {
-        throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
-      }
-      const text = await readBody(c.req);
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        throw new ApiError('invalid_json', 'the request body is not valid JSON');
-      }
-      const result = await startRun(c.deps, c.principal, { body, idempotencyHeader: header(c.req, 'idempotency-key'), rate });
-      const headers: Record<string, string> = {
-        Location: result.run.statusUrl,
-        ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-        ...rateLimitHeaders((await rate.count())!),
-      };
-      if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
-      sendJson(c.res, 202, { run: result.run }, headers);
-    } catch (err) {
-      let answer = err;
-      if (!rate.settled) answer = await rate.count().then(() => err, (refused: unknown) => refused);
-      if (rate.decision) for (const [k, v] of Object.entries(rateLimitHeaders(rate.decision))) c.res.setHeader(k, v);
-      sendError(c.res, answer);
-      if (!(answer instanceof ApiError)) c.ctx.log.error({ err: answer }, 'startRun failed');
-    }
+    const idempotencyHeader = header(c.req, 'idempotency-key');
+    const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({ body: await readJsonBody(c.req), idempotencyHeader }));
+    const headers: Record<string, string> = {
+      Location: result.run.statusUrl,
+      ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+      ...rateLimitHeaders(result.rateLimit),
+    };
+    if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
+    sendJson(c.res, 202, { run: result.run }, headers);
   },
 
   async listRuns(c: RestCall) {

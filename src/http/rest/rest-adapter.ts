@@ -7,10 +7,12 @@ import { ApiError } from '../../domain/errors.ts';
 import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
 import { traceRoute } from '../../observability/trace-spans.ts';
 import type { Deps } from '../../services/deps.ts';
+import { refuseStart } from '../../services/runs/counted-start.ts';
 import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../services/runs/rate-limiter.ts';
 import { UnlimitedStreamSlots } from '../../services/streams/stream-slots.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations } from './handlers.ts';
+import { DocumentRouter } from './document-router.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { requestAjv, validationError } from './request-validation.ts';
@@ -79,7 +81,6 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     quick: true,
     strict: true,
     ignoreTrailingSlashes: false,
-    coerceTypes: true,
     customizeAjv: requestAjv,
     securityHandlers: {
       // Any one of the operation's `x-scopes` lets the caller in.
@@ -105,8 +106,11 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       unauthorizedHandler(api: Context) {
         throw (api.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
       },
-      validationFail(api: Context) {
-        throw validationError(api);
+      async validationFail(api: Context) {
+        const error = validationError(api);
+        // A POST /runs counts in its key's rate window whatever is wrong with it.
+        if (api.operation.operationId === 'startRun') throw await refuseStart(api.security?.bearerAuth as Principal, limiter, error);
+        throw error;
       },
       notFound(_api: Context, { req, ctx }: Exchange) {
         throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
@@ -120,6 +124,8 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     },
   });
   await api.init();
+  // Its router, compiled once (document-router.ts); the validator matches and parses through it too.
+  api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });
   const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
 
   http.mount(API_ROOT, async (req, res, ctx) => {

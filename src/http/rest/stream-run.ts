@@ -29,8 +29,8 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const { deps, req, res } = c;
   // Last-Event-ID wins over afterSequence; the document's validation checked both before the stream starts.
   const fromHeader = header(req, 'last-event-id');
-  const fromQuery = (c.api.request.query as { afterSequence?: number }).afterSequence;
-  const cursor = fromHeader !== undefined ? Number(fromHeader) : fromQuery;
+  const fromQuery = (c.api.request.query as { afterSequence?: string }).afterSequence;
+  const cursor = Number(fromHeader ?? fromQuery ?? 0);
   if (!isUuid(runId)) throw notFound('run');
   const em = fork(deps);
   const run = await findAccountRun(em, c.principal.accountId, runId);
@@ -52,7 +52,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
 
   await stream.send(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
   if (isTerminal(run.status)) return stream.end();
-  stream.follow(deps, cursor ?? 0);
+  stream.follow(deps, cursor);
 }
 
 /**
