@@ -126,6 +126,8 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   await api.init();
   // Its router, compiled once (document-router.ts); the validator matches and parses through it too.
   api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });
+  // Compiled now rather than by each operation's first request (`quick` compiles lazily).
+  api.validator.preCompileRequestValidators();
   const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
 
   http.mount(API_ROOT, async (req, res, ctx) => {
