@@ -74,7 +74,8 @@ export class DocumentRouter extends OpenAPIRouter {
     if (exact) return exact;
     const matching = this.#routes.filter((route) => route.pattern.test(path));
     if (!matching.length) return refuse('404-notFound: no route matches request');
-    return matching.find((route) => route.operation.method === method)?.operation ?? refuse('405-methodNotAllowed: this method is not registered for the route');
+    const withMethod = matching.find((route) => route.operation.method === method);
+    return withMethod?.operation ?? refuse('405-methodNotAllowed: this method is not registered for the route');
   }
 
   override parseRequest(req: Request, operation?: Operation): ParsedRequest {
