@@ -1,5 +1,3 @@
-import { invalidRequest } from '../domain/errors.ts';
-
 export interface Page {
   offset: number;
   limit: number;
@@ -11,20 +9,11 @@ export interface PaginationOut {
 }
 
 export const DEFAULT_LIMIT = 20;
-export const MAX_LIMIT = 50;
 
-/** Checks a page request from any adapter: offset ≥ 0, limit 1..50 (default 20). */
-export function checkPage(offset: number | undefined, limit: number | undefined): Page {
-  const o = offset ?? 0;
-  const l = limit ?? DEFAULT_LIMIT;
-  if (!Number.isSafeInteger(o) || o < 0) throw invalidRequest('offset must be an integer >= 0');
-  if (!Number.isSafeInteger(l) || l < 1 || l > MAX_LIMIT) throw invalidRequest(`limit must be an integer from 1 to ${MAX_LIMIT}`);
-  return { offset: o, limit: l };
-}
-
-/** Parses a query-string integer strictly ("10", not "10abc", "1e1" or " 10"). */
-export function parseIntParam(name: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  if (!/^(0|[1-9]\d{0,15})$/.test(raw)) throw invalidRequest(`${name} must be a non-negative integer`);
-  return Number(raw);
+/**
+ * A page request with its defaults. The REST document states the ranges (offset 0..2^53−1, limit
+ * 1..50) and openapi-backend refuses anything else before a service is called (src/http/rest).
+ */
+export function pageOf(offset: number | undefined, limit: number | undefined): Page {
+  return { offset: offset ?? 0, limit: limit ?? DEFAULT_LIMIT };
 }

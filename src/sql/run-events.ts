@@ -40,13 +40,14 @@ const BATCH_EVENTS = `cross join lateral unnest(b.types, b.node_ids, b.data) wit
 /**
  * $1 run id, $2 after this sequence, $3 at most: the run's events in order. It unnests at most $3 of the
  * batches that end after $2: each holds at least one event, so they hold the first $3 events after $2.
+ * $2 is a bigint: a client's cursor may be any safe integer, beyond the integer column's range.
  */
 export const READ_RUN_EVENTS = statement(
   'read_run_events',
   `select e.type, s.sequence, b.ts, e.node_id, e.data
-     from (select * from run_event_batches where run_id = $1 and last_sequence > $2 order by last_sequence limit $3) b
+     from (select * from run_event_batches where run_id = $1 and last_sequence > $2::bigint order by last_sequence limit $3) b
     ${BATCH_EVENTS}
-    where s.sequence > $2 order by s.sequence limit $3`,
+    where s.sequence > $2::bigint order by s.sequence limit $3`,
 );
 
 /** $1 run id, $2 node id: what an earlier attempt of an I/O step already wrote (src/engine/execute-step.ts). */

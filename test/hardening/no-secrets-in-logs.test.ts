@@ -166,7 +166,7 @@ r('real database failures (5xx) while handling keys and passwords log the error,
   const errors = fresh.filter((l) => l.level >= 50);
   assert.ok(errors.length >= 6, `error entries: ${errors.length}`);
   assert.ok(errors.some((l) => l.msg === 'request failed' && /api_keys_gone/.test(JSON.stringify(l))), 'the auth failure is logged with its cause');
-  assert.ok(['runs', 'run_secrets', 'idempotency_records'].every((table) => errors.some((l) => l.msg === 'startRun failed' && JSON.stringify(l).includes(`insert into ${table} refused by the test`))), 'each insert failure is logged with its cause');
+  assert.ok(['runs', 'run_secrets', 'idempotency_records'].every((table) => errors.some((l) => l.msg === 'request failed' && JSON.stringify(l).includes(`insert into ${table} refused by the test`))), 'each insert failure is logged with its cause');
   assertNoSecrets(log, secrets);
 });
 

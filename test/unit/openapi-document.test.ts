@@ -312,11 +312,11 @@ test('parameters declare their real rule as their schema: integers with ranges, 
   }
   const schemaOf = (name: string) => resolve({ $ref: `#/components/parameters/${name}` }).schema;
   assert.equal(schemaOf('Limit'), { type: 'integer', minimum: 1, maximum: 50, default: 20 });
-  assert.equal(schemaOf('Offset'), { type: 'integer', minimum: 0, default: 0 });
+  assert.equal(schemaOf('Offset'), { type: 'integer', minimum: 0, maximum: 9007199254740991, default: 0 });
   const param = (opPath: string, m: string, name: string) => doc.paths[opPath][m].parameters.map(resolve).find((p: Json) => p.name === name);
-  assert.equal(param('/runs/{run_id}/events', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, default: 0 });
-  assert.equal(param('/runs/{id}/stream', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0 });
-  assert.equal(param('/runs/{id}/stream', 'get', 'Last-Event-ID').schema, { type: 'integer', minimum: 0 });
+  assert.equal(param('/runs/{run_id}/events', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991, default: 0 });
+  assert.equal(param('/runs/{id}/stream', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991 });
+  assert.equal(param('/runs/{id}/stream', 'get', 'Last-Event-ID').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991 });
   const names = (opPath: string, m: string) => doc.paths[opPath][m].parameters.map((r: Json) => resolve(r).name);
   assert.equal(names('/workflows', 'get'), ['offset', 'limit', 'q', 'runModel', 'access']);
   assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow']);

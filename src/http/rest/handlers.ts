@@ -1,57 +1,66 @@
+import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../domain/errors.ts';
-import { parseIntParam } from '../../services/pagination.ts';
 import { cancelRun } from '../../services/runs/cancel-run.ts';
 import { getRun } from '../../services/runs/get-run.ts';
-import { listRunEvents, parseCursor } from '../../services/runs/list-run-events.ts';
+import { listRunEvents } from '../../services/runs/list-run-events.ts';
 import { listRuns } from '../../services/runs/list-runs.ts';
-import { RequestRate } from '../../services/runs/rate-limiter.ts';
-import { startRun } from '../../services/runs/start-run.ts';
+import { startCountedRun } from '../../services/runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
 import { rateLimitHeaders } from '../headers.ts';
-import { readBody, sendError, sendJson } from '../respond.ts';
+import { readBody, sendJson } from '../respond.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';
 
-/** One handler per operationId: HTTP in, service call, HTTP out. */
+/**
+ * One handler per operationId, registered with openapi-backend (rest-adapter.ts): HTTP in, service call,
+ * HTTP out. The request was authenticated and its parameters validated against the document before it
+ * gets here: query integers are valid, still as text.
+ */
 
-const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name] ?? '');
-const q = (c: RestCall): Record<string, string> => c.api.request.query as Record<string, string>;
+const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name]);
+const q = (c: RestCall): Record<string, string | number | undefined> => c.api.request.query as Record<string, string | number | undefined>;
+const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
+const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
-function allowOnly(c: RestCall, names: string[]): void {
-  for (const k of Object.keys(q(c))) {
-    if (!names.includes(k)) throw new ApiError('invalid_request', `unknown query parameter "${k}"; allowed: ${names.join(', ') || 'none'}`);
+/** A JSON request body: its media type, then its text, then its parse. */
+async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(req, 'content-type') ?? '')) {
+    throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
+  }
+  const text = await readBody(req);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError('invalid_json', 'the request body is not valid JSON');
   }
 }
 
 export const operations = {
   async listWorkflows(c: RestCall) {
-    allowOnly(c, ['offset', 'limit', 'q', 'runModel', 'access']);
     const query = q(c);
     const body = await listWorkflows(c.deps, c.principal.accountId, {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
-      q: query.q,
-      runModel: query.runModel,
-      access: query.access,
+      offset: int(query.offset),
+      limit: int(query.limit),
+      q: text(query.q),
+      runModel: text(query.runModel),
+      access: text(query.access),
     });
     sendJson(c.res, 200, body);
   },
 
   async getWorkflow(c: RestCall) {
-    allowOnly(c, []);
     sendJson(c.res, 200, await getWorkflow(c.deps, c.principal.accountId, param(c, 'id')));
   },
 
   async listWorkflowVersions(c: RestCall) {
-    allowOnly(c, ['offset', 'limit']);
     const query = q(c);
     const body = await listWorkflowVersions(c.deps, c.principal.accountId, param(c, 'id'), {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
+      offset: int(query.offset),
+      limit: int(query.limit),
     });
     sendJson(c.res, 200, body);
   },
@@ -61,55 +70,33 @@ export const operations = {
   },
 
   async startRun(c: RestCall) {
-    // Every request that got past authentication and scope counts: one that reaches the workflow read
-    // in that read's statement (src/services/runs/start-run.ts), any other on its own before its error is answered, so a full
-    // window answers 429 whatever else is wrong with the request (docs/design/rules.md#rate-limit).
-    const rate = new RequestRate(c.limiter, c.principal.apiKeyId, c.principal.rateLimitPerMinute);
+    // The rate window and its refusals are the service's (counted-start.ts); the body is read inside it,
+    // so a request refused for its body counts too.
     const prefer = c.req.headers.prefer;
     const since = prefer === undefined ? 0 : Date.now();
-    try {
-      const type = header(c.req, 'content-type') ?? '';
-      if (!/^application\/([\w.+-]*\+)?json\b/i.test(type)) {
-        throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
-      }
-      const text = await readBody(c.req);
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        throw new ApiError('invalid_json', 'the request body is not valid JSON');
-      }
-      const result = await startRun(c.deps, c.principal, { body, idempotencyHeader: header(c.req, 'idempotency-key'), rate });
-      const headers: Record<string, string> = {
-        Location: result.run.statusUrl,
-        ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-        ...rateLimitHeaders((await rate.count())!),
-      };
-      if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
-      sendJson(c.res, 202, { run: result.run }, headers);
-    } catch (err) {
-      let answer = err;
-      if (!rate.settled) answer = await rate.count().then(() => err, (refused: unknown) => refused);
-      if (rate.decision) for (const [k, v] of Object.entries(rateLimitHeaders(rate.decision))) c.res.setHeader(k, v);
-      sendError(c.res, answer);
-      if (!(answer instanceof ApiError)) c.ctx.log.error({ err: answer }, 'startRun failed');
-    }
+    const idempotencyHeader = header(c.req, 'idempotency-key');
+    const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({ body: await readJsonBody(c.req), idempotencyHeader }));
+    const headers: Record<string, string> = {
+      Location: result.run.statusUrl,
+      ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+      ...rateLimitHeaders(result.rateLimit),
+    };
+    if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
+    sendJson(c.res, 202, { run: result.run }, headers);
   },
 
   async listRuns(c: RestCall) {
-    allowOnly(c, ['offset', 'limit', 'status', 'workflow']);
     const query = q(c);
     const body = await listRuns(c.deps, c.principal.accountId, {
-      offset: parseIntParam('offset', query.offset),
-      limit: parseIntParam('limit', query.limit),
-      status: query.status,
-      workflow: query.workflow,
+      offset: int(query.offset),
+      limit: int(query.limit),
+      status: text(query.status),
+      workflow: text(query.workflow),
     });
     sendJson(c.res, 200, body);
   },
 
   async getRun(c: RestCall) {
-    allowOnly(c, []);
     sendJson(c.res, 200, await getRun(c.deps, c.principal.accountId, param(c, 'id')));
   },
 
@@ -118,13 +105,10 @@ export const operations = {
   },
 
   async listRunEvents(c: RestCall) {
-    allowOnly(c, ['afterSequence']);
-    const after = parseCursor(q(c).afterSequence);
-    sendJson(c.res, 200, await listRunEvents(c.deps, c.principal.accountId, param(c, 'run_id'), after ?? 0));
+    sendJson(c.res, 200, await listRunEvents(c.deps, c.principal.accountId, param(c, 'run_id'), int(q(c).afterSequence) ?? 0));
   },
 
   async streamRun(c: RestCall) {
-    allowOnly(c, ['afterSequence']);
     await streamRun(c, param(c, 'id'));
   },
 };

@@ -1,41 +1,58 @@
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { OpenAPIBackend, type Context, type Document, type Operation } from 'openapi-backend';
+import { OpenAPIBackend, type Context, type Document, type Handler, type Request } from 'openapi-backend';
 import { parse as parseYaml } from 'yaml';
 import { ApiError } from '../../domain/errors.ts';
-import { authenticateKey, requireScope } from '../../services/auth/authenticate-key.ts';
+import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
 import { traceRoute } from '../../observability/trace-spans.ts';
 import type { Deps } from '../../services/deps.ts';
+import { refuseStart } from '../../services/runs/counted-start.ts';
 import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../services/runs/rate-limiter.ts';
-import type { HttpServer } from '../server.ts';
-import { operations } from './handlers.ts';
-import { HeartbeatTicker } from './heartbeat-ticker.ts';
-import { header, type RestHandler } from './rest-call.ts';
-import { RouteTable } from './route-table.ts';
 import { UnlimitedStreamSlots } from '../../services/streams/stream-slots.ts';
+import type { HttpServer, RequestContext } from '../server.ts';
+import { operations } from './handlers.ts';
+import { DocumentRouter } from './document-router.ts';
+import { HeartbeatTicker } from './heartbeat-ticker.ts';
+import { header, type RestCall } from './rest-call.ts';
+import { requestAjv, validationError } from './request-validation.ts';
 
 /**
- * The /v1 facade. openapi/openapi.yaml is the routing table (openapi-backend matches operations by
- * it), the scope list (`x-scopes`) and, in tests, the schema every response is validated against.
- * Handlers only translate HTTP to service calls; request rules live in the services so GraphQL and
- * REST enforce the same ones.
+ * The /v1 facade (docs/architecture.md, "A REST request"). openapi-backend routes every request by
+ * openapi/openapi.yaml, authenticates it (the `bearerAuth` security handler, with the operation's
+ * `x-scopes`), validates its path, query and header parameters against the document, and calls the
+ * handler registered under the operation's `operationId`. Handlers translate HTTP to service calls;
+ * the rules the document cannot state (bodies, inputs, idempotency) live in the services.
  */
 
 export const OPENAPI_FILE = fileURLToPath(new URL('../../../openapi/openapi.yaml', import.meta.url));
 const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
+const API_ROOT = '/v1';
+const DOCUMENT_PATH = `${API_ROOT}/openapi.json`;
 
 export function loadOpenApiDocument(): Document {
   return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
 }
 
-interface OperationPlan {
-  /** The route template (metrics label, span name). */
-  route: string;
-  handler: RestHandler | undefined;
-  /** Any one of them lets the caller in (`x-scopes`). */
-  scopes: string[];
-  /** The operation's query parameter names. */
-  declared: Set<string | undefined>;
+/** What openapi-backend passes each handler after its context: the exchange being answered. */
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  ctx: RequestContext;
+  /** The request as given to openapi-backend. */
+  request: Request;
+}
+
+/**
+ * The copy openapi-backend works on: without request bodies, which the services check themselves to
+ * answer the spec's body codes (`invalid_json`, `missing_workflow`, `invalid_inputs`, …).
+ */
+function routingDocument(definition: Document): Document {
+  const copy = structuredClone(definition);
+  for (const item of Object.values(copy.paths ?? {})) {
+    for (const method of METHODS) delete (item as Record<string, { requestBody?: unknown } | undefined>)[method]?.requestBody;
+  }
+  return copy;
 }
 
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
@@ -45,70 +62,91 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   let documentJson: string | undefined;
   const servedDocument = () =>
     (documentJson ??= JSON.stringify({ ...definition, servers: [{ url: deps.baseUrl(), description: 'This service' }] }));
-  // Routing only: the services validate requests themselves to answer with the spec's exact codes,
-  // and openapi-backend's default validator does not speak OpenAPI 3.1 (stack notes).
-  const api = new OpenAPIBackend({ definition, validate: false, quick: true, ignoreTrailingSlashes: false });
-  await api.init();
-  const ops = api.getOperations();
-  const routes = new RouteTable(ops);
-  // What each request of an operation needs from it, read once from the document rather than per request.
-  const plans = new Map<Operation, OperationPlan>();
-  for (const operation of ops) {
-    plans.set(operation, {
-      route: `/v1${operation.path}`,
-      handler: operations[operation.operationId as keyof typeof operations] as RestHandler | undefined,
-      scopes: (operation as unknown as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute'],
-      declared: new Set(((operation.parameters ?? []) as { in?: string; name?: string }[]).filter((p) => p.in === 'query').map((p) => p.name)),
-    });
-  }
   // Several API processes share a Postgres server, and so the window; PGlite has one process.
   const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
   const streams = deps.streams ?? new UnlimitedStreamSlots();
   const heartbeats = new HeartbeatTicker(deps.config.sseHeartbeatMs);
 
-  http.mount('/v1', async (req, res, ctx) => {
-    const path = ctx.path.slice('/v1'.length) || '/';
-    const method = (req.method ?? 'GET').toLowerCase();
-    if (path === '/openapi.json' && (method === 'get' || method === 'head')) {
-      ctx.route = '/v1/openapi.json';
-      res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
-      res.end(method === 'head' ? undefined : servedDocument());
-      return;
-    }
+  /** An operation handler of handlers.ts, given the call it expects. */
+  const operation =
+    (handler: (call: RestCall) => Promise<void>): Handler =>
+    (api: Context, exchange: Exchange) =>
+      handler({ ...exchange, api, deps, limiter, streams, heartbeats, principal: api.security?.bearerAuth as Principal });
+
+  // `quick` skips openapi-backend's definition check, which knows only OpenAPI 3.0 (and would reject
+  // this 3.1 document); request validation runs on Ajv 2020 (request-validation.ts).
+  const api = new OpenAPIBackend({
+    definition: routingDocument(definition),
+    apiRoot: API_ROOT,
+    quick: true,
+    strict: true,
+    ignoreTrailingSlashes: false,
+    customizeAjv: requestAjv,
+    securityHandlers: {
+      // Any one of the operation's `x-scopes` lets the caller in.
+      async bearerAuth(api: Context, { req }: Exchange) {
+        const principal = await authenticateKey(deps, header(req, 'authorization'));
+        requireScope(principal, (api.operation as { 'x-scopes'?: string[] })['x-scopes'] ?? ['run:read', 'run:execute']);
+        return principal;
+      },
+    },
+    handlers: {
+      ...Object.fromEntries(Object.entries(operations).map(([operationId, handler]) => [operationId, operation(handler)])),
+      async getOpenApiDocument(_api: Context, { req, res }: Exchange) {
+        res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
+        res.end(req.method === 'HEAD' ? undefined : servedDocument());
+      },
+      postRoutingHandler(api: Context, { ctx, req, request }: Exchange) {
+        if (!api.operation) return;
+        ctx.route = `${API_ROOT}${api.operation.path}`;
+        traceRoute(req.method, ctx.route);
+        // An operation that cannot answer 400 ignores a query string (a cache buster on the document).
+        if (lenient.has(api.operation.operationId)) request.query = {};
+      },
+      unauthorizedHandler(api: Context) {
+        throw (api.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
+      },
+      async validationFail(api: Context) {
+        const error = validationError(api);
+        // A POST /runs counts in its key's rate window whatever is wrong with it.
+        if (api.operation.operationId === 'startRun') throw await refuseStart(api.security?.bearerAuth as Principal, limiter, error);
+        throw error;
+      },
+      notFound(_api: Context, { req, ctx }: Exchange) {
+        throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
+      },
+      methodNotAllowed(_api: Context, { req, ctx }: Exchange) {
+        // openapi-backend names no allowed methods: the path is matched once per method.
+        const allow = METHODS.filter((method) => api.matchOperation({ method, path: ctx.path, headers: {} })).map((m) => m.toUpperCase());
+        if (ctx.path === DOCUMENT_PATH) allow.push('HEAD');
+        throw new ApiError('method_not_allowed', `${req.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}`, { allow });
+      },
+    },
+  });
+  await api.init();
+  // Its router, compiled once (document-router.ts); the validator matches and parses through it too.
+  api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });
+  // Compiled now rather than by each operation's first request (`quick` compiles lazily).
+  api.validator.preCompileRequestValidators();
+  const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
+
+  http.mount(API_ROOT, async (req, res, ctx) => {
     try {
       // Path parameters are percent-decoded by the router, which throws on a malformed escape ("%E0%A4%A").
-      decodeURIComponent(path);
+      decodeURIComponent(ctx.path);
     } catch {
       throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
-    const operation = routes.match(method, path);
-    if (!operation) {
-      const allow = METHODS.filter((m) => routes.match(m, path)).map((m) => m.toUpperCase());
-      if (path === '/openapi.json') allow.push('GET', 'HEAD');
-      if (allow.length) {
-        throw new ApiError('method_not_allowed', `${req.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}`, {
-          allow,
-        });
-      }
-      throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
+    // No prototype: "constructor", "__proto__" or "toString" are parameter names like any other; a
+    // repeated one becomes an array, which the document's scalar schemas refuse.
+    const query = Object.create(null) as Record<string, string | string[]>;
+    for (const [name, value] of ctx.url.searchParams) {
+      const prior = query[name];
+      query[name] = prior === undefined ? value : [...(Array.isArray(prior) ? prior : [prior]), value];
     }
-    const { route, handler, scopes, declared } = plans.get(operation)!;
-    ctx.route = route;
-    traceRoute(req.method, route);
-    if (!handler) throw new ApiError('internal_error', 'operation not implemented');
-
-    const principal = await authenticateKey(deps, header(req, 'authorization'));
-    requireScope(principal, scopes);
-
-    // No prototype: "constructor", "__proto__" or "toString" are parameter names like any other.
-    const query = Object.create(null) as Record<string, string>;
-    for (const [k, v] of ctx.url.searchParams) {
-      // A repeated parameter of the operation is ambiguous; the services reject the array form. Others are
-      // the handlers' business (unknown ones are rejected, operations without parameters ignore them).
-      if (Object.hasOwn(query, k) && declared.has(k)) throw new ApiError('invalid_request', `query parameter "${k}" is given more than once`);
-      query[k] = v;
-    }
-    const apiContext = { operation, request: { method, path, headers: {}, query, params: routes.params(operation, path) } } as unknown as Context;
-    await handler({ req, res, ctx, api: apiContext, deps, limiter, streams, heartbeats, principal });
+    // A HEAD of the document is answered as its GET (Node sends no body).
+    const method = req.method === 'HEAD' && ctx.path === DOCUMENT_PATH ? 'get' : (req.method ?? 'GET');
+    const request: Request = { method, path: ctx.path, query, headers: req.headers as Record<string, string | string[]> };
+    await api.handleRequest(request, { req, res, ctx, request });
   }, '');
 }

@@ -5,7 +5,6 @@ import { requestRateLimited, sseStreamOpen } from '../../observability/metrics.t
 import { fork, type Deps } from '../../services/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { followRunEvents, type RunEventSink, type RunFollower } from '../../services/runs/follow-run-events.ts';
-import { parseCursor } from '../../services/runs/list-run-events.ts';
 import { queueOf } from '../../services/runs/queue-positions.ts';
 import { assertOutputsFit, findAccountRun, toPublicRun, type PublicRunEvent } from '../../services/runs/run-views.ts';
 import { keyHolder, type StreamSlots } from '../../services/streams/stream-slots.ts';
@@ -28,10 +27,10 @@ function eventFrame(ev: PublicRunEvent): string {
  */
 export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const { deps, req, res } = c;
-  // Last-Event-ID wins over afterSequence; both are checked before the stream starts.
+  // Last-Event-ID wins over afterSequence; the document's validation checked both before the stream starts.
   const fromHeader = header(req, 'last-event-id');
-  const cursor =
-    fromHeader !== undefined ? parseCursor(fromHeader, 'Last-Event-ID') : parseCursor((c.api.request.query as Record<string, string>).afterSequence);
+  const fromQuery = (c.api.request.query as { afterSequence?: string }).afterSequence;
+  const cursor = Number(fromHeader ?? fromQuery ?? 0);
   if (!isUuid(runId)) throw notFound('run');
   const em = fork(deps);
   const run = await findAccountRun(em, c.principal.accountId, runId);
@@ -53,7 +52,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
 
   await stream.send(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
   if (isTerminal(run.status)) return stream.end();
-  stream.follow(deps, cursor ?? 0);
+  stream.follow(deps, cursor);
 }
 
 /**

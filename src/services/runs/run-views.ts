@@ -68,13 +68,8 @@ export function mapEventRow(r: Record<string, unknown>): PublicRunEvent {
   };
 }
 
-/** The largest sequence the log can hold (its columns are `int`): a cursor past it is past every event. */
-const LARGEST_SEQUENCE = 2 ** 31 - 1;
-
 /** Events after a sequence, in order, at most `limit`. */
 export async function readEvents(em: Em, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
-  // Any cursor the API accepts (up to 2^53 - 1) is a valid page, empty when it is past the log, and
-  // never a value the statement's int parameter refuses.
-  const rows = await query(em, READ_RUN_EVENTS, [runId, Math.min(afterSequence, LARGEST_SEQUENCE), limit]);
+  const rows = await query(em, READ_RUN_EVENTS, [runId, afterSequence, limit]);
   return rows.map(mapEventRow);
 }

@@ -39,7 +39,7 @@ export interface StartRunRequest {
   body: unknown;
   /** The Idempotency-Key header, if any. */
   idempotencyHeader?: string;
-  /** The request's rate-limit count, taken by the workflow read or with the acceptance (the handler counts requests refused before either). */
+  /** The request's rate-limit count, taken by the workflow read or with the acceptance (counted-start.ts counts requests refused before either). */
   rate?: RequestRate;
 }
 
@@ -69,7 +69,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
 
   // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
   const em = outsideTransaction(deps.orm);
-  // A non-UUID id is never read, and the handler counts the request before answering 404.
+  // A non-UUID id is never read; counted-start.ts counts the request before answering 404.
   if (!isUuid(workflowId)) throw notFound('workflow');
   const cache = workflowReadCache(deps.orm);
   let kept = cache.get(principal.accountId, workflowId);

@@ -4,14 +4,14 @@ import { inputSchema } from '../../domain/graph/validate.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { fork, type Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
-import { checkPage } from '../pagination.ts';
+import { pageOf } from '../pagination.ts';
 import { findVisibleWorkflow } from './workflow-access.ts';
 import { query } from '../../db/statement.ts';
 import { LIST_WORKFLOW_VERSIONS } from '../../sql/workflows.ts';
 
 /** Owners see every version; others the active version and the one they are pinned to (docs/design/rules.md). */
 export async function listWorkflowVersions(deps: Deps, accountId: string, workflowId: string, paging: { offset?: number; limit?: number }) {
-  const page = checkPage(paging.offset, paging.limit);
+  const page = pageOf(paging.offset, paging.limit);
   if (!isUuid(workflowId)) throw notFound('workflow');
   const em = fork(deps);
   const wf = await findVisibleWorkflow(em, accountId, workflowId);

@@ -1,8 +1,8 @@
 import { invalidRequest } from '../../domain/errors.ts';
 import { isStorableText } from '../../domain/json-limits.ts';
-import { USER_ACCESS, type UserAccess } from '../../db/entities/index.ts';
+import type { UserAccess } from '../../db/entities/index.ts';
 import { fork, type Deps } from '../deps.ts';
-import { checkPage, type PaginationOut } from '../pagination.ts';
+import { pageOf, type PaginationOut } from '../pagination.ts';
 import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, listVisibleWorkflows } from './workflow-access.ts';
 import { toListItem } from './workflow-views.ts';
@@ -16,14 +16,8 @@ export interface ListWorkflowsQuery {
 }
 
 export async function listWorkflows(deps: Deps, accountId: string, query: ListWorkflowsQuery) {
-  const page = checkPage(query.offset, query.limit);
-  if (query.runModel !== undefined && query.runModel !== 'free' && query.runModel !== 'per_run') {
-    throw invalidRequest('runModel must be one of: free, per_run');
-  }
-  if (query.access !== undefined && !(USER_ACCESS as readonly string[]).includes(query.access)) {
-    throw invalidRequest(`access must be one of: ${USER_ACCESS.join(', ')}`);
-  }
-  if (query.q !== undefined && query.q.length > 200) throw invalidRequest('q must be at most 200 characters');
+  // `runModel`, `access` and the length of `q` were checked against the document.
+  const page = pageOf(query.offset, query.limit);
   // Postgres cannot take a NUL in text: without this the search would be a 500.
   if (query.q !== undefined && !isStorableText(query.q)) throw invalidRequest('q must not contain NUL characters');
   const em = fork(deps);

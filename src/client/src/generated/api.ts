@@ -1163,7 +1163,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description Offset of the first row of the page. An integer >= 0; default 0. Anything else is 400 `invalid_request`. */
+        /** @description Offset of the first row of the page. An integer from 0 to 2^53−1 (9007199254740991); default 0. Anything else is 400 `invalid_request`. */
         Offset: number;
         /** @description Page size. An integer from 1 to 50; default 20. Anything else is 400 `invalid_request`. */
         Limit: number;
@@ -1220,11 +1220,11 @@ export interface operations {
     listWorkflows: {
         parameters: {
             query?: {
-                /** @description Offset of the first row of the page. An integer >= 0; default 0. Anything else is 400 `invalid_request`. */
+                /** @description Offset of the first row of the page. An integer from 0 to 2^53−1 (9007199254740991); default 0. Anything else is 400 `invalid_request`. */
                 offset?: components["parameters"]["Offset"];
                 /** @description Page size. An integer from 1 to 50; default 20. Anything else is 400 `invalid_request`. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Case-insensitive substring match on the workflow's name or description. */
+                /** @description Case-insensitive substring match on the workflow's name or description. At most 200 characters, no NUL; else 400 `invalid_request`. */
                 q?: string;
                 /** @description Only workflows with this run model: `free` or `per_run` (a `RunModel`). Anything else is 400 `invalid_request`. */
                 runModel?: "free" | "per_run";
@@ -1363,7 +1363,7 @@ export interface operations {
     listWorkflowVersions: {
         parameters: {
             query?: {
-                /** @description Offset of the first row of the page. An integer >= 0; default 0. Anything else is 400 `invalid_request`. */
+                /** @description Offset of the first row of the page. An integer from 0 to 2^53−1 (9007199254740991); default 0. Anything else is 400 `invalid_request`. */
                 offset?: components["parameters"]["Offset"];
                 /** @description Page size. An integer from 1 to 50; default 20. Anything else is 400 `invalid_request`. */
                 limit?: components["parameters"]["Limit"];
@@ -1427,7 +1427,7 @@ export interface operations {
     listRuns: {
         parameters: {
             query?: {
-                /** @description Offset of the first row of the page. An integer >= 0; default 0. Anything else is 400 `invalid_request`. */
+                /** @description Offset of the first row of the page. An integer from 0 to 2^53−1 (9007199254740991); default 0. Anything else is 400 `invalid_request`. */
                 offset?: components["parameters"]["Offset"];
                 /** @description Page size. An integer from 1 to 50; default 20. Anything else is 400 `invalid_request`. */
                 limit?: components["parameters"]["Limit"];
@@ -1723,7 +1723,7 @@ export interface operations {
     listRunEvents: {
         parameters: {
             query?: {
-                /** @description Return only events with a greater `sequence`. An integer >= 0; default 0 (from the start). Anything else is 400 `invalid_cursor`. */
+                /** @description Return only events with a greater `sequence`. An integer from 0 to 2^53−1 (9007199254740991); default 0 (from the start). A value beyond the log is an empty page. Anything else is 400 `invalid_cursor`. */
                 afterSequence?: number;
             };
             header?: never;
@@ -1791,11 +1791,11 @@ export interface operations {
     streamRun: {
         parameters: {
             query?: {
-                /** @description Replay only events with a greater `sequence` (the last event id received). An integer >= 0; anything else is 400 `invalid_cursor`. Ignored when `Last-Event-ID` is sent. */
+                /** @description Replay only events with a greater `sequence` (the last event id received). An integer from 0 to 2^53−1 (9007199254740991); anything else is 400 `invalid_cursor`. When `Last-Event-ID` is sent too, the header wins (both must be valid). */
                 afterSequence?: number;
             };
             header?: {
-                /** @description The `id` of the last event received (its `sequence`); replay resumes after it. An integer >= 0; anything else is 400 `invalid_cursor`. Wins over `afterSequence`. */
+                /** @description The `id` of the last event received (its `sequence`); replay resumes after it. An integer from 0 to 2^53−1 (9007199254740991); anything else is 400 `invalid_cursor`. Wins over `afterSequence`. */
                 "Last-Event-ID"?: number;
             };
             path: {

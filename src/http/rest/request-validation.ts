@@ -1,0 +1,67 @@
+import { Ajv2020, type ErrorObject, type Options } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
+import type { Context } from 'openapi-backend';
+import { ApiError, notFound } from '../../domain/errors.ts';
+import { UUID } from '../../domain/ids.ts';
+
+/**
+ * Request validation against openapi/openapi.yaml (docs/design/rules.md, "Request parameters"): the
+ * document is OpenAPI 3.1, so its schemas are JSON Schema 2020-12, compiled by Ajv 2020 with the
+ * standard formats (`uuid`). A failure is answered with the spec's code for what failed: a path id
+ * that is not a UUID is an unknown id (404), an event cursor is `invalid_cursor`, any other query or
+ * header parameter `invalid_request`.
+ */
+
+/** openapi-backend's `customizeAjv`: the same options (it coerces query, path and header strings), on Ajv 2020. */
+export function requestAjv(_ajv: unknown, options: Options): Ajv2020 {
+  const ajv = new Ajv2020({ ...options, strict: false });
+  // ajv-formats is CommonJS: under NodeNext its default import is module.exports, whose .default is the plugin.
+  ajvFormats.default(ajv);
+  // The service's UUID text form: ajv-formats also takes a `urn:uuid:` prefix, which Postgres does not.
+  ajv.addFormat('uuid', UUID);
+  return ajv;
+}
+
+const CURSORS = new Set(['afterSequence', 'last-event-id']);
+
+interface Parameter {
+  name: string;
+  in: string;
+  schema?: { type?: string; minimum?: number; maximum?: number; enum?: string[]; format?: string };
+}
+
+/** The error a failed validation answers, for openapi-backend's `validationFail`. */
+export function validationError(api: Context): ApiError {
+  const operation = api.operation;
+  const parameters = (operation.parameters ?? []) as Parameter[];
+  const failure = (api.validation.errors ?? [])[0] as ErrorObject | undefined;
+  const [, where = '', raw = ''] = (failure?.instancePath ?? '').split('/');
+  if (where === 'path') return notFound(operation.path.startsWith('/workflows') ? 'workflow' : 'run');
+  const unknown = failure?.keyword === 'additionalProperties' ? String(failure.params.additionalProperty) : undefined;
+  if (unknown !== undefined) {
+    const allowed = parameters.filter((p) => p.in === 'query').map((p) => p.name);
+    return new ApiError('invalid_request', `unknown query parameter "${unknown}"; allowed: ${allowed.join(', ') || 'none'}`);
+  }
+  const name = decodePointer(raw);
+  const parameter = parameters.find((p) => p.in === where && (where === 'header' ? p.name.toLowerCase() : p.name) === name);
+  const label = parameter?.name ?? name;
+  const code = CURSORS.has(name) ? 'invalid_cursor' : 'invalid_request';
+  if (Array.isArray((api.request.query as Record<string, unknown>)[name]) && where === 'query') {
+    return new ApiError(code, `query parameter "${label}" is given more than once`);
+  }
+  return new ApiError(code, `${label} ${ruleOf(parameter?.schema, failure)}`);
+}
+
+/** The parameter's rule in words, from its schema. */
+function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): string {
+  if (schema?.type === 'integer') {
+    const max = schema.maximum === undefined ? '' : ` to ${schema.maximum}`;
+    return max ? `must be an integer from ${schema.minimum ?? 0}${max}` : `must be an integer >= ${schema.minimum ?? 0}`;
+  }
+  if (schema?.enum) return `must be one of: ${schema.enum.join(', ')}`;
+  if (schema?.format === 'uuid') return 'must be a UUID';
+  return failure?.message ?? 'is invalid';
+}
+
+/** A JSON Pointer token (RFC 6901). */
+const decodePointer = (token: string) => token.replace(/~1/g, '/').replace(/~0/g, '~');

@@ -1,0 +1,68 @@
+import fc from 'fast-check';
+import { OpenAPIBackend, OpenAPIRouter, type Operation } from 'openapi-backend';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DocumentRouter } from '../../src/http/rest/document-router.ts';
+import { loadOpenApiDocument } from '../../src/http/rest/rest-adapter.ts';
+
+/** The compiled router answers exactly as openapi-backend's own, for every route of the document and odd paths. */
+
+interface Routers {
+  stock: OpenAPIRouter;
+  compiled: DocumentRouter;
+}
+const t = suite<Routers>('REST document router');
+t.before(async (ctx) => {
+  const api = new OpenAPIBackend({ definition: loadOpenApiDocument(), validate: false, quick: true, ignoreTrailingSlashes: false, apiRoot: '/v1' });
+  await api.init();
+  ctx.stock = new OpenAPIRouter({ definition: api.definition, apiRoot: '/v1', ignoreTrailingSlashes: false });
+  ctx.compiled = new DocumentRouter({ definition: api.definition, apiRoot: '/v1', ignoreTrailingSlashes: false });
+});
+
+const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options', 'GET', ' Post '];
+const ID = 'aaaaaaaa-0000-4000-8000-000000000001';
+
+/** The operation, or the error's name and message (strict matching throws 404 and 405 errors). */
+function outcome(router: OpenAPIRouter, method: string, path: string): { id?: string; error?: string; params?: unknown } {
+  let op: Operation;
+  try {
+    op = router.matchOperation({ method, path, headers: {}, query: {} }, true);
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+  try {
+    return { id: op.operationId, params: router.parseRequest({ method, path, headers: {}, query: {} }, op).params };
+  } catch (err) {
+    return { id: op.operationId, error: (err as Error).name };
+  }
+}
+
+function same({ stock, compiled }: Routers, method: string, path: string): void {
+  const want = outcome(stock, method, path);
+  assert.equal(outcome(compiled, method, path), want, `${method} ${JSON.stringify(path)}`);
+  const loose = (router: OpenAPIRouter) => router.matchOperation({ method, path, headers: {} })?.operationId;
+  assert.is(loose(compiled), loose(stock), `non-strict ${method} ${JSON.stringify(path)}`);
+}
+
+t('every documented route, its neighbours and odd paths match the same operation with the same parameters', (ctx) => {
+  const paths = [
+    '/workflows', `/workflows/${ID}`, `/workflows/${ID}/versions`, `/workflows/${ID}/accept-update`, '/runs', `/runs/${ID}`,
+    `/runs/${ID}/cancel`, `/runs/${ID}/events`, `/runs/${ID}/stream`, '/openapi.json', '/', '', 'runs', '/runs/', `/runs/${ID}/`,
+    '/runs//events', '/runs/a%20b', '/runs/%E0%A4%A', '/runs/x/y/z', '/workflows/x/versions/extra', ' /runs ', '/runs?x=1',
+    `/runs/${ID}?a=b`, '/RUNS', '/runs/cancel', '/runs/events', '/runs/stream/stream',
+  ];
+  for (const path of paths) for (const prefix of ['/v1', '', '/v1x', '/v2']) for (const method of METHODS) same(ctx, method, `${prefix}${path}`);
+  same(ctx, 'get', '/v1');
+});
+
+t('random paths built from the document’s segments match alike', (ctx) => {
+  const segment = fc.constantFrom('v1', 'runs', 'workflows', ID, 'events', 'cancel', 'stream', 'versions', 'accept-update', '', 'x', '%41', 'openapi.json');
+  fc.assert(
+    fc.property(fc.constantFrom(...METHODS), fc.array(segment, { maxLength: 5 }), fc.boolean(), (method, parts, slash) => {
+      same(ctx, method, `/v1/${parts.join('/')}${slash ? '/' : ''}`);
+    }),
+    { numRuns: 500 },
+  );
+});
+
+t.run();
