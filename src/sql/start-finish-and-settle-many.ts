@@ -1,5 +1,5 @@
 import { statement } from '../db/statement.ts';
-import { chargeOf, finishedRunSet, runFences } from './start-and-finish.ts';
+import { finishedRunSet, runFences } from './start-and-finish.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
 
 /**
@@ -60,8 +60,8 @@ f0 as (
    order by i.ord
      for update of r),
 p as (
-  select f0.*, o.charge as billed, f0.displayed_price_usd as hold, round(coalesce(o.charge, 0), 6) as take
-    from f0, lateral ${chargeOf({ run: 'f0', status: 'f0.status', charged: 'f0.charged' })} o
+  select f0.*, x.billed, f0.displayed_price_usd as hold, coalesce(x.billed, 0) as take
+    from f0, lateral (select wr_billed(wr_run_charge(f0.charged, f0.status, f0.creator_price_usd, f0.compute), null) as billed) x
    where not f0.hooked and not f0.bundled),
 u as (
   update runs r set
