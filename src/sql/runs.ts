@@ -65,8 +65,9 @@ export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS} from ru
 /** $1 run id: what never changes of a run (cached by src/runs/run-state.ts). */
 export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1');
 
-/** The columns of readRun (src/runs/run-state.ts). */
-const READ_COLUMNS = 'status, progress, inputs, compute_usd, step_usd, compute_limit_usd, credential_mode, version_id, account_id';
+/** The columns of readRun (src/runs/run-state.ts), with whether one more step keeps the run within its compute limit. */
+const READ_COLUMNS = `status, progress, inputs, credential_mode, version_id, account_id,
+  wr_within_compute_limit(compute_usd, 1, step_usd, compute_limit_usd) as next_step_fits`;
 
 /** $1 run id: what a step's recording reads of the run. */
 export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs where id = $1`);

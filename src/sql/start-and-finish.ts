@@ -16,8 +16,8 @@ import { endpointTakes } from './webhook-deliveries.ts';
  * Both statements below take the same parameters.
  * Fences, all on the run as it is now (nothing is written unless every one holds): $1 run id, pending
  * and admitted (phase starting or preparing); $2 nodes that must have no result, $3 delay nodes that
- * must have no started timer; $4 n or null: compute_usd + n × step_usd must stay within
- * compute_limit_usd.
+ * must have no started timer; $4 n or null: n more steps must stay within the compute limit
+ * (wr_within_compute_limit).
  * What it writes: $5 results merged into progress with $6 timers added and $7 removed (null $5:
  * progress kept); $8 completed steps (compute += $8 × step_usd + $9); $10–$12 the events (types, node
  * ids, JSON data: run.preparing, run.started, the steps', the terminal one); $13 terminal status,
@@ -50,7 +50,7 @@ export const finishedRunSet = (a: { results: string; addTimers: string; removeTi
 export const runFences = (a: { absentResults: string; absentTimers: string; limitSteps: string }) => `r.status = 'pending' and r.phase in ('starting', 'preparing')
      and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), ${a.absentResults})
      and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), ${a.absentTimers})
-     and (${a.limitSteps} is null or r.compute_usd + ${a.limitSteps} * r.step_usd <= r.compute_limit_usd)`;
+     and wr_within_compute_limit(r.compute_usd, ${a.limitSteps}, r.step_usd, r.compute_limit_usd)`;
 
 /** The run under its row lock, where every fence holds (the body of CTE `f`). */
 const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,

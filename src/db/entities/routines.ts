@@ -74,4 +74,21 @@ export const BilledRoutine = new Routine({
   body: 'select case when charge is not null then coalesce(bundle_price, charge) end',
 });
 
-export const routines = [RefuseRoutine, SpendCapRoutine, RunChargeRoutine, BilledRoutine];
+/**
+ * `wr_within_compute_limit(compute, steps, step_usd, compute_limit)`: whether `steps` more steps keep the
+ * run's compute within its limit (null `steps`: no steps, always). The one definition of the compute limit
+ * (docs/design/money.md): the fenced writes refuse a step that would cross it (src/sql/fenced-write.ts,
+ * runFences in src/sql/start-and-finish.ts), and readRun (src/runs/run-state.ts) says whether the next
+ * step fits, so the engine fails the run rather than start that step.
+ */
+export const ComputeLimitRoutine = new Routine({
+  name: 'wr_within_compute_limit',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { compute: { type: 'numeric' }, steps: { type: 'int' }, step_usd: { type: 'numeric' }, compute_limit: { type: 'numeric' } },
+  returns: { runtimeType: 'boolean', columnType: 'boolean' },
+  body: 'select steps is null or compute + steps * step_usd <= compute_limit',
+});
+
+export const routines = [RefuseRoutine, SpendCapRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];

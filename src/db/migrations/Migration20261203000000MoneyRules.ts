@@ -3,11 +3,11 @@ import { Migration } from '@mikro-orm/migrations';
 /**
  * The charge of a run as two SQL functions, the one definition every statement that finishes a run
  * calls (docs/design/money.md#what-is-charged): `wr_run_charge` and `wr_billed`. Their text is that of
- * RunChargeRoutine and BilledRoutine (src/db/entities/routines.ts), so the schema diff finds nothing.
+ * MoneyRulesRoutine and BilledRoutine (src/db/entities/routines.ts), so the schema diff finds nothing.
  * Immutable `language sql` single expressions, so the planner inlines them into the statements.
  */
-export class Migration20261203000000RunCharge extends Migration {
-  override name = 'Migration20261203000000RunCharge';
+export class Migration20261203000000MoneyRules extends Migration {
+  override name = 'Migration20261203000000MoneyRules';
 
   override up(): void {
     this.addSql(
@@ -19,9 +19,14 @@ export class Migration20261203000000RunCharge extends Migration {
       `create or replace function "wr_billed"("charge" numeric, "bundle_price" numeric) returns numeric
   immutable language sql as $$ select case when charge is not null then coalesce(bundle_price, charge) end $$`,
     );
+    this.addSql(
+      `create or replace function "wr_within_compute_limit"("compute" numeric, "steps" int, "step_usd" numeric, "compute_limit" numeric) returns boolean
+  immutable language sql as $$ select steps is null or compute + steps * step_usd <= compute_limit $$`,
+    );
   }
 
   override down(): void {
+    this.addSql('drop function if exists wr_within_compute_limit(numeric, int, numeric, numeric)');
     this.addSql('drop function if exists wr_run_charge(text, text, numeric, numeric)');
     this.addSql('drop function if exists wr_billed(numeric, numeric)');
   }
