@@ -350,8 +350,8 @@ t('without a run to count, settlement issues what it always did', async ({ orm }
   const f = await fixture(em, '1.000000');
   const settle = (run: SettleInput, charge: string | null) => em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge)));
   const bundleId = await addBundle(em, f, 0);
-  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
-  assert.is((await settle(bundleRun, '0.5')).sql.length, 0);
+  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
+  assert.is((await settle(bundleRun, '0.200000')).sql.length, 0);
   assert.is((await settle(bundleRun, null)).sql.length, 1);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null }, '0')).sql.length, 0);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null, holdUsd: '0.100000' }, null)).sql.length, 1);
