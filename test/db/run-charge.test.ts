@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { inOneMessage } from '../../src/db/group-commit.ts';
+import { inOneMessage, setGroupGather } from '../../src/db/group-commit.ts';
 import type { Em, Orm } from '../../src/db/orm.ts';
 import type { Finished } from '../../src/domain/graph/interpreter.ts';
 import { completeRun } from '../../src/runs/complete-run.ts';
@@ -10,6 +10,7 @@ import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
 import { SETTLEMENTS_TOGETHER } from '../../src/runs/settlements-together.ts';
+import { START_FINISH_AND_SETTLE } from '../../src/sql/start-and-finish.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
@@ -197,5 +198,32 @@ t('a group of runs settled as the set-based statement bills the changed charges'
     ['1.000250', 'charge -1.000250'],
   ]);
 });
+
+// Group commit exists on a Postgres server only (embedded PGlite commits every statement alone).
+if (process.env.DATABASE_URL) {
+  t('runs completing together under the server’s group commit are settled as one statement, billed the changed charges', async ({ orm, deps }) => {
+    const runs = await Promise.all([0, 1, 2, 3].map(() => fixture(orm, { admitted: true })));
+    // Settlements that find none in flight wait for the others, as the embedded engine has them do.
+    setGroupGather(orm.em, START_FINISH_AND_SETTLE, 200);
+    try {
+      const { result, sql } = await statementsWhile(orm, () =>
+        Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
+      );
+      assert.equal(result.map((r) => r.completed), [true, true, true, true]);
+      assert.ok(sql.some((q) => /^with i as \(/.test(q.trim())), 'the group went as the set-based statement');
+    } finally {
+      setGroupGather(orm.em, START_FINISH_AND_SETTLE, 0);
+    }
+    const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
+    assert.is(Number(one!.n), 1, 'one transaction');
+    const got = await Promise.all(runs.map((f) => billed(orm, f)));
+    assert.equal(got.map((b) => [b.charge_usd, b.ledger.at(-1)]), [
+      ['1.250000', 'charge -1.250000'],
+      ['1.000000', 'charge -1.000000'],
+      ['1.250000', 'charge -1.250000'],
+      ['1.000000', 'charge -1.000000'],
+    ]);
+  });
+}
 
 t.run();
