@@ -12,8 +12,9 @@ import {
 
 /**
  * Settles a run's funding exactly once, inside the transaction that makes the run terminal (the run row
- * is locked and was not terminal, so this cannot run twice). `chargeUsd` null means "not charged": the
- * hold is released in full and a consumed bundle run is given back.
+ * is locked and was not terminal, so this cannot run twice). `billedUsd` is what the terminal statement
+ * billed the run (`wr_billed`, src/db/entities/routines.ts); null means "not charged": the hold is
+ * released in full and a consumed bundle run is given back.
  *
  * A wallet settles in one statement: the hold is released and the charge taken from the resulting
  * balance, never below zero; the ledger gets the release, the charge, and an `unpaid` row for what the
@@ -25,16 +26,7 @@ export interface SettleInput {
   accountId: string;
   funding: string | null;
   bundleId: string | null;
-  /** The bundle's price per run when funded by a bundle. */
-  bundleUsdPerRun?: string | null;
   holdUsd: string;
-}
-
-/** What the run will be charged: the bundle's price for a bundle run, else the computed charge. */
-export function finalCharge(run: SettleInput, chargeUsd: string | null): string | null {
-  if (chargeUsd === null) return null;
-  if (run.funding === 'bundle' && run.bundleId) return toDb(run.bundleUsdPerRun ?? 0);
-  return toDb(chargeUsd);
 }
 
 export interface SettleOptions {
@@ -64,20 +56,19 @@ export class InsufficientFundsAtSettlement extends Error {
   }
 }
 
-export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | null, opts: SettleOptions = {}): Promise<string | null> {
-  const charge = finalCharge(run, chargeUsd);
+export async function settleRun(tx: Em, run: SettleInput, billedUsd: string | null, opts: SettleOptions = {}): Promise<void> {
   const counter = opts.countCompletedRunOf ?? null;
   const last = (plain: Statement, committing: Statement) => (opts.commit ? committing : plain);
   if (run.funding === 'bundle' && run.bundleId) {
-    if (charge === null) await query(tx, last(SETTLE_BUNDLE_RUN, SETTLE_BUNDLE_RUN_AND_COMMIT), [run.bundleId, counter]);
+    if (billedUsd === null) await query(tx, last(SETTLE_BUNDLE_RUN, SETTLE_BUNDLE_RUN_AND_COMMIT), [run.bundleId, counter]);
     else if (counter) await query(tx, last(COUNT_COMPLETED_RUN, COUNT_COMPLETED_RUN_AND_COMMIT), [counter]);
-    return charge;
+    return;
   }
   const hold = usd(run.holdUsd);
-  const take = charge === null || run.funding === null ? usd(0) : usd(charge);
+  const take = billedUsd === null || run.funding === null ? usd(0) : usd(billedUsd);
   if (hold.isZero() && take.isZero()) {
     if (counter) await query(tx, last(COUNT_COMPLETED_RUN, COUNT_COMPLETED_RUN_AND_COMMIT), [counter]);
-    return charge;
+    return;
   }
   // The hold is taken here (fenced on the balance) for holdAtSettlement, else it was taken at preparation.
   const taken = opts.holdAtSettlement ? toDb(hold) : toDb(0);
@@ -92,7 +83,6 @@ export async function settleRun(tx: Em, run: SettleInput, chargeUsd: string | nu
       counter,
     ]),
   );
-  return charge;
 }
 
 /**

@@ -33,6 +33,8 @@ export function sum(values: (Usd | string | number)[]): Usd {
 
 export const minUsd = (a: Usd, b: Usd): Usd => (a.lessThan(b) ? a : b);
 
-/** True when the run's compute plus one more step would pass its compute limit (docs/design/money.md). */
-export const overComputeLimit = (r: { computeUsd: string; stepUsd: string; computeLimitUsd: string }): boolean =>
-  usd(r.computeUsd).plus(usd(r.stepUsd)).greaterThan(usd(r.computeLimitUsd));
+/**
+ * The displayed run price (docs/design/money.md): the creator price charged to the caller plus `stepUsd`
+ * per step node of the graph the run will execute. Shown on a workflow and fixed on a run at acceptance.
+ */
+export const displayedRunPrice = (creatorPriceUsd: Usd | string, stepUsd: string, steps: number): Usd => usd(creatorPriceUsd).plus(usd(stepUsd).times(steps));

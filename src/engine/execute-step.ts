@@ -6,7 +6,7 @@ import { READ_RUN_SECRETS } from '../sql/run-secrets.ts';
 import { ACCOUNT_PROVIDER_KEY } from '../sql/provider-keys.ts';
 import { renderTemplate } from '../domain/graph/template.ts';
 import { isStepKind, type Graph, type GraphNode, type NodeResult, type Provider } from '../domain/graph/types.ts';
-import { overComputeLimit, usd, ZERO, type Usd } from '../domain/money.ts';
+import { usd, ZERO, type Usd } from '../domain/money.ts';
 import { resultEvent, valueLookup, type NewRunEvent } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from '../runs/deps.ts';
 import { hasSuppliedCredential } from '../runs/credentials.ts';
@@ -47,7 +47,7 @@ export async function executeStep(deps: RunsDeps, args: StepArgs, signal?: Abort
   const graph = await graphOf(em, run.versionId);
   const node = graph.nodes.find((n) => n.id === nodeId);
   if (!node || !isStepKind(node.kind)) throw new Error(`node ${nodeId} is not a step of run ${runId}`);
-  if (overComputeLimit(run)) return failForComputeLimit(deps, runId, nodeId);
+  if (!run.nextStepFits) return failForComputeLimit(deps, runId, nodeId);
   if (node.kind === 'text.template' || node.kind === 'json.parse') {
     return executeSyncStep(deps, em, runId, graph, node, run.progress.results, run.inputs, signal);
   }

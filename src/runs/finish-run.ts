@@ -1,8 +1,7 @@
 import type { Em } from '../db/orm.ts';
 import { query } from '../db/statement.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
-import { toDb, usd } from '../domain/money.ts';
-import { finalCharge, settleRun, type SettleInput } from '../billing/settle-run.ts';
+import { settleRun, type SettleInput } from '../billing/settle-run.ts';
 import { mapRunRow, toPublicRun } from './run-row.ts';
 import { enqueueRunWebhooks } from './enqueue-run-webhooks.ts';
 import { isTerminal } from '../domain/run-status.ts';
@@ -28,9 +27,9 @@ export interface Finish {
   reason?: string | null;
   outputs?: RunOutputField[];
   /**
-   * What is charged (docs/design/money.md): `none` (cancelled, queue timeout, insufficient funds), `compute`
-   * (compute of completed steps: completed_with_issues, node failures, compute limit), `full`
-   * (creator price if charged to this caller + compute).
+   * What the ending charges, as `wr_run_charge` takes it (src/db/entities/routines.ts, docs/design/money.md):
+   * `none` (cancelled, queue timeout, insufficient funds), `compute` (compute of completed steps:
+   * completed_with_issues, node failures, compute limit), `full` (creator price if charged to this caller + compute).
    */
   charge: 'none' | 'compute' | 'full';
 }
@@ -60,10 +59,7 @@ interface LockedRun {
   status: string;
   funding: string | null;
   bundleId: string | null;
-  bundleUsdPerRun: string | null;
   holdUsd: string;
-  computeUsd: string;
-  creatorPriceUsd: string;
   workflowId: string;
 }
 
@@ -76,10 +72,7 @@ async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
     status: String(row.status),
     funding: text(row.funding),
     bundleId: text(row.bundle_id),
-    bundleUsdPerRun: text(row.bundle_usd_per_run),
     holdUsd: String(row.hold_usd),
-    computeUsd: String(row.compute_usd),
-    creatorPriceUsd: String(row.creator_price_usd),
     workflowId: String(row.workflow_id),
   };
 }
@@ -107,42 +100,18 @@ export async function finishRun(
   const row = await lockRun(tx, runId);
   if (!row || isTerminal(row.status)) return null;
 
-  const compute = usd(row.computeUsd);
-  let charge: string | null = null;
-  if (fin.charge === 'full') charge = toDb(usd(row.creatorPriceUsd).plus(compute));
-  else if (fin.charge === 'compute') charge = compute.isZero() && fin.status !== 'completed' ? null : toDb(compute);
-  if (fin.status === 'completed' && charge === null) charge = toDb(0);
-
-  const accountId = row.accountId;
-  const settle: SettleInput = {
-    id: runId,
-    accountId,
-    funding: row.funding,
-    bundleId: row.bundleId,
-    bundleUsdPerRun: row.bundleUsdPerRun,
-    holdUsd: row.holdUsd,
-  };
-  const billed = finalCharge(settle, charge);
+  const settle: SettleInput = { id: runId, accountId: row.accountId, funding: row.funding, bundleId: row.bundleId, holdUsd: row.holdUsd };
   const type = `run.${fin.status}`;
   const data = terminalEventData(fin);
 
-  // The terminal state, its event and the deletion of the run's secrets in one statement.
-  const [updated] = await query(tx, FINISH_RUN, [
-    runId,
-    ...terminalColumns(fin),
-    billed === null ? 'not_charged' : 'settled',
-    billed,
-    billed ?? '0',
-    [type],
-    [null],
-    [JSON.stringify(data)],
-  ]);
-  return settleFinished(tx, runId, fin, updated!, settle, charge, row.workflowId, opts);
+  // The terminal state, its charge (computed by the statement), its event and the deletion of the run's secrets in one statement.
+  const [updated] = await query(tx, FINISH_RUN, [runId, ...terminalColumns(fin), fin.charge, [type], [null], [JSON.stringify(data)]]);
+  return settleFinished(tx, runId, fin, updated!, settle, row.workflowId, opts);
 }
 
 /**
- * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS): the
- * webhook outbox, then the settlement and the workflow's run counter (hot rows) in one statement, last
+ * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS, with
+ * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and the workflow's run counter (hot rows) in one statement, last
  * before the commit (sent with it when `commit`).
  */
 export async function settleFinished(
@@ -151,13 +120,12 @@ export async function settleFinished(
   fin: Finish,
   updated: Record<string, unknown>,
   settle: SettleInput,
-  charge: string | null,
   workflowId: string,
   opts: { holdAtSettlement?: boolean; commit?: boolean },
 ): Promise<FinishedRun> {
   const type = `run.${fin.status}`;
   const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, type, toPublicRun(mapRunRow(updated), null));
-  await settleRun(tx, settle, charge, {
+  await settleRun(tx, settle, updated.charge_usd === null ? null : String(updated.charge_usd), {
     countCompletedRunOf: fin.status === 'completed' ? workflowId : undefined,
     holdAtSettlement: opts.holdAtSettlement,
     commit: opts.commit,

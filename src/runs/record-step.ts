@@ -1,6 +1,5 @@
 import type { Em } from '../db/orm.ts';
 import type { Graph, GraphNode, JsonValue, NodeResult } from '../domain/graph/types.ts';
-import { overComputeLimit } from '../domain/money.ts';
 import { computeSyncStep, isInMemoryStep, syncStepEvents } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, publish, publishTerminal, recordResult } from './fenced-write.ts';
@@ -103,14 +102,14 @@ export async function explainRefusal(deps: RunsDeps, runId: string, nodeId: stri
   if (!run) return { type: 'not_runnable', status: null };
   const existing = run.progress.results[nodeId];
   if (existing) return { type: 'recorded', result: existing };
-  if (run.status === 'running' && overComputeLimit(run)) return failForComputeLimit(deps, runId, nodeId);
+  if (run.status === 'running' && !run.nextStepFits) return failForComputeLimit(deps, runId, nodeId);
   return { type: 'not_runnable', status: run.status };
 }
 
 export async function failForComputeLimit(deps: RunsDeps, runId: string, nodeId: string): Promise<StepOutcome> {
   const finished = await fork(deps).transactional(async (tx) => {
     const run = await readRun(tx, runId, true);
-    if (!run || isTerminal(run.status) || run.progress.results[nodeId] || !overComputeLimit(run)) return null;
+    if (!run || isTerminal(run.status) || run.progress.results[nodeId] || run.nextStepFits) return null;
     return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON }, { commit: true });
   });
   publishTerminal(deps, runId, finished);

@@ -75,9 +75,8 @@ export interface RunRowLite {
   status: RunStatus;
   progress: RunProgress;
   inputs: Record<string, JsonValue>;
-  computeUsd: string;
-  stepUsd: string;
-  computeLimitUsd: string;
+  /** One more step keeps the run's compute within its limit (wr_within_compute_limit). */
+  nextStepFits: boolean;
   credentialMode: 'service_hosted' | 'byok';
   versionId: string;
   accountId: string;
@@ -90,9 +89,7 @@ export async function readRun(em: Em, runId: string, lock = false): Promise<RunR
     status: r.status as RunStatus,
     progress: normaliseProgress(r.progress),
     inputs: json<Record<string, JsonValue>>(r.inputs ?? {}),
-    computeUsd: String(r.compute_usd),
-    stepUsd: String(r.step_usd),
-    computeLimitUsd: String(r.compute_limit_usd),
+    nextStepFits: r.next_step_fits === true,
     credentialMode: r.credential_mode as RunRowLite['credentialMode'],
     versionId: String(r.version_id),
     accountId: String(r.account_id),

@@ -114,16 +114,14 @@ async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unkn
 async function startAndFinish(tx: Em, runId: string, finish: Finish, params: unknown[]): Promise<FinishedRun | null> {
   const [row] = await query(tx, START_AND_FINISH, params);
   if (!row) throw new NotStartedHere();
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
   const settle: SettleInput = {
     id: runId,
     accountId: String(row.account_id),
     funding: String(row.funding),
-    bundleId: text(row.bundle_id),
-    bundleUsdPerRun: text(row.bundle_usd_per_run),
+    bundleId: row.bundle_id === null ? null : String(row.bundle_id),
     holdUsd: String(row.hold_usd),
   };
-  return settleFinished(tx, runId, finish, row, settle, text(row.charge), String(row.workflow_id), {
+  return settleFinished(tx, runId, finish, row, settle, String(row.workflow_id), {
     holdAtSettlement: settle.funding === 'wallet',
     commit: true,
   });

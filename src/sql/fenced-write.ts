@@ -6,7 +6,7 @@ import { STATE_COLUMNS } from './runs.ts';
  * One fenced update of the run row with its events, as a single statement (src/runs/fenced-write.ts
  * builds the parameters). Nothing is written unless every fence holds:
  *   $1 run id; $2 statuses it must have; $3 nodes that must have no result, $4 delay nodes that must
- *   have no started timer; $5 n or null: compute_usd + n × step_usd must stay within compute_limit_usd;
+ *   have no started timer; $5 n or null: n more steps must stay within the compute limit (wr_within_compute_limit);
  *   $6 phases it must have, or null; $7 the suspend reason it must have, or null; $8 a provider
  *   no credential may have been supplied for (run_secrets), or null.
  * What it writes:
@@ -33,7 +33,7 @@ const fencedWriteText = (returning: string) => `with u as (
   where id = $1::uuid and status = any($2::text[])
     and not jsonb_exists_any(coalesce(progress->'results', '{}'::jsonb), $3::text[])
     and not jsonb_exists_any(coalesce(progress->'timers', '{}'::jsonb), $4::text[])
-    and ($5::int is null or compute_usd + $5::int * step_usd <= compute_limit_usd)
+    and wr_within_compute_limit(compute_usd, $5::int, step_usd, compute_limit_usd)
     and ($6::text[] is null or phase = any($6::text[]))
     and ($7::text is null or suspend_reason = $7::text)
     and ($8::text is null or not exists (select 1 from run_secrets s where s.run_id = runs.id and s.kind = 'provider_credential' and s.name = $8::text))

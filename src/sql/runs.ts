@@ -24,26 +24,37 @@ export const FIND_ACCOUNT_RUN = statement(
 /** $1 run id: what finishing reads of the run, under its row lock. */
 export const LOCK_RUN_TO_FINISH = statement(
   'lock_run_to_finish',
-  `select r.account_id, r.status, r.funding, r.bundle_id, r.hold_usd, r.compute_usd, r.creator_price_usd, r.workflow_id,
-          b.usd_per_run as bundle_usd_per_run
-     from runs r left join bundles b on b.id = r.bundle_id
-    where r.id = $1 for update of r`,
+  'select account_id, status, funding, bundle_id, hold_usd, workflow_id from runs where id = $1 for update',
 );
 
 /**
- * The terminal state, its event and the deletion of the run's secrets in one statement. $1 run id,
- * $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 billing status, $7 charge,
- * $8 cap, $9–$11 the terminal event (one-element arrays: type, node id, JSON data; src/sql/run-events.ts).
+ * The billing columns of a run made terminal, from what it is billed (`billed`, an SQL expression: the
+ * result of `wr_billed`, null when not charged). Shared with finishedRunSet (src/sql/start-and-finish.ts).
+ */
+export const billingSet = (billed: string) =>
+  `billing_status = case when ${billed} is null then 'not_charged' else 'settled' end, charge_usd = ${billed}, cap_usd = coalesce(${billed}, 0)`;
+
+/**
+ * The terminal state, its charge, its event and the deletion of the run's secrets in one statement. $1 run
+ * id, $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 what the ending charges
+ * (`none`, `compute`, `full`: wr_run_charge), $7–$9 the terminal event (one-element arrays: type, node id,
+ * JSON data; src/sql/run-events.ts). The charge is the run's own (wr_run_charge, then wr_billed with its
+ * bundle's price when a bundle funds it: docs/design/money.md#what-is-charged), returned as `charge_usd`.
  */
 export const FINISH_RUN = statement(
   'finish_run',
-  `with u as (
-     update runs set status = $2, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), billing_status = $6,
-            charge_usd = $7, cap_usd = $8, phase = null, suspend_reason = null, resume_at = null,
+  `with c as (
+     select r.id as run_id, wr_billed(wr_run_charge($6::text, $2::text, r.creator_price_usd, r.compute_usd), b.usd_per_run) as billed
+       from runs r left join bundles b on r.funding = 'bundle' and b.id = r.bundle_id
+      where r.id = $1),
+   u as (
+     update runs set status = $2::text, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), ${billingSet('c.billed')},
+            phase = null, suspend_reason = null, resume_at = null,
             lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
-            last_sequence = last_sequence + cardinality($9::text[])
-      where id = $1 returning ${RUN_COLUMNS}),
-   ${runEventsCte('$9', '$10', '$11')},
+            last_sequence = last_sequence + cardinality($7::text[])
+       from c
+      where id = c.run_id returning ${RUN_COLUMNS}),
+   ${runEventsCte('$7', '$8', '$9')},
    s as (delete from run_secrets where run_id = $1)
    select * from u`,
 );
@@ -55,8 +66,9 @@ export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason
 /** $1 run id: what never changes of a run (cached by src/runs/run-state.ts). */
 export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1');
 
-/** The columns of readRun (src/runs/run-state.ts). */
-const READ_COLUMNS = 'status, progress, inputs, compute_usd, step_usd, compute_limit_usd, credential_mode, version_id, account_id';
+/** The columns of readRun (src/runs/run-state.ts), with whether one more step keeps the run within its compute limit. */
+const READ_COLUMNS = `status, progress, inputs, credential_mode, version_id, account_id,
+  wr_within_compute_limit(compute_usd, 1, step_usd, compute_limit_usd) as next_step_fits`;
 
 /** $1 run id: what a step's recording reads of the run. */
 export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs where id = $1`);

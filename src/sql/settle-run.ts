@@ -50,7 +50,7 @@ export const SETTLE_BUNDLE_RUN_AND_COMMIT = andCommit('settle_bundle_run_and_com
  * was taken at preparation; the whole hold when it is taken at settlement, fenced on the balance
  * covering it), then the hold is released and the charge taken from the resulting balance, never below
  * zero. The ledger reads the same either way (hold, release, charge, unpaid, each with the balance after
- * it); held_usd drops by what was held before. `w` returns a row when the wallet was settled.
+ * it: ledgerRows); held_usd drops by what was held before. `w` returns a row when the wallet was settled.
  *
  * SQL expressions: `account`, `run`, `hold`, `take` (the charge to take), `taken`; `from` (optional)
  * joins a CTE the amounts are read from, and `where` gates the settlement on it.
@@ -61,21 +61,34 @@ export const settleWalletCtes = (a: { account: string; run: string; hold: string
         where wallets.account_id = ${a.account} and wallets.balance_usd >= ${a.taken}${a.where ? ` and ${a.where}` : ''}
           for update of wallets),
      calc as (
-       select w0.account_id, w0.run_id, w0.hold, w0.take, w0.taken, w0.balance_usd - w0.taken as held,
-              w0.balance_usd - w0.taken + w0.hold as released, least(w0.take, w0.balance_usd - w0.taken + w0.hold) as paid from w0),
+       select w0.account_id, w0.run_id, w0.hold, w0.take, w0.taken, w0.balance_usd,
+              w0.balance_usd - w0.taken + w0.hold - least(w0.take, w0.balance_usd - w0.taken + w0.hold) as settled from w0),
      w as (
-       update wallets set balance_usd = calc.released - calc.paid, held_usd = wallets.held_usd - (calc.hold - calc.taken), updated_at = now()
+       update wallets set balance_usd = calc.settled, held_usd = wallets.held_usd - (calc.hold - calc.taken), updated_at = now()
          from calc where wallets.account_id = calc.account_id
-         returning calc.account_id, calc.run_id, calc.hold, calc.take, calc.taken, calc.held, calc.released, calc.paid, wallets.balance_usd),
+         returning calc.account_id, calc.run_id, calc.hold, calc.take, calc.taken, calc.balance_usd as opening),
      l as (
        insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-       select w.account_id, w.run_id, 'hold', -w.taken, w.held, 'hold for run', now() from w where w.taken > 0
-       union all
-       select w.account_id, w.run_id, 'release', w.hold, w.released, 'hold released at settlement', now() from w where w.hold > 0
-       union all
-       select w.account_id, w.run_id, 'charge', -w.paid, w.balance_usd, 'run charge', now() from w where w.paid > 0
-       union all
-       select w.account_id, w.run_id, 'unpaid', w.take - w.paid, w.balance_usd, 'charge not covered by the wallet', now() from w where w.take > w.paid)`;
+       select w.account_id, w.run_id, k.kind, k.amount, k.after, k.note, now()
+         from w ${ledgerRows({ balance: 'w.opening', taken: 'w.taken', hold: 'w.hold', take: 'w.take' })}
+        where k.written order by k.n)`;
+
+/**
+ * The ledger rows of one run's wallet settlement, the one place they are written (settleWalletCtes and
+ * START_FINISH_AND_SETTLE_MANY, src/sql/start-finish-and-settle-many.ts): joined LATERAL as
+ * `k(n, kind, amount, after, note, written)`, to insert in the order `n` where `written`. From the
+ * wallet's `balance` before the run, `taken` of the hold now, the `hold` released and the charge to
+ * `take` (SQL expressions): hold, release, charge (what the balance covers) and unpaid (the rest,
+ * recorded, not moved), each with the balance after it.
+ */
+export const ledgerRows = (a: { balance: string; taken: string; hold: string; take: string }) => `
+         cross join lateral (select ${a.balance} - ${a.taken} + ${a.hold} as released,
+                                    least(${a.take}, ${a.balance} - ${a.taken} + ${a.hold}) as paid) m
+         cross join lateral (values (1, 'hold', -${a.taken}, ${a.balance} - ${a.taken}, 'hold for run', ${a.taken} > 0),
+                                    (2, 'release', ${a.hold}, m.released, 'hold released at settlement', ${a.hold} > 0),
+                                    (3, 'charge', -m.paid, m.released - m.paid, 'run charge', m.paid > 0),
+                                    (4, 'unpaid', ${a.take} - m.paid, m.released - m.paid, 'charge not covered by the wallet', ${a.take} > m.paid))
+                             as k(n, kind, amount, after, note, written)`;
 
 /**
  * Whether settleWalletCtes settled the wallet (1) or had nothing to settle (0); when `fenced` (an SQL

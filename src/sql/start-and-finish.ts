@@ -3,7 +3,7 @@ import { statement } from '../db/statement.ts';
 import { takeBundleCte } from './fund-run.ts';
 import { admittedRun } from './run-predicates.ts';
 import { runEventsCte } from './run-events.ts';
-import { RUN_COLUMNS } from './runs.ts';
+import { billingSet, RUN_COLUMNS } from './runs.ts';
 import { countCompletedRunCte, settleWalletCtes, walletSettled } from './settle-run.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
 
@@ -17,20 +17,19 @@ import { endpointTakes } from './webhook-deliveries.ts';
  * Both statements below take the same parameters.
  * Fences, all on the run as it is now (nothing is written unless every one holds): $1 run id, pending
  * and admitted (phase starting or preparing); $2 nodes that must have no result, $3 delay nodes that
- * must have no started timer; $4 n or null: compute_usd + n × step_usd must stay within
- * compute_limit_usd.
+ * must have no started timer; $4 n or null: n more steps must stay within the compute limit
+ * (wr_within_compute_limit).
  * What it writes: $5 results merged into progress with $6 timers added and $7 removed (null $5:
  * progress kept); $8 completed steps (compute += $8 × step_usd + $9); $10–$12 the events (types, node
  * ids, JSON data: run.preparing, run.started, the steps', the terminal one); $13 terminal status,
- * $14 outcome, $15 reason, $16 outputs (JSON or null: kept); $17 what is charged, as finishRun decides
- * it (src/runs/finish-run.ts): `none`, `compute` (the compute; nothing when it is zero and the run did
- * not complete), `full` (creator price + compute); a completed run is charged at least 0. A bundle
- * run is charged the bundle's price instead.
+ * $14 outcome, $15 reason, $16 outputs (JSON or null: kept); $17 what the ending charges (`none`,
+ * `compute`, `full`), as wr_run_charge takes it; a bundle run is billed its bundle's price (wr_billed).
+ * Both are the one definition of the charge (src/db/entities/routines.ts, docs/design/money.md).
  */
 
 /**
  * What the run's one update sets, in both statements here and START_FINISH_AND_SETTLE_MANY
- * (src/sql/start-finish-and-settle-many.ts), from the CTE `p` (`compute`, `hold`, `billed`): the
+ * (src/sql/start-finish-and-settle-many.ts), from the CTE `p` (`compute`, `hold`, `billed` from wr_billed): the
  * terminal run's cleared columns and times, its progress (results merged, timers added and removed,
  * kept when `results` is null), its compute and its billing. SQL expressions for the three parts of
  * the progress.
@@ -42,22 +41,7 @@ export const finishedRunSet = (a: { results: string; addTimers: string; removeTi
       'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || ${a.addTimers}) - ${a.removeTimers}) end,
     compute_usd = p.compute,
     hold_usd = p.hold,
-    billing_status = case when p.billed is null then 'not_charged' else 'settled' end,
-    charge_usd = p.billed,
-    cap_usd = coalesce(p.billed, 0)`;
-
-/**
- * What a finished run is charged (`charge`, null: not charged), as finishRun decides it
- * (src/runs/finish-run.ts): `charged` `none`, `compute` (the compute; nothing when it is zero and the run
- * did not complete) or `full` (creator price + compute); a completed run is charged at least 0. A
- * subquery for a LATERAL join; `run` names the row holding `creator_price_usd` and `compute`. Shared
- * with START_FINISH_AND_SETTLE_MANY.
- */
-export const chargeOf = (a: { run: string; status: string; charged: string }) => `(
-    select case when owed is null and ${a.status} = 'completed' then 0::numeric else owed end as charge
-      from (select case ${a.charged} when 'full' then ${a.run}.creator_price_usd + ${a.run}.compute
-                                     when 'compute' then case when ${a.run}.compute = 0 and ${a.status} <> 'completed' then null else ${a.run}.compute end
-                   end as owed) q)`;
+    ${billingSet('p.billed')}`;
 
 /**
  * The fences on the run `r` (see above): admitted and pending, no result for `absentResults`, no
@@ -67,7 +51,7 @@ export const chargeOf = (a: { run: string; status: string; charged: string }) =>
 export const runFences = (a: { absentResults: string; absentTimers: string; limitSteps: string }) => `${admittedRun('r')}
      and not jsonb_exists_any(coalesce(r.progress->'results', '{}'::jsonb), ${a.absentResults})
      and not jsonb_exists_any(coalesce(r.progress->'timers', '{}'::jsonb), ${a.absentTimers})
-     and (${a.limitSteps} is null or r.compute_usd + ${a.limitSteps} * r.step_usd <= r.compute_limit_usd)`;
+     and wr_within_compute_limit(r.compute_usd, ${a.limitSteps}, r.step_usd, r.compute_limit_usd)`;
 
 /** The run under its row lock, where every fence holds (the body of CTE `f`). */
 const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd,
@@ -83,14 +67,13 @@ const FENCED_RUN = `select r.id, r.account_id, r.workflow_id, r.version_id, r.di
  * and its secrets deleted (`s`).
  */
 const startAndFinishCtes = (bundleRuns?: string, eventsReturning = false) => `c as (
-  select f.*, o.charge from f, lateral ${chargeOf({ run: 'f', status: '$13::text', charged: '$17::text' })} o),
+  select f.*, wr_run_charge($17::text, $13::text, f.creator_price_usd, f.compute) as charge from f),
 ${takeBundleCte({ from: ', c', account: 'c.account_id', workflow: 'c.workflow_id', version: 'c.version_id', runs: bundleRuns })},
 p as (
-  select c.*, b.id as bundle_id, b.usd_per_run, x.billed,
+  select c.*, b.id as bundle_id, x.billed,
          case when b.id is null then c.displayed_price_usd else 0 end as hold,
-         case when b.id is null then round(coalesce(x.billed, 0), 6) else 0 end as take
-    from c left join b on true,
-         lateral (select case when c.charge is null then null when b.id is not null then b.usd_per_run else c.charge end as billed) x),
+         case when b.id is null then coalesce(x.billed, 0) else 0 end as take
+    from c left join b on true, lateral (select wr_billed(c.charge, b.usd_per_run) as billed) x),
 u as (
   update runs r set
     last_sequence = r.last_sequence + cardinality($10::text[]),
@@ -102,15 +85,15 @@ u as (
     bundle_id = coalesce(p.bundle_id, r.bundle_id)
   from p
   where r.id = p.id
-  returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd, p.usd_per_run as bundle_usd_per_run, p.charge),
+  returning ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}, r.funding, r.bundle_id, r.hold_usd),
 ${runEventsCte('$10', '$11', '$12', { returning: eventsReturning })},
 s as (delete from run_secrets where run_id in (select id from u))`;
 
 /**
  * The run started, recorded, funded and finished; its webhook outbox and settlement follow in the same
- * transaction (src/runs/finish-run.ts settleFinished). Returns the run's columns (RUN_COLUMNS), its
- * funding, bundle and hold, the bundle's price per run and `charge` (what the run owes before a bundle's
- * price replaces it, null: not charged, as settleRun takes it), or no row when a fence did not hold.
+ * transaction (src/runs/finish-run.ts settleFinished). Returns the run's columns (RUN_COLUMNS, `charge_usd`
+ * what it is billed, null: not charged, as settleRun takes it), its funding, bundle and hold, or no row
+ * when a fence did not hold.
  */
 export const START_AND_FINISH = statement(
   'start_and_finish',

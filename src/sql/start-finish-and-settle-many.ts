@@ -1,5 +1,6 @@
 import { statement } from '../db/statement.ts';
-import { chargeOf, finishedRunSet, runFences } from './start-and-finish.ts';
+import { ledgerRows } from './settle-run.ts';
+import { finishedRunSet, runFences } from './start-and-finish.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
 
 /**
@@ -60,8 +61,8 @@ f0 as (
    order by i.ord
      for update of r),
 p as (
-  select f0.*, o.charge as billed, f0.displayed_price_usd as hold, round(coalesce(o.charge, 0), 6) as take
-    from f0, lateral ${chargeOf({ run: 'f0', status: 'f0.status', charged: 'f0.charged' })} o
+  select f0.*, x.billed, f0.displayed_price_usd as hold, coalesce(x.billed, 0) as take
+    from f0, lateral (select wr_billed(wr_run_charge(f0.charged, f0.status, f0.creator_price_usd, f0.compute), null) as billed) x
    where not f0.hooked and not f0.bundled),
 u as (
   update runs r set
@@ -101,11 +102,7 @@ w as (
 l as (
   insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
   select ws.account_id, ws.run_id, k.kind, k.amount, k.after, k.note, now()
-    from ws join w on w.account_id = ws.account_id,
-         lateral (values (1, 'hold', -ws.hold, w.opening - ws.before - ws.hold, 'hold for run', ws.hold > 0),
-                         (2, 'release', ws.hold, w.opening - ws.before, 'hold released at settlement', ws.hold > 0),
-                         (3, 'charge', -ws.take, w.opening - ws.before - ws.take, 'run charge', ws.take > 0))
-                  as k(n, kind, amount, after, note, written)
+    from ws join w on w.account_id = ws.account_id ${ledgerRows({ balance: 'w.opening - ws.before', taken: 'ws.hold', hold: 'ws.hold', take: 'ws.take' })}
    where k.written
    order by ws.ord, k.n),
 t as (

@@ -49,10 +49,9 @@ t('a hold moves the displayed price from balance to held, and settlement charges
   const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250200' }));
   assert.equal(funded, { ok: true, funding: 'wallet', holdUsd: '0.250200' });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749800', held_usd: '0.250200' });
-  const charged = await em.transactional((tx) =>
+  await em.transactional((tx) =>
     settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.250200' }, '0.250357'),
   );
-  assert.is(charged, '0.250357');
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749643', held_usd: '0.000000' });
   assert.equal(await ledger(em, f.accountId), [
     ['hold', '-0.250200', '0.749800'],
@@ -81,10 +80,9 @@ t('a run not charged gets its hold back in full', async ({ orm }) => {
   const f = await fixture(em, '0.300000');
   await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.300000' }));
   assert.is((await wallet(em, f.accountId)).balance_usd, '0.000000');
-  const charged = await em.transactional((tx) =>
+  await em.transactional((tx) =>
     settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.300000' }, null),
   );
-  assert.is(charged, null);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.300000', held_usd: '0.000000' });
 });
 
@@ -97,7 +95,8 @@ t('insufficient balance funds nothing and leaves no ledger row', async ({ orm })
   assert.equal(await ledger(em, f.accountId), []);
 });
 
-t('a bundle pays before the wallet, charges its price per run, and gives the run back when not charged', async ({ orm }) => {
+// What a bundle run is billed (its price per run) is wr_billed's (test/db/run-charge.test.ts): the settlement takes that amount.
+t('a bundle pays before the wallet, its charged run stays consumed, and it gives the run back when not charged', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
   const bundleId = randomUUID();
@@ -109,9 +108,10 @@ t('a bundle pays before the wallet, charges its price per run, and gives the run
   assert.is(funded.ok && funded.funding, 'bundle');
   const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
   assert.is(await left(), 0);
-  const settle = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
-  assert.is(await em.transactional((tx) => settleRun(tx as Em, settle, '0.987654')), '0.200000');
-  assert.is(await em.transactional((tx) => settleRun(tx as Em, settle, null)), null);
+  const settle = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
+  await em.transactional((tx) => settleRun(tx as Em, settle, '0.200000'));
+  assert.is(await left(), 0);
+  await em.transactional((tx) => settleRun(tx as Em, settle, null));
   assert.is(await left(), 1);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
 });
@@ -321,18 +321,15 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
   await em.transactional((tx) => fundRun(tx as Em, { id: held, ...f, displayedPriceUsd: '0.250200' }));
   const bundleId = await addBundle(em, f, 1);
   const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
-  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
+  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
 
-  const bundleCharged = await settle(bundleRun, '0.987654');
-  assert.is(bundleCharged.result, '0.200000');
+  const bundleCharged = await settle(bundleRun, '0.200000');
   assert.equal([bundleCharged.sql.length, await runsCount(), await left()], [1, 1, 1]);
 
   const bundleRefunded = await settle(bundleRun, null);
-  assert.is(bundleRefunded.result, null);
   assert.equal([bundleRefunded.sql.length, await runsCount(), await left()], [1, 2, 2]);
 
   const byWallet = await settle({ id: held, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.250200' }, '1.250357');
-  assert.is(byWallet.result, '1.250357');
   assert.equal([byWallet.sql.length, await runsCount()], [1, 3]);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
   assert.equal(await ledger(em, f.accountId), [
@@ -343,7 +340,6 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
   ]);
 
   const free = await settle({ id: await addRun(em, f), accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.000000' }, '0.000000');
-  assert.is(free.result, '0.000000');
   assert.equal([free.sql.length, await runsCount()], [1, 4]);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
   assert.is((await ledger(em, f.accountId)).length, 4);
@@ -354,8 +350,8 @@ t('without a run to count, settlement issues what it always did', async ({ orm }
   const f = await fixture(em, '1.000000');
   const settle = (run: SettleInput, charge: string | null) => em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge)));
   const bundleId = await addBundle(em, f, 0);
-  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, bundleUsdPerRun: '0.200000', holdUsd: '0' };
-  assert.is((await settle(bundleRun, '0.5')).sql.length, 0);
+  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
+  assert.is((await settle(bundleRun, '0.200000')).sql.length, 0);
   assert.is((await settle(bundleRun, null)).sql.length, 1);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null }, '0')).sql.length, 0);
   assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null, holdUsd: '0.100000' }, null)).sql.length, 1);

@@ -1,16 +1,13 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import pino from 'pino';
+import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import type { Finished } from '../../src/domain/graph/interpreter.ts';
 import { completeRun } from '../../src/runs/complete-run.ts';
 import type { RunsDeps } from '../../src/runs/deps.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
-import { Sealer } from '../../src/security/crypto.ts';
-import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
@@ -22,14 +19,7 @@ import { statementsWhile } from '../helpers/statement-log.ts';
 const t = suite<{ orm: Orm; deps: RunsDeps }>('one-statement run against the outbox path');
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
-  ctx.deps = {
-    config: loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' }),
-    orm: ctx.orm,
-    log: pino({ level: 'silent' }),
-    sealer: new Sealer(randomBytes(32)),
-    bus: new InProcessRunEventBus(),
-    baseUrl: () => 'http://localhost/v1',
-  };
+  ctx.deps = testRunsDeps(ctx.orm);
 });
 t.before.each(async ({ orm }) => resetDb(orm));
 

@@ -39,4 +39,56 @@ export const SpendCapRoutine = new Routine({
 end`,
 });
 
-export const routines = [RefuseRoutine, SpendCapRoutine];
+/**
+ * `wr_run_charge(charged, status, creator_price, compute)`: what a finished run owes, null when it is not
+ * charged (docs/design/money.md#what-is-charged). `charged` is what the run's ending charges: `none`
+ * (cancelled, queue timeout, insufficient funds), `compute` (completed_with_issues, failed nodes, the
+ * compute limit: nothing when that compute is 0 and the run did not complete) or `full` (the creator price
+ * charged to this caller, 0 otherwise, plus compute). A completed run is charged at least 0. The one
+ * definition of the charge: FINISH_RUN, START_AND_FINISH, START_FINISH_AND_SETTLE and its set-based form
+ * call it. Immutable and a single `select`, so the planner inlines it (no function call per row).
+ */
+export const RunChargeRoutine = new Routine({
+  name: 'wr_run_charge',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { charged: { type: 'text' }, status: { type: 'text' }, creator_price: { type: 'numeric' }, compute: { type: 'numeric' } },
+  returns: { runtimeType: 'string', columnType: 'numeric' },
+  body: `select round(case when charged = 'full' then creator_price + compute
+  when charged = 'compute' and (compute <> 0 or status = 'completed') then compute when status = 'completed' then 0 end, 6)`,
+});
+
+/**
+ * `wr_billed(charge, bundle_price)`: what is recorded as the run's charge. A bundle run (`bundle_price`
+ * its bundle's price per run, else null) is billed the bundle's price whatever it owes, unless it is not
+ * charged at all (then its bundle run is given back).
+ */
+export const BilledRoutine = new Routine({
+  name: 'wr_billed',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { charge: { type: 'numeric' }, bundle_price: { type: 'numeric' } },
+  returns: { runtimeType: 'string', columnType: 'numeric' },
+  body: 'select case when charge is not null then coalesce(bundle_price, charge) end',
+});
+
+/**
+ * `wr_within_compute_limit(compute, steps, step_usd, compute_limit)`: whether `steps` more steps keep the
+ * run's compute within its limit (null `steps`: no steps, always). The one definition of the compute limit
+ * (docs/design/money.md): the fenced writes refuse a step that would cross it (src/sql/fenced-write.ts,
+ * runFences in src/sql/start-and-finish.ts), and readRun (src/runs/run-state.ts) says whether the next
+ * step fits, so the engine fails the run rather than start that step.
+ */
+export const ComputeLimitRoutine = new Routine({
+  name: 'wr_within_compute_limit',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { compute: { type: 'numeric' }, steps: { type: 'int' }, step_usd: { type: 'numeric' }, compute_limit: { type: 'numeric' } },
+  returns: { runtimeType: 'boolean', columnType: 'boolean' },
+  body: 'select steps is null or compute + steps * step_usd <= compute_limit',
+});
+
+export const routines = [RefuseRoutine, SpendCapRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];

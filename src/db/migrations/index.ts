@@ -18,6 +18,7 @@ import { Migration20261202000000RunEventBatches } from './Migration2026120200000
 import { Migration20261202010000FewerIndexes } from './Migration20261202010000FewerIndexes.ts';
 import { Migration20261202020000LedgerWithoutAccountKey } from './Migration20261202020000LedgerWithoutAccountKey.ts';
 import { Migration20261202030000RunDomains } from './Migration20261202030000RunDomains.ts';
+import { Migration20261203000000MoneyRules } from './Migration20261203000000MoneyRules.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -40,4 +41,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261202010000FewerIndexes', class: Migration20261202010000FewerIndexes },
   { name: 'Migration20261202020000LedgerWithoutAccountKey', class: Migration20261202020000LedgerWithoutAccountKey },
   { name: 'Migration20261202030000RunDomains', class: Migration20261202030000RunDomains },
+  { name: 'Migration20261203000000MoneyRules', class: Migration20261203000000MoneyRules },
 ];

@@ -6,7 +6,7 @@ import { countStepNodes } from '../../domain/graph/validate.ts';
 import { canonicalJson } from '../../domain/canonical-json.ts';
 import { resolveInputs } from '../../domain/inputs.ts';
 import { jsonLimitProblem } from '../../domain/json-limits.ts';
-import { toDb, usd } from '../../domain/money.ts';
+import { displayedRunPrice, toDb } from '../../domain/money.ts';
 import type { Principal } from '../auth/authenticate-key.ts';
 import type { Deps } from '../deps.ts';
 import { isUuid } from '../../domain/ids.ts';
@@ -123,7 +123,7 @@ async function checkRun(
   await checkIntegrations(em, deps, principal.accountId, version.graph);
 
   const steps = countStepNodes(version.graph);
-  const displayed = usd(access.creatorPriceUsd).plus(usd(pricing.stepUsd).times(steps));
+  const displayed = displayedRunPrice(access.creatorPriceUsd, pricing.stepUsd, steps);
   return {
     runId: randomUUID(),
     principal,

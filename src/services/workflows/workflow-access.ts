@@ -3,7 +3,7 @@ import { json } from '../../db/sql.ts';
 import type { UserAccess } from '../../db/entities/index.ts';
 import type { Graph } from '../../domain/graph/types.ts';
 import { countStepNodes } from '../../domain/graph/validate.ts';
-import { toDb, usd } from '../../domain/money.ts';
+import { displayedRunPrice, toDb, usd } from '../../domain/money.ts';
 import type { Pricing } from '../../catalog/pricing.ts';
 import { query, type StatementEm } from '../../db/statement.ts';
 import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_TO_RUN, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
@@ -84,7 +84,7 @@ export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing):
   const charged = (userAccess === 'wallet' || userAccess === 'purchase_required') && row.runModel === 'per_run';
   const creatorPrice = charged ? usd(row.priceUsd) : usd(0);
   const steps = row.shownVersion ? countStepNodes(row.shownVersion.graph) : 0;
-  const displayed = creatorPrice.plus(usd(pricing.stepUsd).times(steps));
+  const displayed = displayedRunPrice(creatorPrice, pricing.stepUsd, steps);
   const apiRunnableNow =
     row.apiAccess && userAccess !== 'purchase_required' && (isOwner || !row.ownerListingsPaused) && row.shownVersion !== null;
   return {
