@@ -121,7 +121,15 @@ export async function createApp(opts: AppOptions): Promise<App> {
       await engine.start();
       webhooks.start();
       idempotency.start();
-      log.info({ url: `http://${host}:${port}`, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), engine: engine.name, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, 'listening');
+      log.info(
+        {
+          url: `http://${host}:${port}`,
+          db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }),
+          engine: engine.name,
+          ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}),
+        },
+        'listening',
+      );
       return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
     },
     async close() {

@@ -23,7 +23,10 @@ async function main(): Promise<void> {
   await startTracing(log); // only when an OTEL_EXPORTER_OTLP_*ENDPOINT is set (docs/tracing.md)
   if (config.engine !== 'temporal') log.warn({ engine: config.engine }, 'the worker runs Temporal workflows; the API must run with ENGINE=temporal to use it');
   if (!config.databaseUrl) {
-    console.error('the Temporal worker needs DATABASE_URL: the API and the worker share state through a Postgres server (embedded PGlite is single-process; `ENGINE=temporal npm start` runs a worker in its own process)');
+    console.error(
+      'the Temporal worker needs DATABASE_URL: the API and the worker share state through a Postgres server ' +
+        '(embedded PGlite is single-process; `ENGINE=temporal npm start` runs a worker in its own process)',
+    );
     process.exit(2);
   }
   if (!config.encryptionKey) log.warn('ENCRYPTION_KEY is not set: the worker uses the key under DATA_DIR, which must be the API\'s key');
@@ -48,7 +51,11 @@ async function main(): Promise<void> {
       : null;
   const metricsUrl = await metrics?.listen();
   log.info(
-    { temporal: { address: config.temporal.address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue }, db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }), ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) },
+    {
+      temporal: { address: config.temporal.address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue },
+      db: describeDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }),
+      ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}),
+    },
     'temporal worker running',
   );
 

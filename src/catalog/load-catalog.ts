@@ -429,7 +429,12 @@ class Loader {
     }
     const matches = this.catalog.workflows.flatMap((w, i) => (w.name === ref ? [i] : []));
     if (matches.length === 1) return this.workflowIds[matches[0]!] ?? null;
-    this.err(at, matches.length ? `"${ref}" names ${matches.length} workflows; use the workflow id` : `unknown workflow "${ref}" (use a workflow id or the name of a workflow in this file)`);
+    this.err(
+      at,
+      matches.length
+        ? `"${ref}" names ${matches.length} workflows; use the workflow id`
+        : `unknown workflow "${ref}" (use a workflow id or the name of a workflow in this file)`,
+    );
     return null;
   }
 

@@ -56,7 +56,8 @@ const amount = z.unknown().transform((v, ctx): string => {
 
 /** ISO 8601 date or date-time (with offset) → Date; YAML timestamps may also arrive as Date objects. */
 const instant = z.unknown().transform((v, ctx): Date => {
-  const d = v instanceof Date ? v : typeof v === 'string' && /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2}))?$/.test(v.trim()) ? new Date(v.trim()) : null;
+  const isoText = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2}))?$/;
+  const d = v instanceof Date ? v : typeof v === 'string' && isoText.test(v.trim()) ? new Date(v.trim()) : null;
   if (!d || Number.isNaN(d.getTime())) {
     ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a timezone, e.g. "2030-01-01T00:00:00Z"' });
     return z.NEVER;
@@ -186,11 +187,19 @@ export function formatIssues(error: z.ZodError): string[] {
       continue;
     }
     let message = issue.message;
-    const missing = ('input' in issue && issue.input === undefined && issue.code !== 'custom') || (issue.code === 'invalid_type' && /received undefined$/.test(message));
+    const missing =
+      ('input' in issue && issue.input === undefined && issue.code !== 'custom') ||
+      (issue.code === 'invalid_type' && /received undefined$/.test(message));
     if (missing) message = 'is required';
-    else if (issue.code === 'invalid_type') message = `must be ${article(issue.expected)}${/received (\w+)$/.exec(message) ? ` (got ${/received (\w+)$/.exec(message)![1]})` : ''}`;
+    else if (issue.code === 'invalid_type') {
+      const received = /received (\w+)$/.exec(message);
+      message = `must be ${article(issue.expected)}${received ? ` (got ${received[1]})` : ''}`;
+    }
     else if (issue.code === 'invalid_value') message = `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
-    else if (issue.code === 'invalid_key') message = `unknown key; ${issue.issues.map((i) => (i.code === 'invalid_value' ? `expected one of ${i.values.join(', ')}` : i.message)).join('; ')}`;
+    else if (issue.code === 'invalid_key') {
+      const reasons = issue.issues.map((i) => (i.code === 'invalid_value' ? `expected one of ${i.values.join(', ')}` : i.message));
+      message = `unknown key; ${reasons.join('; ')}`;
+    }
     lines.push(`${formatPath(issue.path)}: ${message}`);
   }
   return lines;

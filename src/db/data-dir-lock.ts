@@ -26,7 +26,10 @@ export class DataDirLockedError extends Error {
     readonly owner: LockOwner,
   ) {
     const who = `process ${owner.pid} (${owner.role}${owner.port !== undefined ? ` on port ${owner.port}` : ''}, since ${owner.since})`;
-    super(`DATA_DIR ${dir} is in use by ${who}: the embedded database takes one process at a time; stop that process first, or give this one another DATA_DIR (or a DATABASE_URL)`);
+    super(
+      `DATA_DIR ${dir} is in use by ${who}: the embedded database takes one process at a time; ` +
+        'stop that process first, or give this one another DATA_DIR (or a DATABASE_URL)',
+    );
   }
 }
 

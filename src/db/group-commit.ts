@@ -235,7 +235,11 @@ class GroupCommit {
   }
 
   /** The committed combined statement's rows as each member's, or null (each caller then told why: not expected). */
-  async #split(group: Waiting[], combined: readonly [Statement, readonly unknown[]], result: unknown): Promise<readonly (Record<string, unknown>[] | 'alone')[] | null> {
+  async #split(
+    group: Waiting[],
+    combined: readonly [Statement, readonly unknown[]],
+    result: unknown,
+  ): Promise<readonly (Record<string, unknown>[] | 'alone')[] | null> {
     try {
       const rows = await loggedRows(group[0]!.em, combined[0], combined[1], result);
       const split = this.together!.split(rows, group.length);

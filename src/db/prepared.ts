@@ -237,7 +237,9 @@ export function nameHotStatements(pool: Pool): void {
         if (was === 'committed') {
           if (config === 'commit') return Promise.resolve(done('COMMIT'));
           // A programming error: the statement marked withCommit was not the last of its transaction.
-          return Promise.reject(new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`));
+          return Promise.reject(
+            new Error(`a statement followed a withCommit statement, whose transaction is already committed: ${String(config).slice(0, 80)}`),
+          );
         }
       }
       const noValues = values === undefined || (Array.isArray(values) && values.length === 0);

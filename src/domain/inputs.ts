@@ -45,7 +45,8 @@ export function resolveInputs(graph: Graph, raw: unknown): InputsResult {
     if (!node) {
       const named = byName.get(key) ?? [];
       if (named.length > 1) {
-        errors.push({ input: key, message: `input name "${key}" is ambiguous: ${named.length} inputs share it; use their nodeIds (${named.map((n) => n.id).join(', ')})` });
+        const nodeIds = named.map((n) => n.id).join(', ');
+        errors.push({ input: key, message: `input name "${key}" is ambiguous: ${named.length} inputs share it; use their nodeIds (${nodeIds})` });
         continue;
       }
       node = named[0];

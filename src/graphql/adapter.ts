@@ -50,7 +50,12 @@ export function authorized(req: IncomingMessage, token: string): boolean {
 
 function sendUnauthorized(res: ServerResponse): void {
   const body = JSON.stringify({
-    errors: [{ message: 'missing or invalid internal API token; expected "Authorization: Bearer <INTERNAL_API_TOKEN>"', extensions: { code: 'UNAUTHENTICATED' } }],
+    errors: [
+      {
+        message: 'missing or invalid internal API token; expected "Authorization: Bearer <INTERNAL_API_TOKEN>"',
+        extensions: { code: 'UNAUTHENTICATED' },
+      },
+    ],
   });
   res.writeHead(401, {
     'Content-Type': 'application/json; charset=utf-8',

@@ -18,8 +18,16 @@ export async function assertPortFree(port: number, host: string): Promise<void> 
 /** One line that says what to do, for any error binding the HTTP port. */
 export function listenError(err: NodeJS.ErrnoException, port: number, host: string, variable = 'PORT'): ConfigError {
   const where = `${host}:${port}`;
-  if (err.code === 'EADDRINUSE') return new ConfigError(`cannot listen on ${where}: the port is already in use (by another server, perhaps another npm start); stop it or set ${variable} to a free port`);
-  if (err.code === 'EACCES') return new ConfigError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges); set ${variable} to a port above 1023`);
-  if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') return new ConfigError(`cannot listen on ${where}: HOST is not an address of this machine; set HOST (for example 127.0.0.1 or 0.0.0.0)`);
+  if (err.code === 'EADDRINUSE') {
+    return new ConfigError(
+      `cannot listen on ${where}: the port is already in use (by another server, perhaps another npm start); stop it or set ${variable} to a free port`,
+    );
+  }
+  if (err.code === 'EACCES') {
+    return new ConfigError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges); set ${variable} to a port above 1023`);
+  }
+  if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
+    return new ConfigError(`cannot listen on ${where}: HOST is not an address of this machine; set HOST (for example 127.0.0.1 or 0.0.0.0)`);
+  }
   return new ConfigError(`cannot listen on ${where}: ${err.code ?? err.message}`);
 }

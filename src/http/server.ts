@@ -155,7 +155,12 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
     return;
   }
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const message = status === 431 ? 'the request headers are too large' : status === 408 ? 'the request took too long to arrive' : 'the request could not be parsed as HTTP';
+  const message =
+    status === 431
+      ? 'the request headers are too large'
+      : status === 408
+        ? 'the request took too long to arrive'
+        : 'the request could not be parsed as HTTP';
   const body = JSON.stringify({ error: { code: 'invalid_request', message } });
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

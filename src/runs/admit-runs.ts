@@ -1,5 +1,14 @@
 import { query } from '../db/statement.ts';
-import { ADMIT_QUEUED, admitFromQueue, admitted, admitValues, EXPIRED_CREDENTIAL_WAITS, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
+import {
+  ADMIT_QUEUED,
+  admitFromQueue,
+  admitted,
+  admitValues,
+  EXPIRED_CREDENTIAL_WAITS,
+  EXPIRED_QUEUED,
+  LOCK_ADMISSION,
+  type AdmitFromQueueArgs,
+} from '../sql/admit-queued.ts';
 import { inOneMessage } from '../db/group-commit.ts';
 import type { Statement } from '../db/statement.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../sql/commit-without-flush.ts';

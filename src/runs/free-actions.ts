@@ -44,7 +44,12 @@ async function applyActionsLocked(tx: Em, runId: string, actions: FreeAction[]):
   return { last, status: run.status };
 }
 
-export async function applyActionsIn(em: Em, runId: string, actions: FreeAction[], inTransaction: boolean): Promise<{ last: number | null; status: RunStatus | null }> {
+export async function applyActionsIn(
+  em: Em,
+  runId: string,
+  actions: FreeAction[],
+  inTransaction: boolean,
+): Promise<{ last: number | null; status: RunStatus | null }> {
   const free = actions.filter((a) => (a as Action).type !== 'execute');
   if (free.length === 0) return { last: 0, status: null };
   const fast = await applyActionsFast(em, runId, free);

@@ -102,7 +102,8 @@ r as (
          f.price, f.user_access, f.price, f.creator_price, f.step_usd, f.compute_limit, f.credential_mode, f.inputs::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, f.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), f.trace::jsonb,
          case when adm.now then b.lease_owner end,
-         case when adm.now and b.lease_owner is not null then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
+         case when adm.now and b.lease_owner is not null
+           then clock_timestamp() + make_interval(secs => current_setting('wr.admit_lease_secs', true)::float8) end
     from fresh f join adm on adm.ord = f.ord cross join base b
    order by f.ord
   returning id, created_at, ${STATE_COLUMNS}),

@@ -56,8 +56,10 @@ const NO_HIT = 'null::boolean as allowed, null::int as counted, null::float8 as 
  */
 
 function acceptText(o: { hit: boolean; cap: boolean; secrets: boolean }): string {
+  const uncapped = o.cap ? '' : `\nuncapped as (select $17::timestamptz, $18::numeric),`;
+  const unsealed = o.secrets ? '' : `\nunsealed as (select $19::uuid[], $20::text[], $21::text[]),`;
   return `with ${GATE_CTE},
-${o.hit ? rateHitCte('$3', '$24') : 'unhit as (select $24::int)'},${o.cap ? '' : `\nuncapped as (select $17::timestamptz, $18::numeric),`}${o.secrets ? '' : `\nunsealed as (select $19::uuid[], $20::text[], $21::text[]),`}
+${o.hit ? rateHitCte('$3', '$24') : 'unhit as (select $24::int)'},${uncapped}${unsealed}
 ok as (
   select ${o.hit ? 'coalesce((select allowed from hit), true)' : 'true'} as allowed,
          ($23::text is null or ${viewTokenOf('$2', '$4')} is not distinct from $23::text) as current),
@@ -78,13 +80,15 @@ adm as materialized (
        and (select a.max_concurrent_runs is null or (select count(*) from runs i where i.account_id = $2::uuid and ${inFlightRun('i')}) < a.max_concurrent_runs
               from accounts a where a.id = $2::uuid)
       else false end as now offset 0) d),
-${!o.cap ? '' : `reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok from fresh where $18::numeric is not null),
+${!o.cap ? '' : `reserve as (select wr_reserve_spend_cap($3::uuid, $17::timestamptz, $6::numeric, $18::numeric) as ok
+                from fresh where $18::numeric is not null),
 `}r as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context,
                     lease_owner, lease_until)
-  select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', case when adm.now then 'starting' else 'queued' end, 'pending', $6::numeric, $7::text, $6::numeric,
+  select $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid, 'pending', case when adm.now then 'starting' else 'queued' end, 'pending',
+         $6::numeric, $7::text, $6::numeric,
          $8::numeric, $9::numeric, $10::numeric, $11::text, $12::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, $13::varchar, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), $22::jsonb,
          adm.lease_owner,

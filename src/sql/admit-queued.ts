@@ -39,7 +39,8 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
 /**
  * One admission round as ONE statement, run under the admission lock (the caller's transaction holds
  * it, taken by an earlier statement, so this statement's snapshot sees every earlier admission): the head
- * of the queue ($3 rows, in the line's order — queue_seq, queued_at, id: src/services/runs/queue-line.ts; only engine $2 when given), the in-flight runs per account
+ * of the queue ($3 rows, in the line's order — queue_seq, queued_at, id: src/services/runs/queue-line.ts;
+ * only engine $2 when given), the in-flight runs per account
  * and in total, and the admitted runs moved to phase `starting` (with the embedded engine's lease when
  * $4 is given, for $5 seconds). It picks as the loop it replaces did: in queue order, a run of an account
  * is admissible while the account's in-flight runs plus its earlier admissible queued runs stay below
@@ -126,7 +127,13 @@ export interface AdmitFromQueueArgs {
 }
 
 /** ADMIT_QUEUED's values. */
-export const admitValues = (a: AdmitFromQueueArgs): unknown[] => [a.capacity, a.engine ?? null, a.window, a.lease?.owner ?? null, a.lease ? a.lease.ttlMs / 1000 : null];
+export const admitValues = (a: AdmitFromQueueArgs): unknown[] => [
+  a.capacity,
+  a.engine ?? null,
+  a.window,
+  a.lease?.owner ?? null,
+  a.lease ? a.lease.ttlMs / 1000 : null,
+];
 
 /** The admitted rows (id + state columns) and whether admissible runs may still be waiting. */
 export async function admitFromQueue(tx: StatementEm, a: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {

@@ -28,7 +28,8 @@ export const runEventsCte = (types: string, nodes: string, data: string, opts: {
  * nulls and number events past the batch's last sequence.
  */
 const sameLength = (types: string, nodes: string, data: string) =>
-  `case when cardinality(${nodes}::text[]) = cardinality(${types}::text[]) and cardinality(${data}::text[]) = cardinality(${types}::text[]) then ${types}::text[] end`;
+  `case when cardinality(${nodes}::text[]) = cardinality(${types}::text[])
+     and cardinality(${data}::text[]) = cardinality(${types}::text[]) then ${types}::text[] end`;
 
 /**
  * From a batch `b`: its events `e` (type, node_id, data, ord) and each one's sequence `s.sequence`, the

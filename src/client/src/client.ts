@@ -208,7 +208,13 @@ export class WorkflowRunClient implements StreamSource {
   async openStream(runId: string, after: number, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
     const header = after > 0 ? { 'Last-Event-ID': after } : {};
     const { data } = await this.#send(
-      () => this.http.GET('/runs/{id}/stream', { params: { path: { id: runId }, header }, parseAs: 'stream', signal, headers: { accept: 'text/event-stream' } }),
+      () =>
+        this.http.GET('/runs/{id}/stream', {
+          params: { path: { id: runId }, header },
+          parseAs: 'stream',
+          signal,
+          headers: { accept: 'text/event-stream' },
+        }),
       signal,
       1,
     );

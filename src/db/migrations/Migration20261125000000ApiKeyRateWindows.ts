@@ -12,7 +12,8 @@ export class Migration20261125000000ApiKeyRateWindows extends Migration {
       `create table "api_key_rate_windows" ("api_key_id" uuid not null, "hits" timestamptz[] not null, "allowed" boolean not null, primary key ("api_key_id"))`,
     );
     this.addSql(
-      `alter table "api_key_rate_windows" add constraint "api_key_rate_windows_api_key_id_foreign" foreign key ("api_key_id") references "api_keys" ("id") on update cascade on delete cascade`,
+      `alter table "api_key_rate_windows" add constraint "api_key_rate_windows_api_key_id_foreign" foreign key ` +
+      `("api_key_id") references "api_keys" ("id") on update cascade on delete cascade`,
     );
   }
 

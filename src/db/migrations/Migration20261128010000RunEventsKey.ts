@@ -11,7 +11,10 @@ export class Migration20261128010000RunEventsKey extends Migration {
   override up(): void {
     this.addSql(`alter table "run_events" drop constraint "run_events_pkey"`);
     this.addSql(`alter table "run_events" drop column "id"`);
-    this.addSql(`alter table "run_events" drop constraint "run_events_run_sequence_unique", add constraint "run_events_pkey" primary key ("run_id", "sequence")`);
+    this.addSql(
+      `alter table "run_events" drop constraint "run_events_run_sequence_unique", ` +
+      `add constraint "run_events_pkey" primary key ("run_id", "sequence")`,
+    );
   }
 
   override down(): void {

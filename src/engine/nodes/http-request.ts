@@ -143,7 +143,11 @@ async function request(ctx: NodeExecutionContext, deps: HttpRequestDeps): Promis
       try {
         next = parseHttpUrl(new URL(location, url).href);
       } catch (error) {
-        return failed(error instanceof BlockedAddressError ? `the HTTP request was redirected to a URL that is not allowed: ${error.message}` : 'the HTTP request was redirected to an invalid URL');
+        return failed(
+          error instanceof BlockedAddressError
+            ? `the HTTP request was redirected to a URL that is not allowed: ${error.message}`
+            : 'the HTTP request was redirected to an invalid URL',
+        );
       }
       if (next.username || next.password) return failed('the HTTP request was redirected to a URL with credentials');
       // Fetch-standard method rewriting: 303 (except HEAD), and 301/302 after POST, continue as GET without a body.
@@ -171,7 +175,11 @@ async function request(ctx: NodeExecutionContext, deps: HttpRequestDeps): Promis
     if (error instanceof RequestFailure) return failed(error.message);
     const blocked = findInChain(error, (e): e is BlockedAddressError => e instanceof BlockedAddressError);
     if (blocked) return failed(blocked.message);
-    const lookup = findInChain(error, (e): e is Error => e instanceof HostLookupError || (e as { code?: unknown }).code === 'ENOTFOUND' || (e as { code?: unknown }).code === 'EAI_AGAIN');
+    const lookup = findInChain(
+      error,
+      (e): e is Error =>
+        e instanceof HostLookupError || (e as { code?: unknown }).code === 'ENOTFOUND' || (e as { code?: unknown }).code === 'EAI_AGAIN',
+    );
     if (lookup) return failed('the host name of the URL could not be resolved');
     return failed('the HTTP request could not be completed (connection failed)');
   }

@@ -122,7 +122,14 @@ export function generaliseLlmError(error: unknown, depth = 0): string {
       return e.isRetryable === true ? REASONS.unavailable : REASONS.generic;
     }
     if (name === 'AI_LoadAPIKeyError') return REASONS.credentials;
-    if (['AI_JSONParseError', 'AI_TypeValidationError', 'AI_InvalidResponseDataError', 'AI_EmptyResponseBodyError', 'AI_NoContentGeneratedError'].includes(name)) {
+    const unreadable = [
+      'AI_JSONParseError',
+      'AI_TypeValidationError',
+      'AI_InvalidResponseDataError',
+      'AI_EmptyResponseBodyError',
+      'AI_NoContentGeneratedError',
+    ];
+    if (unreadable.includes(name)) {
       return REASONS.unreadable;
     }
     if (name === 'AI_LoadSettingError') return 'the model provider is not configured on this service';

@@ -71,7 +71,13 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
 
   /** A light look at the run (status columns only). */
   async function runStatus(runId: string): Promise<RunStatusView | null> {
-    const [r] = await query<{ status: RunStatus; phase: RunPhase | null; reason: string | null; suspend_reason: string | null; resume_ms: string | number | null }>(
+    const [r] = await query<{
+      status: RunStatus;
+      phase: RunPhase | null;
+      reason: string | null;
+      suspend_reason: string | null;
+      resume_ms: string | number | null;
+    }>(
       fork(deps),
       RUN_SCHEDULE,
       [runId],
@@ -143,7 +149,9 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       const timer = setInterval(() => beat(), period);
       let report: StepReport;
       try {
-        const outcome = await traceStep(args.runId, args.nodeId, () => executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal));
+        const outcome = await traceStep(args.runId, args.nodeId, () =>
+          executeStep({ ...deps, bus }, { runId: args.runId, nodeId: args.nodeId }, ctx.cancellationSignal),
+        );
         if (outcome.type === 'not_runnable' && outcome.status !== null && isTerminal(outcome.status)) ended(args.runId);
         report = outcome.type === 'recorded' ? { type: 'recorded', status: outcome.result.status } : outcome;
       } finally {

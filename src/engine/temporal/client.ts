@@ -217,7 +217,8 @@ export class TemporalRunClient implements RunWorkflowClient {
     } catch (err) {
       if ((err as { code?: number }).code === 5) {
         throw new ConfigError(
-          `the Temporal namespace "${namespace}" (TEMPORAL_NAMESPACE) does not exist at ${address}: create it with \`temporal operator namespace create --namespace ${namespace}\``,
+          `the Temporal namespace "${namespace}" (TEMPORAL_NAMESPACE) does not exist at ${address}: ` +
+            `create it with \`temporal operator namespace create --namespace ${namespace}\``,
         );
       }
       throw new ConfigError(`could not read the Temporal namespace "${namespace}" at ${address}: ${firstLine(err)}`);

@@ -41,14 +41,19 @@ export class RunResolver {
     return { runs, pagination: { ...p, hasMore } };
   }
 
-  @Mutation(() => RunType, { description: 'Cancels any account\'s run (REST cancel rules: terminal runs are returned unchanged; CANCEL_UNAVAILABLE while settling).' })
+  @Mutation(() => RunType, {
+    description: 'Cancels any account\'s run (REST cancel rules: terminal runs are returned unchanged; CANCEL_UNAVAILABLE while settling).',
+  })
   async cancelRun(@Arg('id', () => ID) id: string, @Ctx() ctx: GraphqlContext): Promise<RunRecord> {
     await cancelRun(ctx.deps, null, id);
     return reload(ctx, id.toLowerCase());
   }
 
   @Mutation(() => RunType, { description: 'The credentials signal: stores provider keys for a run suspended with wait_signal and resumes it.' })
-  async supplyRunCredentials(@Args(() => SupplyRunCredentialsArgs) { runId, credentials }: SupplyRunCredentialsArgs, @Ctx() ctx: GraphqlContext): Promise<RunRecord> {
+  async supplyRunCredentials(
+    @Args(() => SupplyRunCredentialsArgs) { runId, credentials }: SupplyRunCredentialsArgs,
+    @Ctx() ctx: GraphqlContext,
+  ): Promise<RunRecord> {
     await supplyRunCredentials(
       ctx.deps,
       runId,

@@ -9,7 +9,8 @@ import { RunEventType } from '../types/objects.ts';
 export class RunEventsSubscriptionResolver {
   @Subscription(() => RunEventType, {
     description:
-      'A run\'s events after afterSequence (default 0: from the start), replayed then live, in order, without gaps or duplicates; completes after the terminal event (at once for a finished run already past the cursor).',
+      'A run\'s events after afterSequence (default 0: from the start), replayed then live, in order, without gaps or duplicates; ' +
+      'completes after the terminal event (at once for a finished run already past the cursor).',
     subscribe: ({ args, context }) => {
       const ctx = context as GraphqlContext;
       return runEventStream(ctx.deps, args.runId as string, args.afterSequence as number | null | undefined);

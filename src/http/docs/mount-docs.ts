@@ -69,7 +69,9 @@ const explorerPage = () =>
 <link rel="stylesheet" href="${assetPath('docs.css')}">
 `,
     `<div id="graphiql">Loading the GraphQL explorer…</div>
-${(['react.js', 'react-dom.js', 'graphiql.js', 'graphql-sse.js', 'graphiql-start.js'] as const).map((f) => `<script src="${assetPath(f)}"></script>\n`).join('')}`,
+${(['react.js', 'react-dom.js', 'graphiql.js', 'graphql-sse.js', 'graphiql-start.js'] as const)
+  .map((f) => `<script src="${assetPath(f)}"></script>\n`)
+  .join('')}`,
   );
 
 let docsHtml: string | undefined;

@@ -9,7 +9,13 @@ import type { RestCall } from './rest-call.ts';
  * adds `Preference-Applied` to `headers` for the caller's usual 202. A client that goes away ends the
  * wait at once (the run goes on) and gets nothing; that also returns true.
  */
-export async function answerWhenFinished(c: RestCall, runId: string, prefer: string | string[], since: number, headers: Record<string, string>): Promise<boolean> {
+export async function answerWhenFinished(
+  c: RestCall,
+  runId: string,
+  prefer: string | string[],
+  since: number,
+  headers: Record<string, string>,
+): Promise<boolean> {
   const seconds = preferredWaitSeconds(String(prefer), MAX_WAIT_SECONDS);
   if (seconds === null) return false;
   headers['Preference-Applied'] = `wait=${seconds}`;

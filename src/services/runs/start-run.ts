@@ -158,7 +158,13 @@ async function accepted(deps: Deps, runId: string, accountId: string, replayed: 
  * when it was counted already). Throws 429 when the window is full (whether or not the workflow
  * exists), 404 when the caller cannot see it. Keeps the read for the caller's next requests.
  */
-async function readWorkflow(em: StatementEm, principal: Principal, workflowId: string, rate: RequestRate | undefined, cache: WorkflowReadCache): Promise<KeptRead> {
+async function readWorkflow(
+  em: StatementEm,
+  principal: Principal,
+  workflowId: string,
+  rate: RequestRate | undefined,
+  cache: WorkflowReadCache,
+): Promise<KeptRead> {
   const limit = rate ? await rate.statementLimit() : null;
   const found = await findWorkflowToRun(em, principal.accountId, workflowId, principal.apiKeyId, limit);
   if (limit !== null) rate!.folded(found.hit!);

@@ -144,7 +144,14 @@ async function attemptDelivery(deps: WebhookDeps, d: ClaimedDelivery, opts: Deli
   if (outcome.kind === 'aborted') return;
   const recorded = await recordOutcome(deps, d, outcome, opts);
   webhookAttempted(recorded.result, recorded.lag);
-  const logFields = { deliveryId: d.id, endpointId: d.endpointId, runId: d.runId, accountId: d.accountId, attempt: d.attempts + 1, statusCode: outcome.statusCode };
+  const logFields = {
+    deliveryId: d.id,
+    endpointId: d.endpointId,
+    runId: d.runId,
+    accountId: d.accountId,
+    attempt: d.attempts + 1,
+    statusCode: outcome.statusCode,
+  };
   if (outcome.kind === 'delivered') deps.log.debug(logFields, 'webhook delivered');
   else deps.log.warn({ ...logFields, error: outcome.error, final: recorded.result === 'failed' }, 'webhook delivery failed');
 }

@@ -12,7 +12,8 @@ const ACCESS_LABELS = {
 } as const;
 
 const PRICING_EXPLANATION =
-  'Estimated price per run (creator price plus compute steps). The final charge is settled from the live quote at run start and may differ slightly; model token usage is billed as used.';
+  'Estimated price per run (creator price plus compute steps). ' +
+  'The final charge is settled from the live quote at run start and may differ slightly; model token usage is billed as used.';
 
 export function toListItem(a: WorkflowAccess) {
   const graph = a.row.shownVersion?.graph ?? { nodes: [] };

@@ -36,7 +36,11 @@ export async function workflowsShow(io: Io, id: string, opts: { json?: boolean }
   if (opts.json) return json(io, w), EXIT.ok;
   print(io, `${w.name}  (${w.id})`);
   if (w.description) print(io, w.description);
-  print(io, `version ${w.versionLabel ?? '—'} (${w.versionId ?? '—'}) · ${w.runModel} · ${w.userAccess} · price ${usd(w.displayedRunPriceUsd)} · runnable ${w.apiRunnableNow ? 'yes' : 'no'}`);
+  print(
+    io,
+    `version ${w.versionLabel ?? '—'} (${w.versionId ?? '—'}) · ${w.runModel} · ${w.userAccess}` +
+      ` · price ${usd(w.displayedRunPriceUsd)} · runnable ${w.apiRunnableNow ? 'yes' : 'no'}`,
+  );
   print(io, '');
   const rows = w.inputSchema.map((f) => [
     f.nodeId,
