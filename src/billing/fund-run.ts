@@ -14,7 +14,10 @@ export type FundingResult = { ok: true; funding: 'bundle' | 'wallet'; holdUsd: s
 
 export const INSUFFICIENT_FUNDS = 'insufficient funds: the wallet balance does not cover the run price';
 
-export async function fundRun(tx: Em, run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string }): Promise<FundingResult> {
+export async function fundRun(
+  tx: Em,
+  run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string },
+): Promise<FundingResult> {
   const hold = toDb(run.displayedPriceUsd);
   const [funded] = await query<{ funding: 'bundle' | 'wallet' }>(tx, FUND_RUN, [run.accountId, run.workflowId, run.versionId, hold, run.id]);
   if (!funded) return { ok: false, reason: INSUFFICIENT_FUNDS };

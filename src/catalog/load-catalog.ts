@@ -44,6 +44,9 @@ import {
 } from '../sql/catalog-workflows.ts';
 import { CATALOG_BUNDLE, CATALOG_INSERT_BUNDLE, CATALOG_INSERT_PURCHASE, CATALOG_PURCHASE } from '../sql/catalog-purchases.ts';
 import type { Catalog } from './schema.ts';
+import type { LoadOptions, LoadReport, UpsertCounts } from './load-report.ts';
+
+export type { LoadOptions, LoadReport, UpsertCounts } from './load-report.ts';
 
 /**
  * Loading the catalog (docs/design/catalog.md): one transaction, an idempotent upsert. It creates what is
@@ -52,37 +55,6 @@ import type { Catalog } from './schema.ts';
  * account is created), bundle runs left (an existing bundle is left exactly as it is), existing purchase
  * pins, runs. Nothing is ever deleted: rows absent from the file stay. See schema.ts for the upsert keys.
  */
-
-export interface UpsertCounts {
-  created: number;
-  updated: number;
-  unchanged: number;
-}
-
-export interface LoadReport {
-  source: string;
-  /** Totals over every kind of row below. */
-  created: number;
-  updated: number;
-  unchanged: number;
-  accounts: UpsertCounts;
-  providerKeys: UpsertCounts;
-  apiKeys: UpsertCounts;
-  webhooks: UpsertCounts;
-  workflows: UpsertCounts;
-  versions: UpsertCounts;
-  /** Existing pins are kept ("unchanged") even when the file names another version. */
-  purchases: UpsertCounts;
-  /** Existing bundles are kept as they are (runs left, price). */
-  bundles: UpsertCounts;
-  /** The pricing in force after the load (the file's, or the stored one when the file has none). */
-  pricing: Pricing;
-  pricingUpdated: boolean;
-}
-
-export interface LoadOptions {
-  sealer: Sealer;
-}
 
 const counts = (): UpsertCounts => ({ created: 0, updated: 0, unchanged: 0 });
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);

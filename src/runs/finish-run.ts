@@ -111,8 +111,9 @@ export async function finishRun(
 
 /**
  * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS, with
- * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and the workflow's run counter (hot rows) in one statement, last
- * before the commit (sent with it when `commit`).
+ * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and
+ * the workflow's run counter (hot rows) in one statement, last before the commit (sent with it when
+ * `commit`).
  */
 export async function settleFinished(
   tx: Em,

@@ -95,7 +95,9 @@ export const SETTLEMENT_GATHER_MS = 5;
 async function startFinishAndSettle(deps: RunsDeps, finish: Finish, params: unknown[], accountId: string): Promise<FinishedRun | null | 'hooked'> {
   // Committed together with the runs that are ready meanwhile (src/db/group-commit.ts): one commit for
   // all of them, and their account's wallet row locked once instead of once per run until its commit.
-  const [row] = await refusedAsInsufficientFunds(() => runInGroup(outsideTransaction(deps.orm), START_FINISH_AND_SETTLE, params, accountId, undefined, SETTLEMENTS_TOGETHER));
+  const [row] = await refusedAsInsufficientFunds(() =>
+    runInGroup(outsideTransaction(deps.orm), START_FINISH_AND_SETTLE, params, accountId, undefined, SETTLEMENTS_TOGETHER),
+  );
   if (!row) return null;
   if (row.hooked === true) {
     remember(String(row.account_id), true);

@@ -34,7 +34,8 @@ import { endpointTakes } from './webhook-deliveries.ts';
  * kept when `results` is null), its compute and its billing. SQL expressions for the three parts of
  * the progress.
  */
-export const finishedRunSet = (a: { results: string; addTimers: string; removeTimers: string }) => `phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
+export const finishedRunSet = (a: { results: string; addTimers: string; removeTimers: string }) => `phase = null, suspend_reason = null, resume_at = null,
+    lease_owner = null, lease_until = null,
     started_at = clock_timestamp(), completed_at = clock_timestamp(),
     progress = case when ${a.results} is null then r.progress else r.progress || jsonb_build_object(
       'results', coalesce(r.progress->'results', '{}'::jsonb) || ${a.results},
@@ -132,7 +133,9 @@ h as (
                   where ${endpointTakes('we', `'run.' || $13::text`)}) as hooked),
 f as (select f0.* from f0, h where not h.hooked),
 ${startAndFinishCtes('(select count(*)::int from c where c.charge is not null)', true)},
-${settleWalletCtes({ from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold' })},
+${settleWalletCtes({
+  from: 'p', where: `${WALLET_SETTLES} and ${EVENTS_FIRST}`, account: 'p.account_id', run: 'p.id', hold: 'p.hold', take: 'p.take', taken: 'p.hold',
+})},
 ${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })}
 select f0.account_id, h.hooked, u.last_sequence, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
   from f0 cross join h left join u on true`),

@@ -45,11 +45,11 @@ export function validationError(api: Context): ApiError {
   const name = decodePointer(raw);
   const parameter = parameters.find((p) => p.in === where && (where === 'header' ? p.name.toLowerCase() : p.name) === name);
   const label = parameter?.name ?? name;
-  const code = CURSORS.has(name) ? 'invalid_cursor' : 'invalid_request';
+  const refuse = (message: string) => (CURSORS.has(name) ? new ApiError('invalid_cursor', message) : new ApiError('invalid_request', message));
   if (Array.isArray((api.request.query as Record<string, unknown>)[name]) && where === 'query') {
-    return new ApiError(code, `query parameter "${label}" is given more than once`);
+    return refuse(`query parameter "${label}" is given more than once`);
   }
-  return new ApiError(code, `${label} ${ruleOf(parameter?.schema, failure)}`);
+  return refuse(`${label} ${ruleOf(parameter?.schema, failure)}`);
 }
 
 /** The parameter's rule in words, from its schema. */
