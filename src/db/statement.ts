@@ -1,3 +1,4 @@
+import type { EntitySchema } from '@mikro-orm/core';
 import { CompiledQuery } from 'kysely';
 import { nameStatement } from './prepared.ts';
 
@@ -7,17 +8,22 @@ import { nameStatement } from './prepared.ts';
  * array parameter (`= any($1::uuid[])`, `unnest($2::text[])`), so the text never varies. On a Postgres
  * server it is a named prepared statement under that name (what pg_stat_activity and the log show);
  * on PGlite it runs as it is.
+ *
+ * It names the entities (src/db/entities) whose tables it reads or writes, so that a test holds its
+ * columns to theirs (test/unit/sql-entities.test.ts; docs/architecture.md#the-database-path).
  */
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** The entities whose tables it reads or writes: every statement of src/sql names them, `[]` for one on no table (a lock, a setting). */
+  readonly entities?: readonly EntitySchema[];
   /** Its group commit's kind (src/db/group-commit.ts): statements of one kind share groups, head and tail. Its name by default. */
   readonly kind?: string;
 }
 
-export function statement(name: string, text: string, kind?: string): Statement {
+export function statement(name: string, text: string, entities?: readonly EntitySchema[], kind?: string): Statement {
   nameStatement(text, name);
-  return kind === undefined ? { name, text } : { name, text, kind };
+  return { name, text, ...(entities && { entities }), ...(kind !== undefined && { kind }) };
 }
 
 /** The parts of MikroORM's SQL connection used here (executeQuery logs, transformRawResult shapes rows). */

@@ -1,4 +1,14 @@
 import { statement } from '../db/statement.ts';
+import {
+  AccountSchema,
+  ApiKeyRateWindowSchema,
+  IdempotencyRecordSchema,
+  PurchaseSchema,
+  RunEventBatchSchema,
+  RunSchema,
+  WorkflowSchema,
+  WorkflowVersionSchema,
+} from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { GATE_CTE } from './queue-line.ts';
@@ -122,4 +132,5 @@ select ok.ord, c.run_id, c.fingerprint, exists (select 1 from r where r.id = ok.
   left join hit h on h.api_key_id = ok.api_key_id
   left join (select id as admitted_id, ${STATE_COLUMNS} from r where phase = 'starting') a on a.admitted_id = ok.run_id
  order by ok.ord`,
+  [ApiKeyRateWindowSchema, WorkflowSchema, AccountSchema, PurchaseSchema, WorkflowVersionSchema, IdempotencyRecordSchema, RunSchema, RunEventBatchSchema],
 );

@@ -1,4 +1,15 @@
 import { statement, type Statement } from '../db/statement.ts';
+import {
+  AccountSchema,
+  ApiKeyRateWindowSchema,
+  IdempotencyRecordSchema,
+  PurchaseSchema,
+  RunEventBatchSchema,
+  RunSchema,
+  RunSecretSchema,
+  WorkflowSchema,
+  WorkflowVersionSchema,
+} from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { STATE_COLUMNS } from './runs.ts';
@@ -116,6 +127,17 @@ select (select run_id from claim) as run_id, (select fingerprint from claim) as 
  * prepares no statement with an untyped one) in a CTE nothing reads, which the planner drops. Index:
  * 4 × hit + 2 × cap + secrets.
  */
+const ACCEPT_RUN_ENTITIES = [
+  ApiKeyRateWindowSchema,
+  WorkflowSchema,
+  AccountSchema,
+  PurchaseSchema,
+  WorkflowVersionSchema,
+  IdempotencyRecordSchema,
+  RunSchema,
+  RunSecretSchema,
+  RunEventBatchSchema,
+];
 export const ACCEPT_RUN_VARIANTS: readonly Statement[] = [
   'accept_run_plain',
   'accept_run_with_secrets',
@@ -125,7 +147,7 @@ export const ACCEPT_RUN_VARIANTS: readonly Statement[] = [
   'accept_run_with_hit_secrets',
   'accept_run_with_hit_cap',
   'accept_run',
-].map((name, i) => statement(name, acceptText({ hit: (i & 4) > 0, cap: (i & 2) > 0, secrets: (i & 1) > 0 }), 'accept_run'));
+].map((name, i) => statement(name, acceptText({ hit: (i & 4) > 0, cap: (i & 2) > 0, secrets: (i & 1) > 0 }), ACCEPT_RUN_ENTITIES, 'accept_run'));
 
 export const ACCEPT_RUN = ACCEPT_RUN_VARIANTS[7]!;
 

@@ -1,5 +1,6 @@
 import { lastOfTransaction } from '../db/prepared.ts';
 import { query, statement, type StatementEm } from '../db/statement.ts';
+import { AccountSchema, RunSchema } from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from './run-predicates.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
@@ -14,6 +15,7 @@ import { STATE_COLUMNS } from './runs.ts';
 export const LOCK_ADMISSION = statement(
   'lock_admission',
   `select pg_advisory_xact_lock(727001), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
+  [],
 );
 
 /** $1 seconds: queued runs that waited longer than that (QUEUE_MAX_WAIT_SECONDS), oldest first, 500 at most. */
@@ -22,6 +24,7 @@ export const EXPIRED_QUEUED = statement(
   `select id from runs where ${queuedRun()}
     and queued_at < clock_timestamp() - make_interval(secs => $1::float8)
   order by queued_at, id limit 500`,
+  [RunSchema],
 );
 
 /**
@@ -34,6 +37,7 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
     and ($2::text is null or engine = $2)
     and updated_at < clock_timestamp() - make_interval(secs => $1::float8)
   order by updated_at, id limit 500`,
+  [RunSchema],
 );
 
 /**
@@ -52,7 +56,7 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
  * it (src/db/prepared.ts withCommit), so the admission lock is released without a round trip to this
  * process, and the caller runs nothing else in that transaction.
  */
-export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitText(false)));
+export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitText(false)), [RunSchema, AccountSchema]);
 
 /**
  * The admission lock if it is free, as the first statement of a group of acceptances (src/engine/embedded/
@@ -71,6 +75,7 @@ export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
        set_config('wr.admit_capacity', $1::int::text, true), set_config('wr.admit_engine', $2::text, true),
        set_config('wr.admit_lease_owner', coalesce($3::text, ''), true), set_config('wr.admit_lease_secs', coalesce($4::float8, 0)::text, true),
        set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
+  [],
 );
 
 /**
@@ -78,7 +83,7 @@ export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
  * nothing unless the lock was taken (`locked` says which), and it skips a picked run whose row another
  * transaction holds instead of waiting for it (a skipped run counts as still waiting).
  */
-export const ADMIT_QUEUED_IF_LOCKED = statement('admit_queued_if_locked', admitText(true));
+export const ADMIT_QUEUED_IF_LOCKED = statement('admit_queued_if_locked', admitText(true), [RunSchema, AccountSchema]);
 
 /**
  * ADMIT_QUEUED's text; `ifLocked`: ADMIT_QUEUED_IF_LOCKED's. `picked_count` is what was admitted, so

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { WorkflowSchema, WorkflowVersionSchema } from '../db/entities/index.ts';
 
 /**
  * The catalog loader's statements for workflows and their versions (src/catalog/load-catalog.ts):
@@ -6,16 +7,17 @@ import { statement } from '../db/statement.ts';
  */
 
 /** $1 workflow id. */
-export const CATALOG_WORKFLOW_BY_ID = statement('catalog_workflow_by_id', `select * from workflows where id = $1::uuid`);
+export const CATALOG_WORKFLOW_BY_ID = statement('catalog_workflow_by_id', `select * from workflows where id = $1::uuid`, [WorkflowSchema]);
 
 /** $1 owner id, $2 name: every match, so that a name given twice is reported. */
 export const CATALOG_WORKFLOWS_BY_NAME = statement(
   'catalog_workflows_by_name',
   `select * from workflows where owner_id = $1::uuid and name = $2 order by created_at, id`,
+  [WorkflowSchema],
 );
 
 /** $1 workflow id. */
-export const CATALOG_WORKFLOW_ID = statement('catalog_workflow_id', `select id from workflows where id = $1::uuid`);
+export const CATALOG_WORKFLOW_ID = statement('catalog_workflow_id', `select id from workflows where id = $1::uuid`, [WorkflowSchema]);
 
 /**
  * $1 id, $2 owner id, then the fields of catalog-fields.ts `workflowFields`: $3 name, $4 description,
@@ -27,6 +29,7 @@ export const CATALOG_INSERT_WORKFLOW = statement(
   `insert into workflows (id, owner_id, name, description, service_code, run_model, price_usd, listing, unlock, api_access,
                           credential_mode, compute_limit_usd, active_version_id, runs_count, created_at)
    values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7::numeric, $8, $9, $10, $11, $12::numeric, $13::uuid, 0, now())`,
+  [WorkflowSchema],
 );
 
 /** $1–$11 the fields of `workflowFields` (as CATALOG_INSERT_WORKFLOW's $3–$13), $12 workflow id. */
@@ -35,30 +38,35 @@ export const CATALOG_UPDATE_WORKFLOW = statement(
   `update workflows set name = $1, description = $2, service_code = $3, run_model = $4, price_usd = $5::numeric, listing = $6, unlock = $7,
                         api_access = $8, credential_mode = $9, compute_limit_usd = $10::numeric, active_version_id = $11::uuid
     where id = $12::uuid`,
+  [WorkflowSchema],
 );
 
 /** A workflow's stored versions: $1 workflow id. */
 export const CATALOG_VERSIONS_OF_WORKFLOW = statement(
   'catalog_versions_of_workflow',
   `select id, workflow_id, label, graph_hash from workflow_versions where workflow_id = $1::uuid`,
+  [WorkflowVersionSchema],
 );
 
 /** $1 version id. */
 export const CATALOG_VERSION_BY_ID = statement(
   'catalog_version_by_id',
   `select id, workflow_id, label, graph_hash from workflow_versions where id = $1::uuid`,
+  [WorkflowVersionSchema],
 );
 
 /** A version of workflow $1 by its id $2. */
 export const CATALOG_VERSION_ID = statement(
   'catalog_version_id',
   `select id from workflow_versions where workflow_id = $1::uuid and id = $2::uuid`,
+  [WorkflowVersionSchema],
 );
 
 /** A version of workflow $1 by its label $2. */
 export const CATALOG_VERSION_ID_BY_LABEL = statement(
   'catalog_version_id_by_label',
   `select id from workflow_versions where workflow_id = $1::uuid and label = $2`,
+  [WorkflowVersionSchema],
 );
 
 /**
@@ -68,4 +76,5 @@ export const CATALOG_VERSION_ID_BY_LABEL = statement(
 export const CATALOG_INSERT_VERSION = statement(
   'catalog_insert_version',
   `insert into workflow_versions (id, workflow_id, label, graph, graph_hash, created_at) values ($1::uuid, $2::uuid, $3, $4::jsonb, $5, clock_timestamp())`,
+  [WorkflowVersionSchema],
 );

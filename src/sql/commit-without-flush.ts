@@ -7,4 +7,4 @@ import { statement } from '../db/statement.ts';
  * docs/round-trips.md#commits-that-do-not-wait-for-the-disk. Any later commit that waits (an acceptance,
  * a settlement) also makes this one durable, since the log is written in order.
  */
-export const COMMIT_WITHOUT_FLUSH = statement('commit_without_flush', `select set_config('synchronous_commit', 'off', true)`);
+export const COMMIT_WITHOUT_FLUSH = statement('commit_without_flush', `select set_config('synchronous_commit', 'off', true)`, []);

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunEventBatchSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { runEventsCte } from './run-events.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
@@ -42,10 +43,11 @@ ${runEventsCte('$17', '$18', '$19')}
 select * from u`;
 
 /** The fenced write, returning the run's id and new last sequence (no row: a fence did not hold). */
-export const FENCED_WRITE = statement('fenced_write', fencedWriteText('id, last_sequence'));
+export const FENCED_WRITE = statement('fenced_write', fencedWriteText('id, last_sequence'), [RunSchema, RunSecretSchema, RunEventBatchSchema]);
 
 /** The fenced write returning the run's state columns and what funding reads (an admitted run's start). */
 export const FENCED_WRITE_STATE = statement(
   'fenced_write_state',
   fencedWriteText(`id, ${STATE_COLUMNS}, workflow_id, displayed_price_usd, creator_price_usd`),
+  [RunSchema, RunSecretSchema, RunEventBatchSchema],
 );

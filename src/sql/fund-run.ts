@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { BundleSchema, LedgerEntrySchema, RunSchema, WalletSchema } from '../db/entities/index.ts';
 
 /**
  * Funding a run at preparation (src/billing/fund-run.ts, docs/design/money.md): tables `bundles`,
@@ -53,6 +54,7 @@ export const FUND_RUN = statement(
    update runs set funding = f.funding, bundle_id = coalesce(f.bundle_id, runs.bundle_id), hold_usd = f.hold_usd
      from f where runs.id = $5::uuid)
  select funding from f`,
+  [BundleSchema, WalletSchema, LedgerEntrySchema, RunSchema],
 );
 
 /**
@@ -70,4 +72,5 @@ export const MARK_RUN_FUNDING = statement(
     where runs.id = $5::uuid
     returning runs.funding, runs.bundle_id, runs.hold_usd)
  select r.funding, r.bundle_id, r.hold_usd, (select usd_per_run from b) as bundle_usd_per_run from r`,
+  [BundleSchema, RunSchema],
 );

@@ -10,4 +10,4 @@ import { statement } from '../db/statement.ts';
  * (src/db/group-commit.ts: the group commits and inOneMessage) and nowhere else: those statements read
  * by primary key or through indexes whose predicates are literals. See docs/round-trips.md#generic-plans.
  */
-export const GENERIC_PLANS = statement('generic_plans', `select set_config('plan_cache_mode', 'force_generic_plan', true)`);
+export const GENERIC_PLANS = statement('generic_plans', `select set_config('plan_cache_mode', 'force_generic_plan', true)`, []);

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { IdempotencyRecordSchema } from '../db/entities/index.ts';
 
 /**
  * How long an idempotency record answers for its key (docs/design/rules.md#idempotency). An expired
@@ -31,6 +32,7 @@ doomed as (
 gone as (delete from idempotency_records r using doomed d where r.id = d.id returning r.id)
 select (select count(*) from gone)::int as deleted, (select count(*) from look)::int as examined,
        (select max(id::text collate "C") from look) as last`,
+  [IdempotencyRecordSchema],
 );
 
 /**

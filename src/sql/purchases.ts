@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { PurchaseSchema } from '../db/entities/index.ts';
 
 /** A buyer's purchases (table `purchases`: one pin per account and workflow). */
 
@@ -9,4 +10,5 @@ import { statement } from '../db/statement.ts';
 export const ACCEPT_WORKFLOW_UPDATE = statement(
   'accept_workflow_update',
   `update purchases set version_id = $1::uuid, updated_at = now() where account_id = $2::uuid and workflow_id = $3::uuid and version_id = $4::uuid`,
+  [PurchaseSchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunSchema } from '../db/entities/index.ts';
 import { leftQueue, queuedRun } from './run-predicates.ts';
 
 /**
@@ -16,7 +17,7 @@ export const GATE_CTE = `gate as (select pg_advisory_xact_lock_shared(${QUEUE_GA
 export const NUMBER_BATCH = 5000;
 
 /** Takes the numbering gate exclusively, until the transaction ends. */
-export const LOCK_QUEUE_GATE = statement('lock_queue_gate', `select pg_advisory_xact_lock(${QUEUE_GATE})`);
+export const LOCK_QUEUE_GATE = statement('lock_queue_gate', `select pg_advisory_xact_lock(${QUEUE_GATE})`, []);
 
 /**
  * Numbers up to NUMBER_BATCH unnumbered queued runs, oldest first, after the highest number in use
@@ -34,6 +35,7 @@ export const NUMBER_QUEUED_RUNS = statement(
               order by f.queued_at, f.id limit ${NUMBER_BATCH}) f)
    update runs r set queue_seq = last.n + fresh.k from last, fresh where r.id = fresh.id
    returning 1 as n`,
+  [RunSchema],
 );
 
 // Ends of the numbered part of the line, in runs_queue_line_idx's own order so that the plan reads one
@@ -58,5 +60,5 @@ export const positionSql = (t: string) => `case when ${queuedRun(t)} then
 end`;
 
 /** $1 run ids: the place of each (null: not queued). */
-export const LINE_POSITIONS = statement('line_positions', `select r.id, ${positionSql('r')} as position from runs r where r.id = any($1::uuid[])`);
+export const LINE_POSITIONS = statement('line_positions', `select r.id, ${positionSql('r')} as position from runs r where r.id = any($1::uuid[])`, [RunSchema]);
 

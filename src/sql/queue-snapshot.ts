@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunSchema } from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from './run-predicates.ts';
 
 /**
@@ -17,4 +18,5 @@ export const QUEUE_SNAPSHOT = statement(
     (select count(*) from (select 1 from runs where ${queuedRun()} limit $1::bigint) q)::int as queued,
     coalesce(extract(epoch from clock_timestamp() -
       (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
+  [RunSchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { ApiKeyRateWindowSchema } from '../db/entities/index.ts';
 
 /**
  * The window of row `w` (api_key_rate_windows) shifted to the second of the row proposed for insertion
@@ -58,4 +59,4 @@ export interface HitRow {
 }
 
 /** Counts one POST /runs of an API key on its own (a request that does not reach acceptance). $1 API key id, $2 its limit per minute. */
-export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`);
+export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`, [ApiKeyRateWindowSchema]);

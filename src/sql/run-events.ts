@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunEventBatchSchema } from '../db/entities/index.ts';
 
 /**
  * The event log (`run_event_batches`, docs/round-trips.md#the-event-log-in-batches): every write of a
@@ -49,6 +50,7 @@ export const READ_RUN_EVENTS = statement(
      from (select * from run_event_batches where run_id = $1 and last_sequence > $2::bigint order by last_sequence limit $3) b
     ${BATCH_EVENTS}
     where s.sequence > $2::bigint order by s.sequence limit $3`,
+  [RunEventBatchSchema],
 );
 
 /** $1 run id, $2 node id: what an earlier attempt of an I/O step already wrote (src/engine/execute-step.ts). */
@@ -59,4 +61,5 @@ export const NODE_STREAM_SO_FAR = statement(
     ${BATCH_EVENTS}
     where b.run_id = $1 and e.node_id = $2 and e.type in ('node.started', 'node.output.delta')
     order by s.sequence`,
+  [RunEventBatchSchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunSchema } from '../db/entities/index.ts';
 import { TERMINAL_SQL } from '../domain/run-status.ts';
 import { admittedRun } from './run-predicates.ts';
 
@@ -18,6 +19,7 @@ export const CLAIM_UNLEASED_RUNS = statement(
        order by id limit 500
        for update skip locked)
     returning id`,
+  [RunSchema],
 );
 
 /**
@@ -34,6 +36,7 @@ renewed as (
 select id from renewed
 union all
 select id from runs where lease_owner = $2 and id = any($3::uuid[]) and id not in (select id from free)`,
+  [RunSchema],
 );
 
 /** $1 owner, $2 TTL seconds, $3 run id: a non-terminal run nobody else holds. */
@@ -43,10 +46,12 @@ export const CLAIM_RUN_LEASE = statement(
     where id = $3 and status not in ${TERMINAL_SQL}
       and (lease_until is null or lease_until < clock_timestamp() or lease_owner = $1)
     returning id`,
+  [RunSchema],
 );
 
 /** $1 owner, $2 run ids. */
 export const RELEASE_RUN_LEASES = statement(
   'release_run_leases',
   `update runs set lease_owner = null, lease_until = null where lease_owner = $1 and id = any($2::uuid[])`,
+  [RunSchema],
 );

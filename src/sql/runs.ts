@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { BundleSchema, RunEventBatchSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
 import { runEventsCte } from './run-events.ts';
 
@@ -13,18 +14,20 @@ export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, pha
   billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
 
 /** $1 run id; with the run's queue place, read in the same statement (src/services/runs/queue-line.ts). */
-export const FIND_RUN = statement('find_run', `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1`);
+export const FIND_RUN = statement('find_run', `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1`, [RunSchema]);
 
 /** $1 run id, $2 account id: another account's run is as unknown as a missing one. */
 export const FIND_ACCOUNT_RUN = statement(
   'find_account_run',
   `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1 and account_id = $2`,
+  [RunSchema],
 );
 
 /** $1 run id: what finishing reads of the run, under its row lock. */
 export const LOCK_RUN_TO_FINISH = statement(
   'lock_run_to_finish',
   'select account_id, status, funding, bundle_id, hold_usd, workflow_id from runs where id = $1 for update',
+  [RunSchema],
 );
 
 /**
@@ -57,38 +60,41 @@ export const FINISH_RUN = statement(
    ${runEventsCte('$7', '$8', '$9')},
    s as (delete from run_secrets where run_id = $1)
    select * from u`,
+  [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
 );
 
 /** $1 run id: the run's state as the engines drive it (src/runs/run-state.ts). */
 /** $1 run id: the state columns, and the buyer-safe reason of a failed run (what its Temporal workflow fails with). */
-export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason from runs where id = $1`);
+export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason from runs where id = $1`, [RunSchema]);
 
 /** $1 run id: what never changes of a run (cached by src/runs/run-state.ts). */
-export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1');
+export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1', [RunSchema]);
 
 /** The columns of readRun (src/runs/run-state.ts), with whether one more step keeps the run within its compute limit. */
 const READ_COLUMNS = `status, progress, inputs, credential_mode, version_id, account_id,
   wr_within_compute_limit(compute_usd, 1, step_usd, compute_limit_usd) as next_step_fits`;
 
 /** $1 run id: what a step's recording reads of the run. */
-export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs where id = $1`);
+export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs where id = $1`, [RunSchema]);
 
 /** $1 run id: READ_RUN under the run's row lock. */
-export const READ_RUN_FOR_UPDATE = statement('read_run_for_update', `select ${READ_COLUMNS} from runs where id = $1 for update`);
+export const READ_RUN_FOR_UPDATE = statement('read_run_for_update', `select ${READ_COLUMNS} from runs where id = $1 for update`, [RunSchema]);
 
 /** $1 run id. */
-export const RUN_STATUS = statement('run_status', 'select status from runs where id = $1');
+export const RUN_STATUS = statement('run_status', 'select status from runs where id = $1', [RunSchema]);
 
 /** $1 run id: what the careful preparation path reads, under the run's row lock (src/runs/prepare-run.ts). */
 export const LOCK_RUN_TO_PREPARE = statement(
   'lock_run_to_prepare',
   'select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = $1 for update',
+  [RunSchema],
 );
 
 /** $1 run id: what the Temporal workflow asks of its run (src/engine/temporal/activities.ts). */
 export const RUN_SCHEDULE = statement(
   'run_schedule',
   'select status, phase, reason, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = $1',
+  [RunSchema],
 );
 
 /**
@@ -100,6 +106,7 @@ export const LIST_RUNS = statement(
   `select ${RUN_COLUMNS.replace('outputs, ', '')} from runs
     where account_id = $1 and ($2::text[] is null or status = any($2::text[])) and ($3::uuid is null or workflow_id = $3::uuid)
     order by created_at desc, id desc limit $4 offset $5`,
+  [RunSchema],
 );
 
 /** The mean duration in seconds of the 50 runs completed last (the queue's ETA). */
@@ -109,7 +116,8 @@ export const RECENT_RUN_MEAN = statement(
      select started_at, completed_at from runs
       where completed_at is not null and started_at is not null
       order by completed_at desc limit 50) recent`,
+  [RunSchema],
 );
 
 /** $1 run id: the run's status and account, under its row lock (ordered with finish_run, which deletes its secrets). */
-export const LOCK_RUN_TO_SUPPLY = statement('lock_run_to_supply', 'select status, account_id from runs where id = $1 for update');
+export const LOCK_RUN_TO_SUPPLY = statement('lock_run_to_supply', 'select status, account_id from runs where id = $1 for update', [RunSchema]);

@@ -1,5 +1,6 @@
 import { lastOfTransaction } from '../db/prepared.ts';
 import { statement, type Statement } from '../db/statement.ts';
+import { BundleSchema, LedgerEntrySchema, WalletSchema, WorkflowRunTallySchema } from '../db/entities/index.ts';
 
 /**
  * Settling a run's funding (src/billing/settle-run.ts, docs/design/money.md): tables `wallets`,
@@ -10,7 +11,7 @@ import { statement, type Statement } from '../db/statement.ts';
 
 /** `s`'s text under `name`, marked as the last statement of its transaction. */
 function andCommit(name: string, s: Statement): Statement {
-  return statement(name, lastOfTransaction(s.text));
+  return statement(name, lastOfTransaction(s.text), s.entities);
 }
 
 /**
@@ -22,6 +23,7 @@ export const COUNT_COMPLETED_RUN = statement(
   'count_completed_run',
   `insert into workflow_run_tallies (workflow_id, shard, runs) values ($1::uuid, pg_backend_pid() % 16, 1)
      on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + 1`,
+  [WorkflowRunTallySchema],
 );
 export const COUNT_COMPLETED_RUN_AND_COMMIT = andCommit('count_completed_run_and_commit', COUNT_COMPLETED_RUN);
 
@@ -41,6 +43,7 @@ export const SETTLE_BUNDLE_RUN = statement(
   'settle_bundle_run',
   `with ${countCompletedRunCte({ workflow: '$2::uuid' })}
      update bundles set runs_left = runs_left + 1 where id = $1::uuid`,
+  [WorkflowRunTallySchema, BundleSchema],
 );
 export const SETTLE_BUNDLE_RUN_AND_COMMIT = andCommit('settle_bundle_run_and_commit', SETTLE_BUNDLE_RUN);
 
@@ -107,5 +110,6 @@ export const SETTLE_WALLET = statement(
   `with ${countCompletedRunCte({ workflow: '$7::uuid' })},
      ${settleWalletCtes({ account: '$1::uuid', run: '$2::uuid', hold: '$3::numeric', take: '$4::numeric', taken: '$5::numeric' })}
      select ${walletSettled('$6::boolean')}`,
+  [WorkflowRunTallySchema, WalletSchema, LedgerEntrySchema],
 );
 export const SETTLE_WALLET_AND_COMMIT = andCommit('settle_wallet_and_commit', SETTLE_WALLET);

@@ -1,5 +1,15 @@
 import { lastOfTransaction } from '../db/prepared.ts';
 import { statement } from '../db/statement.ts';
+import {
+  BundleSchema,
+  LedgerEntrySchema,
+  RunEventBatchSchema,
+  RunSchema,
+  RunSecretSchema,
+  WalletSchema,
+  WebhookEndpointSchema,
+  WorkflowRunTallySchema,
+} from '../db/entities/index.ts';
 import { takeBundleCte } from './fund-run.ts';
 import { admittedRun } from './run-predicates.ts';
 import { runEventsCte } from './run-events.ts';
@@ -101,6 +111,7 @@ export const START_AND_FINISH = statement(
   `with f as (${FENCED_RUN}),
 ${startAndFinishCtes()}
 select * from u`,
+  [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
 );
 
 /** The wallet is settled when the wallet funds the run and there is a hold or a charge. */
@@ -139,4 +150,5 @@ ${settleWalletCtes({
 ${countCompletedRunCte({ from: 'u', workflow: 'u.workflow_id', where: `u.status = 'completed'` })}
 select f0.account_id, h.hooked, u.last_sequence, ${walletSettled(`exists (select 1 from p where ${WALLET_SETTLES})`)}
   from f0 cross join h left join u on true`),
+  [RunSchema, WebhookEndpointSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema, WalletSchema, LedgerEntrySchema, WorkflowRunTallySchema],
 );

@@ -1,4 +1,14 @@
 import { statement } from '../db/statement.ts';
+import {
+  BundleSchema,
+  LedgerEntrySchema,
+  RunEventBatchSchema,
+  RunSchema,
+  RunSecretSchema,
+  WalletSchema,
+  WebhookEndpointSchema,
+  WorkflowRunTallySchema,
+} from '../db/entities/index.ts';
 import { ledgerRows } from './settle-run.ts';
 import { finishedRunSet, runFences } from './start-and-finish.ts';
 import { endpointTakes } from './webhook-deliveries.ts';
@@ -115,4 +125,5 @@ select f0.ord, f0.account_id, f0.hooked, f0.bundled and not f0.hooked as alone, 
             else wr_refuse('the wallet balance does not cover the run price') end as settled
   from f0 left join u on u.ord = f0.ord left join ws on ws.ord = f0.ord
  order by f0.ord`,
+  [WebhookEndpointSchema, BundleSchema, RunSchema, RunEventBatchSchema, RunSecretSchema, WalletSchema, LedgerEntrySchema, WorkflowRunTallySchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { StreamSlotLeaseSchema, StreamSlotTotalSchema } from '../db/entities/index.ts';
 
 /**
  * Open-stream counts shared by every process (src/services/streams/stream-slots.ts): a total per holder
@@ -19,6 +20,7 @@ insert into stream_slot_leases as l (holder, process_id, open, lease_until)
 select holder, $3, 1, now() + make_interval(secs => $4) from t
 on conflict (holder, process_id) do update set open = l.open + 1, lease_until = excluded.lease_until
 returning open`,
+  [StreamSlotTotalSchema, StreamSlotLeaseSchema],
 );
 
 /** $1 holder, $2 process id. The total first, then the lease: ACQUIRE_STREAM_SLOT's row order, so the two never deadlock. */
@@ -30,12 +32,14 @@ export const RELEASE_STREAM_SLOT = statement(
      and exists (select 1 from stream_slot_leases where holder = $1 and process_id = $2 and open > 0)
   returning holder)
 update stream_slot_leases l set open = l.open - 1 from t where l.holder = t.holder and l.process_id = $2`,
+  [StreamSlotTotalSchema, StreamSlotLeaseSchema],
 );
 
 /** $1 lease seconds, $2 process id. */
 export const RENEW_STREAM_SLOT_LEASES = statement(
   'renew_stream_slot_leases',
   'update stream_slot_leases set lease_until = now() + make_interval(secs => $1) where process_id = $2',
+  [StreamSlotLeaseSchema],
 );
 
 /**
@@ -48,4 +52,5 @@ export const DROP_STREAM_SLOT_LEASES = statement(
   returning holder, open)
 update stream_slot_totals t set open = greatest(0, t.open - d.open)
   from (select holder, sum(open)::int as open from dead group by holder) d where t.holder = d.holder`,
+  [StreamSlotLeaseSchema, StreamSlotTotalSchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { AccountSchema, RunEventSchema, RunSchema, WorkflowSchema, WorkflowVersionSchema } from '../db/entities/index.ts';
 import { admittedRun, liveRun } from './run-predicates.ts';
 
 /**
@@ -13,6 +14,7 @@ export const UNSTARTED_TEMPORAL_RUNS = statement(
     where engine = 'temporal' and ${liveRun()} and lease_owner is null
       and created_at < clock_timestamp() - make_interval(secs => $1)
     order by created_at, id limit 200`,
+  [RunSchema],
 );
 
 /** $1 seconds of grace: admitted Temporal runs not moved on since, oldest first. */
@@ -22,6 +24,7 @@ export const STALLED_TEMPORAL_RUNS = statement(
     where engine = 'temporal' and ${admittedRun()}
       and updated_at < clock_timestamp() - make_interval(secs => $1)
     order by updated_at, id limit 200`,
+  [RunSchema],
 );
 
 /** $1 run ids: what a run's workflow memo carries, with its phase and whether its workflow was started. */
@@ -31,18 +34,21 @@ export const TEMPORAL_RUN_MEMOS = statement(
      from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
      join workflow_versions v on v.id = r.version_id
     where r.id = any($1::uuid[])`,
+  [RunSchema, AccountSchema, WorkflowSchema, WorkflowVersionSchema],
 );
 
 /** $1 the mark, $2 run ids: their workflows were started. */
 export const MARK_TEMPORAL_STARTED = statement(
   'mark_temporal_started',
   `update runs set lease_owner = $1 where id = any($2::uuid[]) and lease_owner is null and ${liveRun()}`,
+  [RunSchema],
 );
 
 /** $1 run ids: those of them still in flight (not terminal) on the Temporal engine. */
 export const OPEN_TEMPORAL_RUNS = statement(
   'open_temporal_runs',
   `select id from runs where id = any($1::uuid[]) and engine = 'temporal' and status in ('pending', 'running', 'suspended')`,
+  [RunSchema],
 );
 
 /**
@@ -55,4 +61,5 @@ export const UNHEARD_RESUMES = statement(
     where r.engine = 'temporal' and r.status = 'running' and e.type = 'run.resumed'
       and r.updated_at < clock_timestamp() - make_interval(secs => $1)
     order by r.updated_at, r.id limit 200`,
+  [RunSchema, RunEventSchema],
 );

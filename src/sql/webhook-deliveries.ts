@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { RunSchema, WebhookDeliverySchema, WebhookEndpointSchema } from '../db/entities/index.ts';
 
 /** Endpoint `e` receives event `event` (an SQL text expression): its events filter is null (every terminal event) or holds it. */
 export const endpointTakes = (e: string, event: string): string => `(${e}.events is null or ${e}.events @> to_jsonb(${event}))`;
@@ -14,6 +15,7 @@ export const ENQUEUE_RUN_WEBHOOKS = statement(
      from webhook_endpoints e
     where e.account_id = $4 and ${endpointTakes('e', '$2::text')}
    returning id`,
+  [WebhookDeliverySchema, WebhookEndpointSchema],
 );
 
 /*
@@ -45,6 +47,7 @@ export const CLAIM_WEBHOOK_DELIVERIES = statement(
    select c.id, c.endpoint_id, c.run_id, c.event_type, c.payload, c.attempts, e.url, e.secret_ciphertext, e.account_id,
           (select r.trace_context from runs r where r.id = c.run_id) as trace_context
      from claimed c join webhook_endpoints e on e.id = c.endpoint_id`,
+  [WebhookDeliverySchema, RunSchema, WebhookEndpointSchema],
 );
 
 /** Delivered, with its lag from enqueue (seconds): $1 status code, $2 now or null, $3 delivery id, $4 attempts seen at claim. */
@@ -55,6 +58,7 @@ export const RECORD_WEBHOOK_DELIVERED = statement(
           delivered_at = coalesce($2::timestamptz, now())
     where id = $3 and status = 'pending' and attempts = $4::int
     returning extract(epoch from delivered_at - created_at)::float8 as lag`,
+  [WebhookDeliverySchema],
 );
 
 /** Given up: $1 status code or null, $2 error, $3 delivery id, $4 attempts seen at claim. */
@@ -63,6 +67,7 @@ export const RECORD_WEBHOOK_FAILED = statement(
   `update webhook_deliveries
       set status = 'failed', attempts = attempts + 1, last_status_code = $1::int, last_error = $2
     where id = $3 and status = 'pending' and attempts = $4::int`,
+  [WebhookDeliverySchema],
 );
 
 /**
@@ -75,4 +80,5 @@ export const RECORD_WEBHOOK_RETRY = statement(
       set attempts = attempts + 1, last_status_code = $1::int, last_error = $2,
           next_attempt_at = coalesce($3::timestamptz, now()) + ($4::float8 * interval '1 millisecond')
     where id = $5 and status = 'pending' and attempts = $6::int`,
+  [WebhookDeliverySchema],
 );

@@ -1,4 +1,5 @@
 import { statement } from '../db/statement.ts';
+import { AccountSchema, ApiKeyRateWindowSchema, PurchaseSchema, WorkflowRunTallySchema, WorkflowSchema, WorkflowVersionSchema } from '../db/entities/index.ts';
 import { rateHitCte } from './rate-windows.ts';
 
 /**
@@ -51,7 +52,11 @@ const ACCESS = `(case when w.owner_id = $1::uuid then 'owned' when p.id is not n
                       when w.unlock then 'purchase_required' else 'wallet' end)`;
 
 /** One workflow (its detail, a run's acceptance), with no run count to add up: $1 caller, $2 workflow id. */
-export const FIND_VISIBLE_WORKFLOW = statement('find_visible_workflow', `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`);
+export const FIND_VISIBLE_WORKFLOW = statement(
+  'find_visible_workflow',
+  `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`,
+  [WorkflowSchema, AccountSchema, PurchaseSchema, WorkflowVersionSchema],
+);
 
 /**
  * FIND_VISIBLE_WORKFLOW for POST /runs, counting the request in its API key's rate window in the same
@@ -70,6 +75,7 @@ select hit.allowed, hit.counted, hit.oldest_ms, hit.now_ms, wf.*
   from (select 1) one
   left join hit on true
   left join lateral (${select('null::int', `, ${viewToken('$1')} as view_token`)} where w.id = $2::uuid and ${VISIBLE}) wf on true`,
+  [ApiKeyRateWindowSchema, WorkflowSchema, AccountSchema, PurchaseSchema, WorkflowVersionSchema],
 );
 
 /**
@@ -84,12 +90,14 @@ export const LIST_VISIBLE_WORKFLOWS = statement(
       and ($3::text is null or w.run_model = $3::text)
       and ($4::text is null or ${ACCESS} = $4::text)
     order by w.name asc, w.id asc limit $5::bigint offset $6::bigint`,
+  [WorkflowRunTallySchema, WorkflowSchema, AccountSchema, PurchaseSchema, WorkflowVersionSchema],
 );
 
 /** $1 version id, $2 workflow id. */
 export const FIND_WORKFLOW_VERSION = statement(
   'find_workflow_version',
   `select id, workflow_id, label, graph, created_at from workflow_versions where id = $1::uuid and workflow_id = $2::uuid`,
+  [WorkflowVersionSchema],
 );
 
 /**
@@ -101,4 +109,5 @@ export const LIST_WORKFLOW_VERSIONS = statement(
   `select id, label, graph, created_at from workflow_versions
     where workflow_id = $1::uuid and ($2::boolean or id = $3::uuid or id = $4::uuid)
     order by created_at desc, id desc limit $5::bigint offset $6::bigint`,
+  [WorkflowVersionSchema],
 );

@@ -1,8 +1,8 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Statement } from '../../src/db/statement.ts';
+import { root, sqlStatements, tsFiles } from '../helpers/sql-statements.ts';
 
 /**
  * The SQL statements of src/sql/ (src/db/statement.ts): a statement's name is its prepared-statement
@@ -10,29 +10,7 @@ import type { Statement } from '../../src/db/statement.ts';
  * `$n` placeholders.
  */
 
-const root = new URL('../../', import.meta.url).pathname;
-
-function tsFiles(dir: string): string[] {
-  return readdirSync(join(root, dir)).flatMap((f) => {
-    const path = join(dir, f);
-    if (statSync(join(root, path)).isDirectory()) return tsFiles(path);
-    return path.endsWith('.ts') ? [path] : [];
-  });
-}
-
 const sources = [...tsFiles('src'), ...tsFiles('workflows')].map((path) => ({ path, text: readFileSync(join(root, path), 'utf8') }));
-
-async function sqlStatements(): Promise<Statement[]> {
-  const found = new Set<Statement>();
-  for (const path of tsFiles('src/sql')) {
-    const mod = (await import(join(root, path))) as Record<string, unknown>;
-    // A statement, or a list of a statement's variants.
-    for (const v of Object.values(mod).flatMap((x) => (Array.isArray(x) ? x : [x]))) {
-      if (v && typeof v === 'object' && typeof (v as Statement).name === 'string' && typeof (v as Statement).text === 'string') found.add(v as Statement);
-    }
-  }
-  return [...found];
-}
 
 test('every statement of src/sql has its own snake_case name', async () => {
   const statements = await sqlStatements();
