@@ -1,24 +1,15 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { dirname, relative, resolve } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { REPO_ROOT, serviceSources } from '../helpers/source-files.ts';
 
 /**
  * No module of src/ or workflows/ reaches itself through its imports, type-only imports included: a cycle
  * makes a module's meaning depend on load order and keeps layers from being read one at a time.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"](\.{1,2}\/[^'"]+)['"]/g;
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'node_modules' || entry.name === 'generated' ? [] : sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
-  });
-}
 
 function importGraph(files: string[]): Map<string, string[]> {
   const known = new Set(files);
@@ -51,9 +42,9 @@ function findCycles(graph: Map<string, string[]>): string[][] {
 }
 
 test('no import cycle under src/ and workflows/', () => {
-  const files = [...sourceFiles(join(root, 'src')), ...sourceFiles(join(root, 'workflows'))];
+  const files = serviceSources();
   assert.ok(files.length > 100, `found only ${files.length} source files`);
-  const cycles = findCycles(importGraph(files)).map((cycle) => cycle.map((file) => relative(root, file)).join(' → '));
+  const cycles = findCycles(importGraph(files)).map((cycle) => cycle.map((file) => relative(REPO_ROOT, file)).join(' → '));
   assert.equal(cycles, []);
 });
 
