@@ -23,11 +23,12 @@ export function requestAjv(_ajv: unknown, options: Options): Ajv2020 {
 }
 
 const CURSORS = new Set(['afterSequence', 'last-event-id']);
+const NO_NUL = '^[^\\x00]*$';
 
 interface Parameter {
   name: string;
   in: string;
-  schema?: { type?: string; minimum?: number; maximum?: number; enum?: string[]; format?: string };
+  schema?: { type?: string; minimum?: number; maximum?: number; enum?: string[]; format?: string; pattern?: string };
 }
 
 /** The error a failed validation answers, for openapi-backend's `validationFail`. */
@@ -60,6 +61,8 @@ function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): 
   }
   if (schema?.enum) return `must be one of: ${schema.enum.join(', ')}`;
   if (schema?.format === 'uuid') return 'must be a UUID';
+  // The document states "no NUL" as a pattern, so fuzzers draw only storable text; said in words here.
+  if (failure?.keyword === 'pattern' && schema?.pattern === NO_NUL) return 'must not contain NUL characters';
   return failure?.message ?? 'is invalid';
 }
 
