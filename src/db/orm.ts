@@ -11,7 +11,7 @@ import { routines } from './entities/routines.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 import { allowGroupCommit } from './group-commit.ts';
-import { yieldsBeforeStatements } from './statement.ts';
+import { sendThroughPool, yieldsBeforeStatements } from './statement.ts';
 import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
 
 /**
@@ -66,6 +66,7 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
         },
       },
     })) as unknown as Orm;
+    sendThroughPool(orm.em.getConnection(), () => pool, prepare);
     if (prepare) {
       usePreparedStatements(orm);
       allowGroupCommit(orm.em.getConnection(), () => pool);

@@ -1,5 +1,7 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import { CompiledQuery } from 'kysely';
+import type { Pool, QueryConfig, QueryResult } from 'pg';
+import { isStatementError } from './server-errors.ts';
 import { nameStatement } from './prepared.ts';
 
 /**
@@ -86,21 +88,58 @@ export function yieldsBeforeStatements(connection: object): void {
   inProcess.add(connection);
 }
 
+/** Per ORM connection on a Postgres server: its pg pool (once created) and whether statements go as named prepared statements. */
+const servers = new WeakMap<object, { pool: () => Pool | undefined; named: boolean }>();
+
+/**
+ * Statements of this ORM connection outside a transaction go straight to `pool` (pg's public
+ * `pool.query`), under their names when `named`: Postgres then parses each once per connection, and
+ * the name is what pg_stat_statements and the log show. src/db/orm.ts calls it for a server.
+ */
+export function sendThroughPool(connection: object, pool: () => Pool | undefined, named: boolean): void {
+  servers.set(connection, { pool, named });
+}
+
 /**
  * Runs `s` with `values` in the entity manager's transaction, if any, and returns its rows. Arrays are
- * passed as Postgres arrays; plain objects as their JSON text.
+ * passed as Postgres arrays; plain objects as their JSON text. Every statement is logged through the
+ * ORM's query log (counts, slow-query log) however it is sent.
  */
 export async function query<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[]): Promise<T[]> {
   const connection = em.getConnection() as unknown as SqlConnection;
   if (inProcess.has(connection)) await new Promise<void>((resolve) => setImmediate(resolve));
-  // A transaction's context is its Kysely transaction, which runs on the transaction's connection.
-  const executor = (em.getTransactionContext() as Executor | undefined) ?? connection.getClient();
   const params = values.map((v) => (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? JSON.stringify(v) : v));
+  const transaction = em.getTransactionContext() as Executor | undefined;
+  const server = transaction === undefined ? servers.get(connection) : undefined;
+  const pool = server?.pool();
+  if (pool) {
+    const config = server!.named ? { name: s.name, text: s.text, values: params } : { text: s.text, values: params };
+    return connection.executeQuery(s.text, async () => (await onPooledClient(pool, config)).rows as T[], { query: s.text, params });
+  }
+  // A transaction's context is its Kysely transaction, which runs on the transaction's connection.
+  const executor = transaction ?? connection.getClient();
   return connection.executeQuery(
     s.text,
     async () => connection.transformRawResult(await executor.executeQuery(CompiledQuery.raw(s.text, params)), 'all') as T[],
     { query: s.text, params },
   );
+}
+
+/**
+ * One query on a pooled client. Not `pool.query`: it discards the client on any error, and a
+ * statement's own error (a refusal, a conflict) leaves the session usable, its prepared statements with it.
+ */
+async function onPooledClient(pool: Pool, config: QueryConfig): Promise<QueryResult> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    return await client.query(config);
+  } catch (error) {
+    if (!isStatementError(error)) broken = error as Error;
+    throw error;
+  } finally {
+    client.release(broken);
+  }
 }
 
 /**
