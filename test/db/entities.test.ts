@@ -65,6 +65,24 @@ t('an account, wallet, key, workflow, version, run and event round-trip through 
   assert.equal(account.connections, ['github']);
 });
 
+t('event arrays written through the ORM keep every character: quotes, backslashes, braces, commas, NULL-like text', async ({ orm }) => {
+  const em = orm.em.fork();
+  const [batch] = await em.execute<{ run_id: string }[]>(`select run_id from run_event_batches limit 1`);
+  const runId = String(batch!.run_id);
+  const texts = ['a"b', 'back\\slash', '{x,y}', 'NULL', '', ' spaced ', 'é😀', "it's"];
+  const data = texts.map((text) => ({ text, nested: { quote: '"', slash: '\\' } }));
+  em.create(RunEventBatchSchema, { runId, lastSequence: 100 + texts.length, types: texts, nodeIds: [...texts.slice(1), null], data });
+  await em.flush();
+  const rows = await orm.em.fork().execute<{ types: string[]; node_ids: (string | null)[]; data: unknown[] }[]>(
+    `select types, node_ids, data from run_event_batches where run_id = ? and last_sequence = ?`,
+    [runId, 100 + texts.length],
+  );
+  assert.equal(rows[0]!.types, texts);
+  assert.equal(rows[0]!.node_ids, [...texts.slice(1), null]);
+  assert.equal(rows[0]!.data, data);
+  await em.execute(`delete from run_event_batches where run_id = ? and last_sequence = ?`, [runId, 100 + texts.length]);
+});
+
 t('six-decimal amounts stay exact in the database: 0.123457 + 0.000100 = 0.123557', async ({ orm }) => {
   const em = orm.em.fork();
   const [row] = await em.execute<{ balance_usd: string }[]>(
