@@ -37,7 +37,7 @@ const STARTED_EVENTS: NewRunEvent[] = [
 ];
 
 /** One run to finish: its batch's fenced write (null: no steps), its ending and all its events. */
-interface RunToFinish {
+export interface RunToFinish {
   runId: string;
   accountId: string;
   write: FencedWrite | null;
@@ -56,7 +56,7 @@ export const SETTLEMENT_GATHER_MS = 5;
 const json = (value: unknown) => JSON.stringify(value);
 
 /** FINISH_RUNS_IN_MEMORY's arrays, from the calls' named fields (src/sql/finish-runs-in-memory.ts documents them). */
-function finishValues(calls: readonly RunToFinish[]): unknown[] {
+export function finishValues(calls: readonly RunToFinish[]): unknown[] {
   const column = <T>(of: (call: RunToFinish) => T) => calls.map(of);
   const events = calls.flatMap((call, i) => call.events.map((event) => ({ ord: i + 1, ...event })));
   return [
