@@ -33,9 +33,9 @@ const texts = (json: string) => `array(select jsonb_array_elements_text(${json})
  * charge (src/db/entities/routines.ts, docs/design/money.md). The events of every call are $15–$18,
  * one element per event: the call's place (from 1), type, node id, data.
  *
- * Funding, run after run in call order: the oldest bundle of the run's account, workflow and version
- * with runs left pays (a run not charged is marked bundle-funded and takes none, as the pick of a
- * single run gives its run back), else the wallet: its hold (the displayed price) is taken and released
+ * Funding, run after run in call order: the bundle of the run's account, workflow and version (one at
+ * most) pays while it has runs left (a run not charged is marked bundle-funded and takes none, as
+ * finishing a bundle run that is not charged gives its run back), else the wallet: its hold (the displayed price) is taken and released
  * at once and the charge taken from the balance, never below zero, the rest recorded as unpaid, with
  * the ledger rows of every settlement (ledgerRows). A wallet run whose hold the balance left by the runs
  * before it does not cover is not written at all (nor is one of an account without a wallet). A run
@@ -72,16 +72,12 @@ fenced as (
 priced as (
   select fenced.*, wr_run_charge(fenced.charged, fenced.status, fenced.creator_price_usd, fenced.compute) as charge from fenced),
 bundle_locked as (
-  select x.id, x.account_id, x.workflow_id, x.version_id, x.usd_per_run, x.runs_left, x.created_at
+  select x.id, x.account_id, x.workflow_id, x.version_id, x.usd_per_run, x.runs_left
     from bundles x
    where x.runs_left > 0
      and exists (select 1 from priced where priced.account_id = x.account_id and priced.workflow_id = x.workflow_id and priced.version_id = x.version_id)
    order by x.id
      for update of x),
-bundle_span as (
-  select bundle_locked.*,
-         sum(runs_left) over (partition by account_id, workflow_id, version_id order by created_at, id) - runs_left as runs_before
-    from bundle_locked),
 bundle_place as (
   select priced.*,
          count(*) filter (where priced.charge is not null)
@@ -92,8 +88,8 @@ funded as (
          case when s.id is null then p.displayed_price_usd else 0 end as hold,
          case when s.id is null then coalesce(wr_billed(p.charge, null), 0) else 0 end as take
     from bundle_place p
-    left join bundle_span s on s.account_id = p.account_id and s.workflow_id = p.workflow_id and s.version_id = p.version_id
-                           and p.charged_before >= s.runs_before and p.charged_before < s.runs_before + s.runs_left),
+    left join bundle_locked s on s.account_id = p.account_id and s.workflow_id = p.workflow_id and s.version_id = p.version_id
+                             and p.charged_before < s.runs_left),
 wallet_run as (
   select funded.ord, funded.account_id, funded.hold, funded.take, row_number() over (partition by account_id order by ord) as n
     from funded where bundle_id is null and (hold <> 0 or take <> 0)),
