@@ -12,7 +12,7 @@ import { runMeta } from './run-state.ts';
  * An admitted run the caller computed entirely in memory (`entries`: its steps and free actions) is
  * started, its steps recorded, funded, finished and settled, with its webhook outbox, in ONE statement
  * (FINISH_RUNS_IN_MEMORY), together with the other runs finishing meanwhile: one commit and one lock
- * of each account's wallet for all of them. Returns false when it cannot start here (not admitted any
+ * of each account's wallet for all of them (and, when the run event bus lets it, their NOTIFY). Returns false when it cannot start here (not admitted any
  * more, a fence of the batch, or a wallet that does not cover its hold): nothing is written and
  * prepareRun decides then.
  */
@@ -24,9 +24,12 @@ export async function startAndComplete(deps: RunsDeps, runId: string, finish: Fi
   const meta = await runMeta(em, runId);
   if (!meta) return { completed: false };
   const events = [...STARTED_EVENTS, ...(write?.events ?? []), { type: `run.${finish.status}`, data: terminalEventData(finish) }];
-  const [row] = await FINISHES.run(em, { runId, accountId: meta.accountId, write, finish, events });
+  // When the bus would send a NOTIFY at once anyway, the statement's transaction carries it.
+  const notify = deps.bus.claimNotify?.() ?? null;
+  const [row] = await FINISHES.run(em, { runId, accountId: meta.accountId, write, finish, events, notify });
   if (!row || row.written !== true) return { completed: false };
   const [, outcome] = terminalColumns(finish);
+  if (row.notified === true) deps.bus.notifiedBy?.(new Map([[runId, Number(row.last_sequence)]]));
   publishTerminal(deps, runId, { last: Number(row.last_sequence), webhooks: Number(row.webhooks), status: finish.status, outcome, accountId: meta.accountId });
   return { completed: true };
 }
@@ -43,6 +46,8 @@ export interface RunToFinish {
   write: FencedWrite | null;
   finish: Finish;
   events: NewRunEvent[];
+  /** The channel to notify the run on in the statement's transaction, or null (the bus notifies). */
+  notify: string | null;
 }
 
 /**
@@ -78,6 +83,7 @@ export function finishValues(calls: readonly RunToFinish[]): unknown[] {
     events.map((e) => e.type),
     events.map((e) => e.nodeId ?? null),
     events.map((e) => json(e.data ?? {})),
+    column((c) => c.notify),
   ];
 }
 

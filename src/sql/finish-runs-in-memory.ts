@@ -31,7 +31,9 @@ const texts = (json: string) => `array(select jsonb_array_elements_text(${json})
  * $11 outcome, $12 reason, $13 outputs (JSON or null: kept); $14 what the ending charges (`none`,
  * `compute`, `full`) as wr_run_charge takes it, billed through wr_billed: the one definition of the
  * charge (src/db/entities/routines.ts, docs/design/money.md). The events of every call are $15–$18,
- * one element per event: the call's place (from 1), type, node id, data.
+ * one element per event: the call's place (from 1), type, node id, data. $19 a channel or null: when a
+ * call brings one (the run event bus lets it: claimNotify in src/runs/run-event-bus.ts), the runs
+ * written are notified on it (`<id>:<last_sequence>,…`, as the bus writes it) in this transaction.
  *
  * Funding, run after run in call order: the bundle of the run's account, workflow and version (one at
  * most) pays while it has runs left (a run not charged is marked bundle-funded and takes none, as
@@ -44,21 +46,22 @@ const texts = (json: string) => `array(select jsonb_array_elements_text(${json})
  * workflow's tally.
  *
  * Answers one row per call whose fences held (`ord`): `written` false when the wallet refused it, else
- * the run's `account_id`, new `last_sequence` and the number of `webhooks` queued.
+ * the run's `account_id`, new `last_sequence`, the number of `webhooks` queued and whether it was `notified`.
  */
 export const FINISH_RUNS_IN_MEMORY = statement(
   'finish_runs_in_memory',
   `with recursive call as (
   select c.ord, c.run_id, ${texts('c.absent_results')} as absent_results, ${texts('c.absent_timers')} as absent_timers, c.limit_steps,
-         c.results, c.add_timers, ${texts('c.remove_timers')} as remove_timers, c.steps, c.extra, c.status, c.outcome, c.reason, c.outputs, c.charged
+         c.results, c.add_timers, ${texts('c.remove_timers')} as remove_timers, c.steps, c.extra, c.status, c.outcome, c.reason, c.outputs, c.charged, c.channel
     from unnest($1::uuid[], $2::jsonb[], $3::jsonb[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::int[], $9::numeric[],
-                $10::text[], $11::text[], $12::text[], $13::jsonb[], $14::text[])
+                $10::text[], $11::text[], $12::text[], $13::jsonb[], $14::text[], $19::text[])
          with ordinality as c(run_id, absent_results, absent_timers, limit_steps, results, add_timers, remove_timers, steps, extra,
-                              status, outcome, reason, outputs, charged, ord)),
+                              status, outcome, reason, outputs, charged, channel, ord)),
 call_events as (
-  select e.ord, array_agg(e.type order by e.n) as types, array_agg(e.node_id order by e.n) as node_ids, array_agg(e.data order by e.n) as data
-    from unnest($15::int[], $16::text[], $17::text[], $18::jsonb[]) with ordinality as e(ord, type, node_id, data, n)
-   group by e.ord),
+  select event.ord, array_agg(event.type order by event.n) as types, array_agg(event.node_id order by event.n) as node_ids,
+         array_agg(event.data order by event.n) as data
+    from unnest($15::int[], $16::text[], $17::text[], $18::jsonb[]) with ordinality as event(ord, type, node_id, data, n)
+   group by event.ord),
 fenced as (
   select call.*, r.account_id, r.workflow_id, r.version_id, r.displayed_price_usd, r.creator_price_usd,
          r.compute_usd + call.steps * r.step_usd + call.extra as compute
@@ -101,15 +104,15 @@ wallet_locked as (
 wallet_fold(account_id, n, ord, opening, closing, written) as (
   select account_id, 0::bigint, 0::bigint, balance_usd::numeric, balance_usd::numeric, false from wallet_locked
   union all
-  select f.account_id, r.n, r.ord, f.closing,
-         case when f.closing >= r.hold then f.closing - least(r.take, f.closing) else f.closing end, f.closing >= r.hold
-    from wallet_fold f join wallet_run r on r.account_id = f.account_id and r.n = f.n + 1),
+  select f.account_id, next_run.n, next_run.ord, f.closing,
+         case when f.closing >= next_run.hold then f.closing - least(next_run.take, f.closing) else f.closing end, f.closing >= next_run.hold
+    from wallet_fold f join wallet_run next_run on next_run.account_id = f.account_id and next_run.n = f.n + 1),
 written as (
   select funded.* from funded
    where funded.ord not in (select ord from wallet_run) or funded.ord in (select ord from wallet_fold where written)),
 u as (
   update runs r set
-    last_sequence = r.last_sequence + coalesce(cardinality(e.types), 0),
+    last_sequence = r.last_sequence + coalesce(cardinality(batch.types), 0),
     updated_at = now(),
     status = w.status, outcome = w.outcome, reason = w.reason, outputs = coalesce(w.outputs, r.outputs),
     phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
@@ -123,16 +126,16 @@ u as (
     steps_executed = r.steps_executed + w.steps,
     funding = case when w.bundle_id is null then 'wallet' else 'bundle' end,
     bundle_id = coalesce(w.bundle_id, r.bundle_id)
-  from written w left join call_events e on e.ord = w.ord
+  from written w left join call_events batch on batch.ord = w.ord
   where r.id = w.run_id
   returning w.ord, ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}),
 events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
-  select u.id, u.last_sequence, e.types, e.node_ids, e.data, clock_timestamp() from u join call_events e on e.ord = u.ord),
+  select u.id, u.last_sequence, batch.types, batch.node_ids, batch.data, clock_timestamp() from u join call_events batch on batch.ord = u.ord),
 secrets as (delete from run_secrets where run_id in (select id from u)),
 bundle_taken as (
-  update bundles set runs_left = bundles.runs_left - taken.runs
-    from (select bundle_id, count(*) as runs from written where bundle_id is not null and charge is not null group by bundle_id) taken
+  update bundles set runs_left = bundles.runs_left - taken.given
+    from (select bundle_id, count(*) as given from written where bundle_id is not null and charge is not null group by bundle_id) taken
    where bundles.id = taken.bundle_id),
 wallet_settled as (
   update wallets set balance_usd = last.closing, updated_at = now()
@@ -149,12 +152,17 @@ tally as (
   insert into workflow_run_tallies (workflow_id, shard, runs)
   select u.workflow_id, pg_backend_pid() % 16, count(*) from u where u.status = 'completed' group by u.workflow_id order by u.workflow_id
   on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + excluded.runs),
+notified as (
+  select min(call.channel) as channel, string_agg(u.id::text || ':' || u.last_sequence, ',' order by u.ord) as told
+    from u join call on call.ord = u.ord
+  having min(call.channel) is not null),
+notice as (select count(pg_notify(notified.channel, notified.told)) as sent from notified),
 outbox as (
   ${outboxInsert({ from: 'u', run: 'u.id', event: `'run.' || u.status`, payload: runWebhookPayload('u'), account: 'u.account_id' })}
   returning run_id)
 select fenced.ord, fenced.account_id, u.id is not null as written, u.last_sequence,
-       (select count(*) from outbox where outbox.run_id = fenced.run_id)::int as webhooks
-  from fenced left join u on u.ord = fenced.ord`,
+       (select count(*) from outbox where outbox.run_id = fenced.run_id)::int as webhooks, notice.sent > 0 and u.id is not null as notified
+  from fenced left join u on u.ord = fenced.ord cross join notice`,
   [
     RunSchema,
     BundleSchema,

@@ -163,6 +163,7 @@ function call(b: Built, spec: RunSpec, i: number): RunToFinish {
     },
     finish: { status, outcome, reason, outputs: status === 'completed' ? ([{ name: 'out', value: i }] as never) : undefined, charge: spec.charge },
     events,
+    notify: null,
   };
 }
 
