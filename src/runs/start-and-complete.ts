@@ -56,7 +56,7 @@ export interface RunToFinish {
  * a few milliseconds' worth at a time: fewer commits and WAL flushes, and the acceptances have the
  * database to themselves in between.
  */
-export const SETTLEMENT_GATHER_MS = 5;
+const SETTLEMENT_GATHER_MS = 5;
 
 const json = (value: unknown) => JSON.stringify(value);
 
