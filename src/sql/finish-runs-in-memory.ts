@@ -87,12 +87,12 @@ bundle_place as (
            over (partition by account_id, workflow_id, version_id order by ord rows between unbounded preceding and 1 preceding) as charged_before
     from priced),
 funded as (
-  select p.*, s.id as bundle_id, s.usd_per_run, wr_billed(p.charge, s.usd_per_run) as billed,
-         case when s.id is null then p.displayed_price_usd else 0 end as hold,
-         case when s.id is null then coalesce(wr_billed(p.charge, null), 0) else 0 end as take
-    from bundle_place p
-    left join bundle_locked s on s.account_id = p.account_id and s.workflow_id = p.workflow_id and s.version_id = p.version_id
-                             and p.charged_before < s.runs_left),
+  select placed.*, bundle.id as bundle_id, bundle.usd_per_run, wr_billed(placed.charge, bundle.usd_per_run) as billed,
+         case when bundle.id is null then placed.displayed_price_usd else 0 end as hold,
+         case when bundle.id is null then coalesce(wr_billed(placed.charge, null), 0) else 0 end as take
+    from bundle_place placed
+    left join bundle_locked bundle on bundle.account_id = placed.account_id and bundle.workflow_id = placed.workflow_id
+                                  and bundle.version_id = placed.version_id and placed.charged_before < bundle.runs_left),
 wallet_run as (
   select funded.ord, funded.account_id, funded.hold, funded.take, row_number() over (partition by account_id order by ord) as n
     from funded where bundle_id is null and (hold <> 0 or take <> 0)),
@@ -101,7 +101,7 @@ wallet_locked as (
    where wallets.account_id in (select account_id from wallet_run)
    order by wallets.account_id
      for update of wallets),
-wallet_fold(account_id, n, ord, opening, closing, written) as (
+wallet_fold(account_id, n, ord, opening, closing, covered) as (
   select account_id, 0::bigint, 0::bigint, balance_usd::numeric, balance_usd::numeric, false from wallet_locked
   union all
   select f.account_id, next_run.n, next_run.ord, f.closing,
@@ -109,26 +109,26 @@ wallet_fold(account_id, n, ord, opening, closing, written) as (
     from wallet_fold f join wallet_run next_run on next_run.account_id = f.account_id and next_run.n = f.n + 1),
 written as (
   select funded.* from funded
-   where funded.ord not in (select ord from wallet_run) or funded.ord in (select ord from wallet_fold where written)),
+   where funded.ord not in (select ord from wallet_run) or funded.ord in (select ord from wallet_fold where covered)),
 u as (
   update runs r set
     last_sequence = r.last_sequence + coalesce(cardinality(batch.types), 0),
     updated_at = now(),
-    status = w.status, outcome = w.outcome, reason = w.reason, outputs = coalesce(w.outputs, r.outputs),
+    status = written.status, outcome = written.outcome, reason = written.reason, outputs = coalesce(written.outputs, r.outputs),
     phase = null, suspend_reason = null, resume_at = null, lease_owner = null, lease_until = null,
     started_at = clock_timestamp(), completed_at = clock_timestamp(),
-    progress = case when w.results is null then r.progress else r.progress || jsonb_build_object(
-      'results', coalesce(r.progress->'results', '{}'::jsonb) || w.results,
-      'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || w.add_timers) - w.remove_timers) end,
-    compute_usd = w.compute,
-    hold_usd = w.hold,
-    ${billingSet('w.billed')},
-    steps_executed = r.steps_executed + w.steps,
-    funding = case when w.bundle_id is null then 'wallet' else 'bundle' end,
-    bundle_id = coalesce(w.bundle_id, r.bundle_id)
-  from written w left join call_events batch on batch.ord = w.ord
-  where r.id = w.run_id
-  returning w.ord, ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}),
+    progress = case when written.results is null then r.progress else r.progress || jsonb_build_object(
+      'results', coalesce(r.progress->'results', '{}'::jsonb) || written.results,
+      'timers', (coalesce(r.progress->'timers', '{}'::jsonb) || written.add_timers) - written.remove_timers) end,
+    compute_usd = written.compute,
+    hold_usd = written.hold,
+    ${billingSet('written.billed')},
+    steps_executed = r.steps_executed + written.steps,
+    funding = case when written.bundle_id is null then 'wallet' else 'bundle' end,
+    bundle_id = coalesce(written.bundle_id, r.bundle_id)
+  from written left join call_events batch on batch.ord = written.ord
+  where r.id = written.run_id
+  returning written.ord, ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}),
 events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
   select u.id, u.last_sequence, batch.types, batch.node_ids, batch.data, clock_timestamp() from u join call_events batch on batch.ord = u.ord),
@@ -140,13 +140,13 @@ bundle_taken as (
 wallet_settled as (
   update wallets set balance_usd = last.closing, updated_at = now()
     from (select distinct on (account_id) account_id, closing from wallet_fold order by account_id, n desc) last
-   where wallets.account_id = last.account_id and last.account_id in (select account_id from wallet_fold where written)),
+   where wallets.account_id = last.account_id and last.account_id in (select account_id from wallet_fold where covered)),
 ledger as (
   insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-  select wallet_fold.account_id, w.run_id, k.kind, k.amount, k.after, k.note, now()
-    from wallet_fold join written w on w.ord = wallet_fold.ord
-         ${ledgerRows({ balance: 'wallet_fold.opening', taken: 'w.hold', hold: 'w.hold', take: 'w.take' })}
-   where wallet_fold.written and k.written
+  select wallet_fold.account_id, written.run_id, k.kind, k.amount, k.after, k.note, now()
+    from wallet_fold join written on written.ord = wallet_fold.ord
+         ${ledgerRows({ balance: 'wallet_fold.opening', taken: 'written.hold', hold: 'written.hold', take: 'written.take' })}
+   where wallet_fold.covered and k.written
    order by wallet_fold.ord, k.n),
 tally as (
   insert into workflow_run_tallies (workflow_id, shard, runs)
