@@ -8,7 +8,7 @@ import { finishRun } from './finish-run.ts';
  * (REST, GraphQL) and by the Temporal worker when the workflow itself was cancelled (UI, CLI).
  */
 export async function commitCancellation(deps: RunsDeps, runId: string): Promise<{ cancelled: boolean }> {
-  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }, { commit: true }));
+  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
   publishTerminal(deps, runId, finished);
   return { cancelled: finished !== null };
 }

@@ -56,6 +56,6 @@ export async function completeRun(
       const applied = await applyActionsIn(tx, runId, actions, true);
       if (applied.last === null) return null;
     }
-    return finishRun(tx, runId, finish, { commit: true });
+    return finishRun(tx, runId, finish);
   }
 }

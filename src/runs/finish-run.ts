@@ -77,7 +77,7 @@ async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
   };
 }
 
-/** The terminal columns FINISH_RUN and START_AND_FINISH write, in their parameter order: status, outcome, reason, outputs (JSON or null: kept). */
+/** The terminal columns FINISH_RUN and FINISH_RUNS_IN_MEMORY write, in their parameter order: status, outcome, reason, outputs (JSON or null: kept). */
 export function terminalColumns(fin: Finish): [string, string | null, string | null, string | null] {
   return [
     fin.status,
@@ -87,16 +87,7 @@ export function terminalColumns(fin: Finish): [string, string | null, string | n
   ];
 }
 
-/**
- * `commit`: the caller's transaction ends with this call, so its last statement (the settlement) is
- * sent with the COMMIT (settleRun's `commit`).
- */
-export async function finishRun(
-  tx: Em,
-  runId: string,
-  fin: Finish,
-  opts: { commit?: boolean } = {},
-): Promise<FinishedRun | null> {
+export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<FinishedRun | null> {
   const row = await lockRun(tx, runId);
   if (!row || isTerminal(row.status)) return null;
 
@@ -106,36 +97,32 @@ export async function finishRun(
 
   // The terminal state, its charge (computed by the statement), its event and the deletion of the run's secrets in one statement.
   const [updated] = await query(tx, FINISH_RUN, [runId, ...terminalColumns(fin), fin.charge, [type], [null], [JSON.stringify(data)]]);
-  return settleFinished(tx, runId, fin, updated!, settle, row.workflowId, opts);
+  return settleFinished(tx, runId, fin, updated!, settle, row.workflowId);
 }
 
 /**
  * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS, with
  * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and
- * the workflow's run counter (hot rows) in one statement, last before the commit (sent with it when
- * `commit`).
+ * the workflow's run counter (hot rows) in one statement, last before the commit.
  */
-export async function settleFinished(
+async function settleFinished(
   tx: Em,
   runId: string,
   fin: Finish,
   updated: Record<string, unknown>,
   settle: SettleInput,
   workflowId: string,
-  opts: { holdAtSettlement?: boolean; commit?: boolean },
 ): Promise<FinishedRun> {
   const type = `run.${fin.status}`;
   const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, type, toPublicRun(mapRunRow(updated), null));
   await settleRun(tx, settle, updated.charge_usd === null ? null : String(updated.charge_usd), {
     countCompletedRunOf: fin.status === 'completed' ? workflowId : undefined,
-    holdAtSettlement: opts.holdAtSettlement,
-    commit: opts.commit,
   });
   const outcome = fin.status === 'completed' ? (fin.outcome ?? 'completed') : null;
   return { last: Number(updated.last_sequence), webhooks, status: fin.status, outcome, accountId: settle.accountId };
 }
 
-/** The terminal event's data (finishRun, and the start-and-finish statement of src/runs/complete-run.ts). */
+/** The terminal event's data (finishRun, and FINISH_RUNS_IN_MEMORY through src/runs/start-and-complete.ts). */
 export function terminalEventData(fin: Finish): Record<string, string> {
   const data: Record<string, string> = { status: fin.status };
   if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';

@@ -110,7 +110,7 @@ export async function failForComputeLimit(deps: RunsDeps, runId: string, nodeId:
   const finished = await fork(deps).transactional(async (tx) => {
     const run = await readRun(tx, runId, true);
     if (!run || isTerminal(run.status) || run.progress.results[nodeId] || run.nextStepFits) return null;
-    return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON }, { commit: true });
+    return finishRun(tx, runId, { status: 'failed', charge: 'compute', reason: COMPUTE_LIMIT_REASON });
   });
   publishTerminal(deps, runId, finished);
   if (finished === null) return explainRefusalAfterLimit(deps, runId, nodeId);

@@ -55,7 +55,7 @@ export async function resumeRun(deps: RunsDeps, runId: string, opts: { reason?: 
 
 /** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */
 export async function failRun(deps: RunsDeps, runId: string, reason: string): Promise<{ failed: boolean }> {
-  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }, { commit: true }));
+  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));
   publishTerminal(deps, runId, finished);
   return { failed: finished !== null };
 }

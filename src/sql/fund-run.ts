@@ -7,21 +7,15 @@ import { BundleSchema, LedgerEntrySchema, RunSchema, WalletSchema } from '../db/
  */
 
 /**
- * The CTE `b`: the oldest eligible bundle with runs left gives one run (returns its id and price per
- * run). `from` adds tables to the pick's FROM (e.g. `, f`), `account`, `workflow`, `version` are the
- * bundle's keys as SQL expressions. `runs`: how many runs it gives, 1 unless an SQL expression says
- * otherwise (START_FINISH_AND_SETTLE gives 0 for a run it does not charge: the bundle pays it and takes it
- * back in one write). Shared with the statements of src/sql/start-and-finish.ts.
+ * The CTE `b`: the oldest eligible bundle with runs left (of $1 account, $2 workflow, $3 version) gives
+ * one run (returns its id and price per run).
  */
-export const takeBundleCte = (keys: { from?: string; account: string; workflow: string; version: string; runs?: string }) => `b as (
-   update bundles set runs_left = runs_left - ${keys.runs ?? '1'}
-    where id = (select x.id from bundles x${keys.from ?? ''}
-                 where x.account_id = ${keys.account} and x.workflow_id = ${keys.workflow} and x.version_id = ${keys.version} and x.runs_left > 0
+const TAKE_BUNDLE = `b as (
+   update bundles set runs_left = runs_left - 1
+    where id = (select x.id from bundles x
+                 where x.account_id = $1::uuid and x.workflow_id = $2::uuid and x.version_id = $3::uuid and x.runs_left > 0
                  order by x.created_at, x.id limit 1 for update of x)
     returning id, usd_per_run)`;
-
-/** $1 account, $2 workflow, $3 version. */
-const TAKE_BUNDLE = takeBundleCte({ account: '$1::uuid', workflow: '$2::uuid', version: '$3::uuid' });
 
 /**
  * A bundle run, else a wallet hold fenced on the balance, recorded on the run, with its ledger row.
@@ -55,22 +49,4 @@ export const FUND_RUN = statement(
      from f where runs.id = $5::uuid)
  select funding from f`,
   [BundleSchema, WalletSchema, LedgerEntrySchema, RunSchema],
-);
-
-/**
- * For a run funded at settlement: a bundle pays as in FUND_RUN, else the run is marked wallet-funded
- * with its hold and the wallet is left alone. $1 account, $2 workflow, $3 version, $4 hold, $5 run id.
- */
-export const MARK_RUN_FUNDING = statement(
-  'mark_run_funding',
-  `with ${TAKE_BUNDLE},
- r as (
-   update runs set funding = case when b.id is null then 'wallet' else 'bundle' end,
-                   bundle_id = coalesce(b.id, runs.bundle_id),
-                   hold_usd = case when b.id is null then $4::numeric else 0 end
-     from (select 1) one left join b on true
-    where runs.id = $5::uuid
-    returning runs.funding, runs.bundle_id, runs.hold_usd)
- select r.funding, r.bundle_id, r.hold_usd, (select usd_per_run from b) as bundle_usd_per_run from r`,
-  [BundleSchema, RunSchema],
 );

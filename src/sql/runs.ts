@@ -32,7 +32,7 @@ export const LOCK_RUN_TO_FINISH = statement(
 
 /**
  * The billing columns of a run made terminal, from what it is billed (`billed`, an SQL expression: the
- * result of `wr_billed`, null when not charged). Shared with finishedRunSet (src/sql/start-and-finish.ts).
+ * result of `wr_billed`, null when not charged). Shared with FINISH_RUNS_IN_MEMORY (src/sql/finish-runs-in-memory.ts).
  */
 export const billingSet = (billed: string) =>
   `billing_status = case when ${billed} is null then 'not_charged' else 'settled' end, charge_usd = ${billed}, cap_usd = coalesce(${billed}, 0)`;

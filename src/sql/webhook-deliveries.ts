@@ -4,16 +4,38 @@ import { RunSchema, WebhookDeliverySchema, WebhookEndpointSchema } from '../db/e
 /** Endpoint `e` receives event `event` (an SQL text expression): its events filter is null (every terminal event) or holds it. */
 export const endpointTakes = (e: string, event: string): string => `(${e}.events is null or ${e}.events @> to_jsonb(${event}))`;
 
+/** A timestamptz (an SQL expression) as JavaScript's `toISOString` writes it (milliseconds, truncated; `Z`), or null. */
+const isoText = (t: string) => `to_char(${t} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
 /**
- * One outbox row per endpoint of the account subscribed to the event (events filter null = every
- * terminal event). $1 run id, $2 event type, $3 payload (JSON text), $4 account id.
+ * The body of run `r`'s terminal webhook (an SQL text), for a statement that writes the outbox itself
+ * (src/sql/finish-runs-in-memory.ts): `{ type, timestamp, data }` with `data` the run as toPublicRun
+ * (src/runs/run-row.ts) shows it, in its key order; test/db/finish-runs-in-memory.test.ts holds the two alike.
  */
+export const runWebhookPayload = (r: string) => `json_build_object(
+    'type', 'run.' || ${r}.status, 'timestamp', ${isoText('clock_timestamp()')},
+    'data', json_build_object(
+      'id', ${r}.id, 'status', ${r}.status, 'reason', case when ${r}.status = 'failed' then coalesce(${r}.reason, 'the run failed') end,
+      'suspended', ${r}.status = 'suspended', 'workflowId', ${r}.workflow_id, 'workflowVersionId', ${r}.version_id,
+      'startedAt', ${isoText(`${r}.started_at`)}, 'completedAt', ${isoText(`${r}.completed_at`)},
+      'displayedChargeUsd', trim_scale(${r}.charge_usd), 'billingStatus', ${r}.billing_status,
+      'outcome', case when ${r}.status = 'completed' then ${r}.outcome end, 'queue', null, 'outputs', ${r}.outputs))::text`;
+
+/**
+ * The outbox rows of a run's terminal event: one per endpoint of `account` subscribed to `event`
+ * (events filter null = every terminal event), pending and due now. SQL expressions; `from` (optional)
+ * adds a table or CTE the values are read from.
+ */
+export const outboxInsert = (a: { run: string; event: string; payload: string; account: string; from?: string }) =>
+  `insert into webhook_deliveries (id, endpoint_id, run_id, event_type, payload, status, attempts, next_attempt_at, created_at)
+   select 'msg_' || replace(gen_random_uuid()::text, '-', ''), e.id, ${a.run}, ${a.event}, ${a.payload}, 'pending', 0, now(), now()
+     from webhook_endpoints e${a.from ? `, ${a.from}` : ''}
+    where e.account_id = ${a.account} and ${endpointTakes('e', a.event)}`;
+
+/** The outbox rows of a run's terminal event (outboxInsert): $1 run id, $2 event type, $3 payload (JSON text), $4 account id. */
 export const ENQUEUE_RUN_WEBHOOKS = statement(
   'enqueue_run_webhooks',
-  `insert into webhook_deliveries (id, endpoint_id, run_id, event_type, payload, status, attempts, next_attempt_at, created_at)
-   select 'msg_' || replace(gen_random_uuid()::text, '-', ''), e.id, $1, $2::text, $3, 'pending', 0, now(), now()
-     from webhook_endpoints e
-    where e.account_id = $4 and ${endpointTakes('e', '$2::text')}
+  `${outboxInsert({ run: '$1', event: '$2::text', payload: '$3', account: '$4' })}
    returning id`,
   [WebhookDeliverySchema, WebhookEndpointSchema],
 );

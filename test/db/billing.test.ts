@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Em, Orm } from '../../src/db/orm.ts';
-import { fundRun, fundRunAtSettlement, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
-import { InsufficientFundsAtSettlement, type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
+import { fundRun, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
+import { type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
@@ -114,104 +114,6 @@ t('a bundle pays before the wallet, its charged run stays consumed, and it gives
   await em.transactional((tx) => settleRun(tx as Em, settle, null));
   assert.is(await left(), 1);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
-});
-
-/** Funds and settles one run the two ways: hold at preparation then settle, or hold taken by the settlement. */
-async function fundAndSettle(orm: Orm, walletUsd: string, price: string, charge: string | null, atSettlement: boolean, commit = false) {
-  const em = orm.em.fork() as unknown as Em;
-  const f = await fixture(em, walletUsd);
-  const run = { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: price };
-  if (atSettlement) {
-    await em.transactional(async (tx) => {
-      assert.equal(await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: price }), {
-        funding: 'wallet',
-        holdUsd: price,
-        bundleId: null,
-        bundleUsdPerRun: null,
-      });
-      await settleRun(tx as Em, run, charge, { holdAtSettlement: true, commit });
-    });
-  } else {
-    await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: price }));
-    await em.transactional((tx) => settleRun(tx as Em, run, charge));
-  }
-  const [r] = await em.execute<{ funding: string; hold_usd: string }[]>('select funding, hold_usd from runs where id = ?', [f.runId]);
-  return { wallet: await wallet(em, f.accountId), ledger: await ledger(em, f.accountId), run: { funding: r!.funding, hold: String(r!.hold_usd) } };
-}
-
-t('a hold taken by the settlement leaves wallet, ledger and run exactly as a hold taken at preparation', async ({ orm }) => {
-  for (const [walletUsd, price, charge] of [
-    ['1.000000', '0.250200', '0.250357'], // charged a little more than held
-    ['1.000000', '0.500000', '0.120000'], // less
-    ['0.300000', '0.300000', null], // not charged: the hold comes back in full
-    ['0.600000', '0.500000', '2.000000'], // more than the wallet holds: unpaid
-  ] as const) {
-    await resetDb(orm);
-    const early = await fundAndSettle(orm, walletUsd, price, charge, false);
-    await resetDb(orm);
-    const late = await fundAndSettle(orm, walletUsd, price, charge, true);
-    assert.equal(late, early, `wallet ${walletUsd}, price ${price}, charge ${charge}`);
-    // Sent with its transaction's COMMIT on a server (withCommit): the same rows again.
-    await resetDb(orm);
-    const committed = await fundAndSettle(orm, walletUsd, price, charge, true, true);
-    assert.equal(committed, early, `with commit: wallet ${walletUsd}, price ${price}, charge ${charge}`);
-  }
-});
-
-t('a hold taken by the settlement that the balance does not cover throws and writes nothing, even sent with the COMMIT', async ({ orm }) => {
-  for (const commit of [false, true]) {
-    await resetDb(orm);
-    const em = orm.em.fork() as unknown as Em;
-    const f = await fixture(em, '0.100000');
-    let caught: unknown;
-    await em
-      .transactional(async (tx) => {
-        await fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' });
-        await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.100001' }, '0.000001', {
-          holdAtSettlement: true,
-          commit,
-        });
-      })
-      .catch((err) => (caught = err));
-    assert.instance(caught, InsufficientFundsAtSettlement, `commit: ${commit}`);
-    assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
-    assert.equal(await ledger(em, f.accountId), []);
-    // fundRunAtSettlement recorded the hold on the run in the same transaction: rolled back with it.
-    assert.equal(await runFunding(em, f.runId), { funding: null, bundle_id: null, hold_usd: '0.000000' }, `commit: ${commit}`);
-  }
-});
-
-t('on a server, a settlement that ends its transaction is committed with its statement (settle_wallet_and_commit)', async ({ orm }) => {
-  if (!process.env.DATABASE_URL) {
-    console.log('  (skipped on PGlite: there the settlement is committed by the ORM as usual)');
-    return;
-  }
-  const em = orm.em.fork() as unknown as Em;
-  const f = await fixture(em, '1.000000');
-  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.500000' }));
-  let seenBeforeCommit: unknown;
-  await em.transactional(async (tx) => {
-    await settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.500000' }, '0.200000', {
-      commit: true,
-      countCompletedRunOf: f.workflowId,
-    });
-    // Another connection sees the settlement before the ORM's own COMMIT: it travelled with the statement.
-    seenBeforeCommit = await wallet(orm.em.fork() as unknown as Em, f.accountId);
-  });
-  assert.equal(seenBeforeCommit, { balance_usd: '0.800000', held_usd: '0.000000' });
-  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.800000', held_usd: '0.000000' });
-  const count = await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]);
-  assert.is(Number(count[0]!.runs_count), 1);
-});
-
-t('funding at settlement takes an eligible bundle at once and leaves the wallet alone', async ({ orm }) => {
-  const em = orm.em.fork() as unknown as Em;
-  const f = await fixture(em, '1.000000');
-  const bundleId = await addBundle(em, f, 1);
-  const marked = await em.transactional((tx) => fundRunAtSettlement(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250000' }));
-  assert.equal(marked, { funding: 'bundle', holdUsd: '0.000000', bundleId, bundleUsdPerRun: '0.200000' });
-  assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
-  assert.equal(await ledger(em, f.accountId), []);
 });
 
 t('concurrent holds against a wallet that covers exactly one fund exactly one', async ({ orm }) => {

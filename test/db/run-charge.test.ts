@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { inOneMessage, setGroupGather } from '../../src/db/group-commit.ts';
 import type { Em, Orm } from '../../src/db/orm.ts';
 import type { Finished } from '../../src/domain/graph/interpreter.ts';
 import { completeRun } from '../../src/runs/complete-run.ts';
@@ -9,8 +8,7 @@ import type { RunsDeps } from '../../src/runs/deps.ts';
 import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
-import { SETTLEMENTS_TOGETHER } from '../../src/runs/settlements-together.ts';
-import { START_FINISH_AND_SETTLE } from '../../src/sql/start-and-finish.ts';
+import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
@@ -19,8 +17,8 @@ import { statementsWhile } from '../helpers/statement-log.ts';
  * The charge of a run is defined once, by the SQL functions `wr_run_charge` and `wr_billed`
  * (src/db/entities/routines.ts, docs/design/money.md). This suite replaces them with other price rules
  * (every charge 1 more, a bundle run billed 10 more than its price per run) and finishes runs down every
- * path: finishRun, the one-statement run, the start-and-finish statement with its outbox, a group of runs
- * as the set-based statement, a bundle run, the compute limit, completed_with_issues. Each must bill the
+ * path: finishRun, the one-statement run of a run computed in memory (alone, with its outbox, and several
+ * runs in one execution), a bundle run, the compute limit, completed_with_issues. Each must bill the
  * new amounts and settle them (ledger, wallet); the original functions are put back afterwards.
  */
 
@@ -108,7 +106,7 @@ async function billed(orm: Orm, f: Fixture) {
   };
 }
 
-const finish = (orm: Orm, runId: string, fin: Finish) => orm.em.fork().transactional((tx) => finishRun(tx as unknown as Em, runId, fin, { commit: true }));
+const finish = (orm: Orm, runId: string, fin: Finish) => orm.em.fork().transactional((tx) => finishRun(tx as unknown as Em, runId, fin));
 
 const COMPLETED: Finished = { status: 'completed', outcome: 'completed', reason: null, outputs: [] };
 const WITH_ISSUES: Finished = { status: 'completed', outcome: 'completed_with_issues', reason: null, outputs: [] };
@@ -157,7 +155,7 @@ t('finishRun: a bundle run is billed the changed bundle price, its wallet untouc
   assert.equal([c.billing_status, c.charge_usd, c.ledger], ['not_charged', null, ['release 0.250000']]);
 });
 
-t('the one-statement run and the start-and-finish statement with its outbox bill the changed charges', async ({ orm, deps }) => {
+t('the one-statement run, with or without its outbox, bills the changed charges', async ({ orm, deps }) => {
   const cases: [{ hooked?: boolean; bundle?: boolean }, Finished, string, string[]][] = [
     [{}, COMPLETED, '1.250000', ['hold -0.250000', 'release 0.250000', 'charge -1.250000']],
     [{}, WITH_ISSUES, '1.000000', ['hold -0.250000', 'release 0.250000', 'charge -1.000000']],
@@ -170,60 +168,30 @@ t('the one-statement run and the start-and-finish statement with its outbox bill
     const f = await fixture(orm, { admitted: true, ...o });
     const { result, sql } = await statementsWhile(orm, () => completeRun(deps, f.runId, finished, [], undefined, { start: true }));
     assert.ok(result.completed);
-    const path = o.hooked ? /with f as/ : /with f0 as/;
-    assert.ok(sql.some((q) => path.test(q)), `${JSON.stringify(o)}: the path under test`);
+    assert.ok(sql.includes(FINISH_RUNS_IN_MEMORY.text), `${JSON.stringify(o)}: the path under test`);
+    const outbox = await orm.em.fork().execute('select 1 from webhook_deliveries where run_id = ?', [f.runId]);
+    assert.is(outbox.length, o.hooked ? 1 : 0, `${JSON.stringify(o)}: the outbox row`);
     const b = await billed(orm, f);
     assert.equal([b.charge_usd, b.ledger, b.bundleRunsLeft], [charge, ledger, o.bundle ? [0] : []], `${JSON.stringify(o)} ${finished.outcome}`);
   }
 });
 
-t('a group of runs settled as the set-based statement bills the changed charges', async ({ orm }) => {
-  const runs = [await fixture(orm, { admitted: true }), await fixture(orm, { admitted: true }), await fixture(orm, { admitted: true })];
-  const finishes: [string, string | null, 'full' | 'compute'][] = [['completed', 'completed', 'full'], ['completed', 'completed_with_issues', 'compute'], ['failed', null, 'compute']];
-  const values = runs.map((f, i) => {
-    const [status, outcome, charged] = finishes[i]!;
-    const types = ['run.preparing', 'run.started', `run.${status}`];
-    return [f.runId, [], [], 2, null, '{}', [], 2, '0.000050', types, [null, null, null], types.map((type) => JSON.stringify({ type })),
-      status, outcome, status === 'failed' ? 'a node failed' : null, null, charged];
-  });
-  const [s, v] = SETTLEMENTS_TOGETHER.combine(values, runs.map((f) => f.accountId))!;
-  assert.is(s.name, 'start_finish_and_settle_many');
-  const [rows] = await inOneMessage(orm.em.fork(), [[s, v]]);
-  assert.equal(rows!.map((r) => Number(r.settled)), [1, 1, 1]);
+t('runs finishing together in one execution of the statement bill the changed charges', async ({ orm, deps }) => {
+  const runs = await Promise.all([0, 1, 2, 3].map(() => fixture(orm, { admitted: true })));
+  const { result, sql } = await statementsWhile(orm, () =>
+    Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
+  );
+  assert.equal(result.map((r) => r.completed), [true, true, true, true]);
+  assert.is(sql.filter((q) => q === FINISH_RUNS_IN_MEMORY.text).length, 1, 'one execution for the four');
+  const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
+  assert.is(Number(one!.n), 1, 'one transaction');
   const got = await Promise.all(runs.map((f) => billed(orm, f)));
-  // compute: 2 steps × 0.0001 + 0.00005.
   assert.equal(got.map((b) => [b.charge_usd, b.ledger.at(-1)]), [
-    ['1.250250', 'charge -1.250250'],
-    ['1.000250', 'charge -1.000250'],
-    ['1.000250', 'charge -1.000250'],
+    ['1.250000', 'charge -1.250000'],
+    ['1.000000', 'charge -1.000000'],
+    ['1.250000', 'charge -1.250000'],
+    ['1.000000', 'charge -1.000000'],
   ]);
 });
-
-// Group commit exists on a Postgres server only (embedded PGlite commits every statement alone).
-if (process.env.DATABASE_URL) {
-  t('runs completing together under the server’s group commit are settled as one statement, billed the changed charges', async ({ orm, deps }) => {
-    const runs = await Promise.all([0, 1, 2, 3].map(() => fixture(orm, { admitted: true })));
-    // Settlements that find none in flight wait for the others, as the embedded engine has them do.
-    setGroupGather(orm.em, START_FINISH_AND_SETTLE, 200);
-    try {
-      const { result, sql } = await statementsWhile(orm, () =>
-        Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
-      );
-      assert.equal(result.map((r) => r.completed), [true, true, true, true]);
-      assert.ok(sql.some((q) => /^with i as \(/.test(q.trim())), 'the group went as the set-based statement');
-    } finally {
-      setGroupGather(orm.em, START_FINISH_AND_SETTLE, 0);
-    }
-    const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
-    assert.is(Number(one!.n), 1, 'one transaction');
-    const got = await Promise.all(runs.map((f) => billed(orm, f)));
-    assert.equal(got.map((b) => [b.charge_usd, b.ledger.at(-1)]), [
-      ['1.250000', 'charge -1.250000'],
-      ['1.000000', 'charge -1.000000'],
-      ['1.250000', 'charge -1.250000'],
-      ['1.000000', 'charge -1.000000'],
-    ]);
-  });
-}
 
 t.run();

@@ -313,7 +313,9 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
 async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
   const mentions = (s: LoggedStatement) => {
     const n = needle();
-    return !!n && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s.query) && (s.params ?? []).includes(n);
+    // A statement over arrays mentions the run in one of them.
+    const mentioned = (s.params ?? []).some((p) => p === n || (Array.isArray(p) && p.includes(n)));
+    return !!n && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s.query) && mentioned;
   };
   return (await statementsWhile(orm, fn, mentions)).sql;
 }

@@ -465,18 +465,21 @@ t(WEBHOOK_DOWN, async () => {
 // 3. The process killed inside the settlement transaction
 
 const SETTLE_KILL =
-  'the process killed inside the transaction that settles a wallet-funded and a bundle-funded run: after a restart each run ends once and wallet, ledger, bundle, spend cap and outbox show exactly one settlement';
+  'the process killed as it sends the statement that finishes and settles a wallet-funded and a bundle-funded run: after a restart each run ends once and wallet, ledger, bundle, spend cap and outbox show exactly one settlement';
 const SETTLE_KILL_COMMIT_SENT =
-  'on a server, the process killed once its settlements were sent with their COMMIT (waiting on a row lock): the server commits each once, and the restart finds the runs settled and changes nothing';
+  'on a server, the process killed once its finishing statement was sent (waiting on a row lock): the server commits it once, and the restart finds those runs settled and changes nothing';
 
 /**
- * Where the kill lands. `in-transaction`: inside the finishing transaction, before its COMMIT was sent
- * (on PGlite right after the settlement statement; on a server the settlement travels with the COMMIT,
- * so right after the statement before it, the webhook outbox): nothing of it commits. `commit-sent`
- * (server only): the settlements and their COMMIT are in the server, blocked on the test's lock on the
- * tally rows the settlement also counts runs on; they commit when the lock goes, with their client gone.
+ * Where the kill lands. The runs are computed in memory, so each is started, finished and settled, with
+ * its outbox, by ONE statement, its own transaction (src/sql/finish-runs-in-memory.ts). `before-sent`:
+ * as that statement is about to be sent: nothing of it commits. `commit-sent` (server only): the
+ * statement is in the server, blocked on the test's lock on the tally rows it also counts runs on; it
+ * commits when the lock goes, with its client gone.
  */
-type SettleKill = 'in-transaction' | 'commit-sent';
+type SettleKill = 'before-sent' | 'commit-sent';
+
+/** The text the statement that finishes runs computed in memory starts with. */
+const FINISHING = 'with recursive call as';
 
 interface CrashChild {
   proc: ChildProcessWithoutNullStreams;
@@ -513,11 +516,11 @@ function crashChild(args: string[], env: Record<string, string> = {}): CrashChil
   return { proc, lines, exited };
 }
 
-t(SETTLE_KILL, () => settleKill('in-transaction'));
+t(SETTLE_KILL, () => settleKill('before-sent'));
 
 t(SETTLE_KILL_COMMIT_SENT, async () => {
   if (!process.env.DATABASE_URL) {
-    console.log('  (skipped on PGlite: a statement and its COMMIT travel together only to a Postgres server)');
+    console.log('  (skipped on PGlite: a statement waiting on a lock of another session needs a Postgres server)');
     return;
   }
   await settleKill('commit-sent');
@@ -558,8 +561,8 @@ async function settleKill(variant: SettleKill): Promise<void> {
     });
     const BUNDLE_CHARGE = micros('0.020000');
 
-    const killAfter: Record<string, string> = blocked ? {} : { KILL_AFTER_SQL: server ? 'insert into webhook_deliveries' : 'insert into workflow_run_tallies' };
-    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], killAfter);
+    const killBefore: Record<string, string> = blocked ? {} : { KILL_BEFORE_SQL: `^${FINISHING}` };
+    const first = crashChild(['settle', dataDir, catalog, `${PAYER_KEY}=${WF.quick}`, `${BUNDLER_KEY}=${WF.bundled}`], killBefore);
     children.push(first);
     await first.lines('READY');
     if (blocked) {
@@ -567,7 +570,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
       await locker.connect();
       await locker.query('begin');
       // The tally rows every completion of these workflows adds to (one per shard), locked: the
-      // settlement statement, which also counts the completed run, waits there.
+      // finishing statement, which also counts the completed runs, waits there.
       await locker.query(
         `insert into workflow_run_tallies (workflow_id, shard, runs) select w, s, 0 from unnest($1::uuid[]) w, generate_series(0, 15) s`,
         [[WF.quick, WF.bundled]],
@@ -583,18 +586,18 @@ async function settleKill(variant: SettleKill): Promise<void> {
 
     if (blocked) {
       const lock = observer!;
-      // The settlements as the server runs them: `<name>_c` then `commit` before one Sync
-      // (src/db/prepared.ts); pg_stat_activity shows a statement bound by name as its PREPARE.
+      // The finishing statement (both runs, or the first while the second waits for it to come back).
       const waiting = await waitFor(
-        'both finishing transactions to wait on their tally row locks',
+        'the finishing statement to wait on the tally row locks',
         async () => {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and query ~ '^prepare [a-z0-9_]+_c as '`,
+                where datname = current_database() and wait_event_type = 'Lock' and (query ~ $1 or query ~ 'finish_runs_in_memory')`,
+              [FINISHING],
             )
           ).rows;
-          return rows.length === 2 && rows.map((r) => Number(r.pid));
+          return rows.length >= 1 && rows.map((r) => Number(r.pid));
         },
         30_000,
       ).catch(async (err) => {
@@ -603,7 +606,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
         );
         throw new Error(`${(err as Error).message}\n${JSON.stringify(activity.rows, null, 1)}`);
       });
-      // Those transactions already wrote the terminal state, the outbox rows and the wallet settlement.
+      // The statement is executing: it holds the locks of the tables it writes.
       const locks = (
         await lock.query(
           `select l.pid, c.relname from pg_locks l join pg_class c on c.oid = l.relation
@@ -621,7 +624,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
       );
       first.proc.kill('SIGKILL');
       await first.exited;
-      await locker!.query('rollback'); // the orphaned transactions go on: their COMMIT is already in the server
+      await locker!.query('rollback'); // the orphaned statement goes on and commits: it is in the server
       await waitFor(
         'the killed process\'s transactions to end',
         async () => (await lock.query('select count(*)::int as n from pg_stat_activity where pid = any($1)', [waiting])).rows[0].n === 0,
@@ -630,11 +633,11 @@ async function settleKill(variant: SettleKill): Promise<void> {
       killed.push(walletRun, bundleRun);
     } else {
       const [line] = await first.lines('KILLING ');
-      const params = JSON.parse(line!).params as string[];
+      const params = JSON.parse(line!).params as unknown[];
       await first.exited;
       assert.is(first.proc.signalCode, 'SIGKILL');
-      // The tally statement names the workflow; the outbox statement names the run.
-      killed.push(params.includes(WF.quick) || params.includes(walletRun) ? walletRun : bundleRun);
+      // Its first array holds the ids of the runs it finishes.
+      killed.push(...(params[0] as string[]));
     }
 
     // A new process on the same database: first what it finds, then it drives the runs to their end.
@@ -642,10 +645,12 @@ async function settleKill(variant: SettleKill): Promise<void> {
     children.push(second);
     const [beforeLine] = await second.lines('BEFORE ');
     const before = JSON.parse(beforeLine!) as { id: string; status: string; billing_status: string; charge_usd: string | null; ledger: { kind: string }[] }[];
+    // (commit-sent) The runs of a second statement, waiting for the blocked one to come back, were never sent.
+    if (blocked) assert.ok(before.some((b) => b.status === 'completed'), `the blocked statement committed: ${JSON.stringify(before)}`);
     for (const b of before) {
       if (!killed.includes(b.id)) continue; // (self-kill) the other run may have ended before the kill, or not
-      if (blocked) {
-        // Committed by the server after the kill, once: terminal and settled before the restart.
+      if (blocked && b.status !== 'pending') {
+        // In the statement the server committed after the kill, once: terminal and settled before the restart.
         assert.equal([b.status, b.billing_status], ['completed', 'settled'], `run ${b.id} before the restart`);
         assert.equal(b.ledger.map((l) => l.kind), b.id === walletRun ? ['hold', 'release', 'charge'] : [], `run ${b.id}: ledger before the restart`);
         continue;

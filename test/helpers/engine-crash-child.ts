@@ -81,15 +81,21 @@ if (mode === 'start') {
   const [catalogJson, ...pairs] = rest;
   await loadCatalog(orm, parseCatalog(catalogJson!, 'settle-test'), { sealer });
   const killAfter = process.env.KILL_AFTER_SQL ? new RegExp(process.env.KILL_AFTER_SQL, 'i') : null;
-  if (killAfter) {
+  const killBefore = process.env.KILL_BEFORE_SQL ? new RegExp(process.env.KILL_BEFORE_SQL, 'i') : null;
+  if (killAfter || killBefore) {
     // Wraps the driver connection's executeQuery, which every statement runs through (em.execute,
     // prepared statements and src/sql statements alike; transactions included).
     type ExecuteQuery = (sql: unknown, run: () => Promise<unknown>, ctx?: { params?: unknown[] }) => Promise<unknown>;
     const conn = orm.em.getDriver().getConnection() as unknown as { executeQuery: ExecuteQuery };
     const executeQuery = conn.executeQuery.bind(conn);
     conn.executeQuery = async (sql, run, ctx) => {
+      if (typeof sql === 'string' && killBefore?.test(sql.trim())) {
+        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: ctx?.params ?? [] })}`);
+        process.kill(process.pid, 'SIGKILL');
+        await sleep(60_000);
+      }
       const result = await executeQuery(sql, run, ctx);
-      if (typeof sql === 'string' && killAfter.test(sql.trim())) {
+      if (typeof sql === 'string' && killAfter?.test(sql.trim())) {
         say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: ctx?.params ?? [] })}`);
         process.kill(process.pid, 'SIGKILL');
         await sleep(60_000);

@@ -45,8 +45,8 @@ end`,
  * (cancelled, queue timeout, insufficient funds), `compute` (completed_with_issues, failed nodes, the
  * compute limit: nothing when that compute is 0 and the run did not complete) or `full` (the creator price
  * charged to this caller, 0 otherwise, plus compute). A completed run is charged at least 0. The one
- * definition of the charge: FINISH_RUN, START_AND_FINISH, START_FINISH_AND_SETTLE and its set-based form
- * call it. Immutable and a single `select`, so the planner inlines it (no function call per row).
+ * definition of the charge: FINISH_RUN and FINISH_RUNS_IN_MEMORY call it. Immutable and a single
+ * `select`, so the planner inlines it (no function call per row).
  */
 export const RunChargeRoutine = new Routine({
   name: 'wr_run_charge',
@@ -78,7 +78,7 @@ export const BilledRoutine = new Routine({
  * `wr_within_compute_limit(compute, steps, step_usd, compute_limit)`: whether `steps` more steps keep the
  * run's compute within its limit (null `steps`: no steps, always). The one definition of the compute limit
  * (docs/design/money.md): the fenced writes refuse a step that would cross it (src/sql/fenced-write.ts,
- * runFences in src/sql/start-and-finish.ts), and readRun (src/runs/run-state.ts) says whether the next
+ * src/sql/finish-runs-in-memory.ts), and readRun (src/runs/run-state.ts) says whether the next
  * step fits, so the engine fails the run rather than start that step.
  */
 export const ComputeLimitRoutine = new Routine({

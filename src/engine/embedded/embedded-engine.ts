@@ -6,11 +6,8 @@ import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
 import { admitQueuedRunsDetailed, roundArgs } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
 import { admissionInAcceptance } from './admission-in-acceptance.ts';
-import { clearGroupTail, setGroupGather, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
+import { clearGroupTail, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
 import { ACCEPT_RUN } from '../../sql/accept-run.ts';
-import { START_FINISH_AND_SETTLE } from '../../sql/start-and-finish.ts';
-import { SETTLEMENT_GATHER_MS } from '../../runs/start-and-complete.ts';
-import { notifyInSettlement } from '../../runs/notify-in-settlement.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
@@ -63,8 +60,6 @@ export interface EmbeddedEngineOptions {
   stopTimeoutMs?: number;
   /** Runs in flight at once; default config.runCapacity. */
   capacity?: number;
-  /** How long a settlement waits for others when none is in flight (docs/round-trips.md#settlements-gather); 0: at once. */
-  settlementGatherMs?: number;
 }
 
 type LoopOutcome = { kind: 'done' } | { kind: 'park'; until: number | null } | { kind: 'stopped' } | { kind: 'lost' };
@@ -96,7 +91,6 @@ export class EmbeddedEngine implements EnginePort {
   readonly #leaseTtlMs: number;
   readonly #holder: LeaseHolder;
   readonly #sweepIntervalMs: number;
-  readonly #settlementGatherMs: number;
   readonly #stopTimeoutMs: number;
   readonly #capacity: number;
 
@@ -111,8 +105,6 @@ export class EmbeddedEngine implements EnginePort {
   readonly #admission: AdmissionPump;
   /** The admission round that POST /runs acceptances carry (admission-in-acceptance.ts). */
   readonly #acceptanceRound: GroupTail;
-  /** The NOTIFY that the runs' settlements carry when the bus lets them (src/runs/notify-in-settlement.ts). */
-  readonly #settlementNotify: GroupTail;
 
   constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
     this.#deps = deps;
@@ -121,7 +113,6 @@ export class EmbeddedEngine implements EnginePort {
     this.#leaseTtlMs = opts.leaseTtlMs ?? 15_000;
     this.#holder = { owner: this.instanceId, ttlMs: this.#leaseTtlMs };
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 1_000;
-    this.#settlementGatherMs = opts.settlementGatherMs ?? SETTLEMENT_GATHER_MS;
     this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
     this.#admission = new AdmissionPump({
@@ -145,7 +136,6 @@ export class EmbeddedEngine implements EnginePort {
       // The sweep claims them at once, instead of when the leases would have run out.
       unstarted: (ids) => void releaseLeases(this.#deps, this.#holder, ids.filter((id) => !this.#drivers.has(id))).catch(() => undefined),
     });
-    this.#settlementNotify = notifyInSettlement(deps.bus);
   }
 
   get #running(): boolean {
@@ -164,8 +154,6 @@ export class EmbeddedEngine implements EnginePort {
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
     setGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
-    setGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
-    setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementGatherMs);
     await this.#recover();
     this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -241,9 +229,6 @@ export class EmbeddedEngine implements EnginePort {
 
   #clearTimers(): void {
     clearGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
-    clearGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
-    // A settlement gathering goes now: stop() waits for its run.
-    setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, 0);
     this.#unlistenCancels?.();
     this.#unlistenCancels = null;
     clearInterval(this.#sweepTimer);

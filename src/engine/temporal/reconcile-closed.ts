@@ -53,7 +53,7 @@ export class ClosedWorkflowReconciler {
       const how = await closedByTemporal.call(this.#client, runId);
       if (!how) continue;
       const reason = CLOSED_BY_TEMPORAL_REASONS[how];
-      const finished = await fork(this.#deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }, { commit: true }));
+      const finished = await fork(this.#deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));
       publishTerminal(this.#deps, runId, finished);
       if (!finished) continue;
       failed.push(runId);

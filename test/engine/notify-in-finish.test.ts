@@ -6,17 +6,17 @@ import { startTestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /**
- * The NOTIFY a run's settlement carries while the run event bus is quiet (src/runs/notify-in-settlement.ts):
- * the embedded engine on a Postgres server, a run completed in one statement, another process listening.
+ * The NOTIFY a run finished in memory carries while the run event bus is quiet (src/runs/start-and-complete.ts,
+ * FINISH_RUNS_IN_MEMORY): the embedded engine on a Postgres server, another process listening.
  */
 
 const url = process.env.DATABASE_URL;
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
 
 if (!url) {
-  console.log('  notify in settlement: skipped — DATABASE_URL not set (LISTEN/NOTIFY needs a Postgres server)');
+  console.log('  notify in the finishing statement: skipped — DATABASE_URL not set (LISTEN/NOTIFY needs a Postgres server)');
 } else {
-  test('a run finished while the bus is quiet is announced to other processes by its settlement’s own transaction, and the bus sends nothing for it', async () => {
+  test('a run finished while the bus is quiet is announced to other processes by its finishing statement’s own transaction, and the bus sends nothing for it', async () => {
     const t = await startTestApp({ engine: 'app' });
     const other = new pg.Client({ connectionString: url });
     const heard: string[] = [];
@@ -35,9 +35,8 @@ if (!url) {
       });
       const [row] = await t.deps.orm.em.fork().execute<{ last_sequence: number }[]>('select last_sequence from runs where id = ?', [runId]);
       await waitFor('the other process to hear the run', async () => heard.some((p) => p.split(',').includes(`${runId}:${row!.last_sequence}`)), 2_000);
-      const settlement = messages.filter((m) => /^generic_plans_b; start_finish_and_settle/.test(m)); // PREPAREs (once per connection) aside
-      assert.is(settlement.length, 1, messages.join('\n'));
-      assert.match(settlement[0]!, /^generic_plans_b; start_finish_and_settle\w*; notify_runs_written_b$/, 'the NOTIFY travels in the settlement’s transaction and message');
+      const finishing = messages.filter((m) => m.split('; ').includes('finish_runs_in_memory'));
+      assert.is(finishing.length, 1, messages.join('\n'));
       assert.is(messages.filter((m) => m === 'notify_each').length, 0, 'the bus sent no NOTIFY of its own');
     } finally {
       await other.end();
