@@ -1,27 +1,40 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { ADMIT_QUEUED, admitValues, LOCK_ADMISSION } from '../../src/sql/admit-queued.ts';
+import { ADMIT_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 /**
- * How an admission round reads the runs table (src/sql/admit-queued.ts). Every finished run leaves a
- * dead entry in runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so
- * the round must be planned neither as a bitmap scan, which would read all of them again every round,
- * nor by statistics that lag (a sequential scan of every run).
+ * How an admission round reads the runs table (wr_admit_queued, src/db/migrations/
+ * Migration20261204000000AdmissionFunctions.ts). Every finished run leaves a dead entry in
+ * runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so the round must be
+ * planned neither as a bitmap scan, which would read all of them again every round, nor by statistics
+ * that lag (a sequential scan of every run).
  */
 
 const SETTING = statement('test_scan_settings', `select current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan') as v`);
-const EXPLAIN_ADMIT = statement('test_explain_admit', `explain (costs off) ${ADMIT_QUEUED.text}`);
+
+/** The function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
+const ROUND_QUERY = /return query\s+([\s\S]*);\s*end$/.exec(ADMIT_QUEUED_BODY)![1]!
+  .replace(/\bround_capacity\b/g, '$1::int')
+  .replace(/\bround_engine\b/g, '$2::text')
+  .replace(/\bqueue_window\b/g, '$3::int')
+  .replace(/\blease_holder\b/g, '$4::text')
+  .replace(/\blease_seconds\b/g, '$5::float8');
+const EXPLAIN_ROUND = statement('test_explain_admit', `explain (costs off) ${ROUND_QUERY}`);
+const SCAN_SETTINGS_OFF = statement('test_scan_settings_off', `select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`);
 
 test.before(async () => {
   await resetDb(await testOrm());
 });
 
-test('the admission lock turns bitmap and sequential scans off for its transaction only', async () => {
+test('a round turns bitmap and sequential scans off for its transaction only', async () => {
   const orm = await testOrm();
+  const round = admitValues({ capacity: 64, engine: 'embedded', window: 256 });
   const inside = await orm.em.fork().transactional(async (tx) => {
-    await query(tx, LOCK_ADMISSION, []);
+    assert.is((await query<{ v: string }>(tx, SETTING, []))[0]!.v, 'on on', 'before the round');
+    await query(tx, ADMIT_QUEUED, round);
     return (await query<{ v: string }>(tx, SETTING, []))[0]!.v;
   });
   assert.is(inside, 'off off', 'after the lock, the round is planned with neither');
@@ -32,8 +45,8 @@ test('the admission lock turns bitmap and sequential scans off for its transacti
 test('an admission round counts the runs in flight through runs_in_flight_idx, by neither a bitmap nor a sequential scan', async () => {
   const orm = await testOrm();
   const plan = await orm.em.fork().transactional(async (tx) => {
-    await query(tx, LOCK_ADMISSION, []);
-    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_ADMIT, admitValues({ capacity: 64, engine: 'embedded', window: 256 }));
+    await query(tx, SCAN_SETTINGS_OFF, []);
+    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_ROUND, admitValues({ capacity: 64, engine: 'embedded', window: 256 }));
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
   assert.match(plan, /runs_in_flight_idx/, `the in-flight count reads the partial index:\n${plan}`);
