@@ -42,7 +42,7 @@ test('a round turns bitmap and sequential scans off for its transaction only', a
   assert.is(after, 'on on', 'the settings end with the admission transaction');
 });
 
-test('an admission round counts the runs in flight through runs_in_flight_idx, by neither a bitmap nor a sequential scan', async () => {
+test('an admission round counts the runs in flight through runs_in_flight_idx and reads the line through runs_queue_line_idx, by neither a bitmap nor a sequential scan', async () => {
   const orm = await testOrm();
   const plan = await orm.em.fork().transactional(async (tx) => {
     await query(tx, SCAN_SETTINGS_OFF, []);
@@ -50,6 +50,7 @@ test('an admission round counts the runs in flight through runs_in_flight_idx, b
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
   assert.match(plan, /runs_in_flight_idx/, `the in-flight count reads the partial index:\n${plan}`);
+  assert.match(plan, /Index Scan using runs_queue_line_idx on runs queued/, `the head of the line is read in the line's index order:\n${plan}`);
   assert.not.match(plan, /Bitmap/, `no bitmap scan:\n${plan}`);
   assert.not.match(plan, /Seq Scan/, `no sequential scan (the suite's runs table is empty, where one would be chosen):\n${plan}`);
 });
