@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { ADMIT_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED_BODY, NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -10,19 +10,23 @@ import { resetDb, testOrm } from '../helpers/db.ts';
  * Migration20261204000000AdmissionFunctions.ts). Every finished run leaves a dead entry in
  * runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so the round must be
  * planned neither as a bitmap scan, which would read all of them again every round, nor by statistics
- * that lag (a sequential scan of every run).
+ * that lag (a sequential scan of every run). A numbering (wr_number_queued) reads the queue's own indexes.
  */
 
 const SETTING = statement('test_scan_settings', `select current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan') as v`);
 
-/** The function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
-const ROUND_QUERY = /return query\s+([\s\S]*);\s*end$/.exec(ADMIT_QUEUED_BODY)![1]!
-  .replace(/\bround_capacity\b/g, '$1::int')
-  .replace(/\bround_engine\b/g, '$2::text')
-  .replace(/\bqueue_window\b/g, '$3::int')
-  .replace(/\blease_holder\b/g, '$4::text')
-  .replace(/\blease_seconds\b/g, '$5::float8');
+/** A function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
+const functionQuery = (body: string, params: [string, string][]) =>
+  params.reduce((text, [name, param]) => text.replace(new RegExp(`\\b${name}\\b`, 'g'), param), /return query\s+([\s\S]*);\s*end$/.exec(body)![1]!);
+const ROUND_QUERY = functionQuery(ADMIT_QUEUED_BODY, [
+  ['round_capacity', '$1::int'],
+  ['round_engine', '$2::text'],
+  ['queue_window', '$3::int'],
+  ['lease_holder', '$4::text'],
+  ['lease_seconds', '$5::float8'],
+]);
 const EXPLAIN_ROUND = statement('test_explain_admit', `explain (costs off) ${ROUND_QUERY}`);
+const EXPLAIN_NUMBERING = statement('test_explain_numbering', `explain (costs off) ${functionQuery(NUMBER_QUEUED_BODY, [['batch_size', '$1::int']])}`);
 const SCAN_SETTINGS_OFF = statement('test_scan_settings_off', `select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`);
 
 test.before(async () => {
@@ -53,6 +57,17 @@ test('an admission round counts the runs in flight through runs_in_flight_idx an
   assert.match(plan, /Index Scan using runs_queue_line_idx on runs queued/, `the head of the line is read in the line's index order:\n${plan}`);
   assert.not.match(plan, /Bitmap/, `no bitmap scan:\n${plan}`);
   assert.not.match(plan, /Seq Scan/, `no sequential scan (the suite's runs table is empty, where one would be chosen):\n${plan}`);
+});
+
+test("a numbering reads the line's ends and its unnumbered tail through the queue's partial indexes", async () => {
+  const orm = await testOrm();
+  const plan = await orm.em.fork().transactional(async (tx) => {
+    // The suite's table is nearly empty, where a sequential scan would be chosen whatever the indexes.
+    await query(tx, SCAN_SETTINGS_OFF, []);
+    return (await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_NUMBERING, [5000])).map((r) => r['QUERY PLAN']).join('\n');
+  });
+  for (const index of ['runs_queue_line_idx', 'runs_queue_left_idx', 'runs_queue_fresh_idx']) assert.match(plan, new RegExp(`using ${index}`), `${index}:\n${plan}`);
+  assert.not.match(plan, /Seq Scan|Bitmap/, `plain index scans only:\n${plan}`);
 });
 
 test.run();
