@@ -8,6 +8,7 @@ import pg, { type Pool, type PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
+import { queueRoutines } from './entities/queue-routines.ts';
 import { migrations } from './migrations/index.ts';
 import { nameHotStatements, usePreparedStatements } from './prepared.ts';
 import { allowGroupCommit } from './group-commit.ts';
@@ -42,7 +43,7 @@ export function describeDb(opts: DbOptions): string {
 export async function openOrm(opts: DbOptions): Promise<Orm> {
   const common = {
     entities,
-    routines,
+    routines: [...routines, ...queueRoutines],
     extensions: [Migrator],
     migrations: { migrationsList: migrations, transactional: true, allOrNothing: true, snapshot: false, silent: true },
     debug: opts.debug ?? false,

@@ -1,17 +1,5 @@
 import { query } from '../db/statement.ts';
-import {
-  ADMIT_QUEUED,
-  admitFromQueue,
-  admitted,
-  admitValues,
-  EXPIRED_CREDENTIAL_WAITS,
-  EXPIRED_QUEUED,
-  LOCK_ADMISSION,
-  type AdmitFromQueueArgs,
-} from '../sql/admit-queued.ts';
-import { inOneMessage } from '../db/group-commit.ts';
-import type { Statement } from '../db/statement.ts';
-import { COMMIT_WITHOUT_FLUSH } from '../sql/commit-without-flush.ts';
+import { ADMIT_QUEUED, admitted, admitValues, EXPIRED_CREDENTIAL_WAITS, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
@@ -37,9 +25,9 @@ export interface AdmitArgs {
 /**
  * Fails queued runs that waited longer than QUEUE_MAX_WAIT_SECONDS (not charged) and runs that waited
  * for credentials longer than CREDENTIALS_WAIT_SECONDS (charged the steps that ran), then admits queued
- * runs in the line's order (src/services/runs/queue-line.ts) while the in-flight count is below `capacity` and each account stays
- * below its `max_concurrent_runs`: admitted runs get phase `starting`. Serialised across processes by a
- * transaction-scoped advisory lock. Returns the admitted run ids.
+ * runs in the line's order (src/services/runs/queue-line.ts) while the in-flight count is below `capacity`
+ * and each account stays below its `max_concurrent_runs`: admitted runs get phase `starting`. Serialised
+ * across processes by a transaction-scoped advisory lock. Returns the admitted run ids.
  */
 export async function admitQueuedRuns(deps: RunsDeps, args: AdmitArgs): Promise<string[]> {
   return (await admitQueuedRunsDetailed(deps, args)).admitted;
@@ -55,21 +43,36 @@ export interface AdmitResult {
   expiredWaits?: string[];
 }
 
-/** admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle admissions). */
+/**
+ * admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle
+ * admissions). The expiries go first in a transaction of their own (finishRun settles their charges),
+ * then the round is one statement (ADMIT_QUEUED), which sees them committed.
+ */
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
+  const expiredWaits = args.expireQueued === false ? [] : await expireWaitingRuns(deps, args.engine);
+  const em = fork(deps);
+  const round = admitted(await query(em, ADMIT_QUEUED, admitValues(roundArgs(args))));
+  if (round.rows.length === 0) return { admitted: [], states: [], more: round.more, expiredWaits };
+  const states = await Promise.all(round.rows.map((r) => stateFromRow(em, String(r.id), r)));
+  return { admitted: states.map((st) => st.runId), states, more: round.more, expiredWaits };
+}
+
+/**
+ * Fails, under the admission lock, the queued runs that waited past QUEUE_MAX_WAIT_SECONDS (not charged)
+ * and the runs that waited for credentials past CREDENTIALS_WAIT_SECONDS (charged the steps that ran,
+ * nothing for the wait; the round after counts their slots as free). Returns the latter's ids.
+ */
+async function expireWaitingRuns(deps: RunsDeps, engine: string | undefined): Promise<string[]> {
   const published: [string, FinishedRun][] = [];
   const expiredWaits: string[] = [];
-  const admit = roundArgs(args);
-  const result = args.expireQueued === false ? await admitOnly(deps, admit) : await fork(deps).transactional(async (tx) => {
+  await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
     const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
     for (const { id } of expired) {
       const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
       if (finished !== null) published.push([String(id), finished]);
     }
-    // Past the credentials deadline: failed, charged the steps that ran (nothing for the wait); the
-    // round below then counts its slot as free.
-    const waits = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, args.engine ?? null]);
+    const waits = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, engine ?? null]);
     for (const { id } of waits) {
       const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'compute', reason: CREDENTIALS_TIMEOUT_REASON });
       if (finished !== null) {
@@ -77,35 +80,12 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
         expiredWaits.push(String(id));
       }
     }
-    // The last statement of the transaction: its COMMIT travels with it (src/sql/admit-queued.ts).
-    return admitFromQueue(tx, admit);
   });
   for (const [id, finished] of published) publishTerminal(deps, id, finished);
-  if (result.rows.length === 0) return { admitted: [], states: [], more: result.more, expiredWaits };
-  // After the commit: a version's graph never changes, so reading it outside the transaction is the same.
-  const em = fork(deps);
-  const states = await Promise.all(result.rows.map((r) => stateFromRow(em, String(r.id), r)));
-  return { admitted: states.map((st) => st.runId), states, more: result.more, expiredWaits };
+  return expiredWaits;
 }
 
 /** ADMIT_QUEUED's arguments for a round of `args`: it looks at the queue's first 4 × capacity runs (100 at least). */
 export function roundArgs(args: AdmitArgs): AdmitFromQueueArgs {
   return { capacity: args.capacity, engine: args.engine, window: Math.max(args.capacity * 4, 100), lease: args.lease };
-}
-
-/**
- * A round without the queue-timeout check: the admission lock and the round as one transaction in one
- * message, so the lock is held for the round and its commit, not across a round trip to this process.
- * With a lease (the embedded engine) the commit does not wait for the disk: a database crash that undoes
- * the round puts its runs back in the queue, and the drivers' fenced writes, which need an admitted run,
- * stop at their first write (docs/round-trips.md#commits-that-do-not-wait-for-the-disk).
- */
-async function admitOnly(deps: RunsDeps, admit: AdmitFromQueueArgs): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
-  const round: [Statement, unknown[]][] = [
-    [LOCK_ADMISSION, []],
-    [ADMIT_QUEUED, admitValues(admit)],
-  ];
-  if (admit.lease) round.unshift([COMMIT_WITHOUT_FLUSH, []]);
-  const out = await inOneMessage(fork(deps), round);
-  return admitted(out[out.length - 1]!);
 }

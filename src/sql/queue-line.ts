@@ -16,27 +16,15 @@ export const GATE_CTE = `gate as (select pg_advisory_xact_lock_shared(${QUEUE_GA
 /** Runs numbered per transaction (bounds how long acceptances wait on the gate). */
 export const NUMBER_BATCH = 5000;
 
-/** Takes the numbering gate exclusively, until the transaction ends. */
-export const LOCK_QUEUE_GATE = statement('lock_queue_gate', `select pg_advisory_xact_lock(${QUEUE_GATE})`, []);
-
 /**
- * Numbers up to NUMBER_BATCH unnumbered queued runs, oldest first, after the highest number in use
- * (run under LOCK_QUEUE_GATE). It does not check the status again: a run admitted or cancelled since
- * it was read keeps its number and counts as having left, so the numbers stay gapless.
+ * $1 how many at most: numbers unnumbered queued runs, oldest first, after the highest number in use,
+ * under the gate taken exclusively, in one call of `wr_number_queued`. A function, because the numbering
+ * must read the line in a snapshot taken after the gate was granted: one statement that took the gate in
+ * a CTE would read with the snapshot it had before waiting, missing acceptances and numberings committed
+ * meanwhile, and hand out numbers twice (src/db/migrations/Migration20261204000000AdmissionFunctions.ts).
+ * Returns `numbered`, how many runs were numbered.
  */
-export const NUMBER_QUEUED_RUNS = statement(
-  'number_queued_runs',
-  `with last as (
-     select greatest((select max(q.queue_seq) from runs q where ${queuedRun('q')} and q.queue_seq is not null),
-                     (select max(d.queue_seq) from runs d where ${leftQueue('d')}), 0) as n),
-   fresh as (
-     select id, row_number() over (order by queued_at, id) as k
-       from (select f.id, f.queued_at from runs f where ${queuedRun('f')} and f.queue_seq is null
-              order by f.queued_at, f.id limit ${NUMBER_BATCH}) f)
-   update runs r set queue_seq = last.n + fresh.k from last, fresh where r.id = fresh.id
-   returning 1 as n`,
-  [RunSchema],
-);
+export const NUMBER_QUEUED_RUNS = statement('number_queued_runs', 'select numbered from wr_number_queued($1::int)', [RunSchema]);
 
 // Ends of the numbered part of the line, in runs_queue_line_idx's own order so that the plan reads one
 // index entry whatever the statistics say (a queue filled in the last seconds has none yet).

@@ -1,27 +1,44 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { ADMIT_QUEUED, admitValues, LOCK_ADMISSION } from '../../src/sql/admit-queued.ts';
+import { ADMIT_QUEUED_BODY, NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 /**
- * How an admission round reads the runs table (src/sql/admit-queued.ts). Every finished run leaves a
- * dead entry in runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so
- * the round must be planned neither as a bitmap scan, which would read all of them again every round,
- * nor by statistics that lag (a sequential scan of every run).
+ * How an admission round reads the runs table (wr_admit_queued, src/db/migrations/
+ * Migration20261204000000AdmissionFunctions.ts). Every finished run leaves a dead entry in
+ * runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so the round must be
+ * planned neither as a bitmap scan, which would read all of them again every round, nor by statistics
+ * that lag (a sequential scan of every run). A numbering (wr_number_queued) reads the queue's own indexes.
  */
 
 const SETTING = statement('test_scan_settings', `select current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan') as v`);
-const EXPLAIN_ADMIT = statement('test_explain_admit', `explain (costs off) ${ADMIT_QUEUED.text}`);
+
+/** A function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
+const functionQuery = (body: string, params: [string, string][]) =>
+  params.reduce((text, [name, param]) => text.replace(new RegExp(`\\b${name}\\b`, 'g'), param), /return query\s+([\s\S]*);\s*end$/.exec(body)![1]!);
+const ROUND_QUERY = functionQuery(ADMIT_QUEUED_BODY, [
+  ['round_capacity', '$1::int'],
+  ['round_engine', '$2::text'],
+  ['queue_window', '$3::int'],
+  ['lease_holder', '$4::text'],
+  ['lease_seconds', '$5::float8'],
+]);
+const EXPLAIN_ROUND = statement('test_explain_admit', `explain (costs off) ${ROUND_QUERY}`);
+const EXPLAIN_NUMBERING = statement('test_explain_numbering', `explain (costs off) ${functionQuery(NUMBER_QUEUED_BODY, [['batch_size', '$1::int']])}`);
+const SCAN_SETTINGS_OFF = statement('test_scan_settings_off', `select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`);
 
 test.before(async () => {
   await resetDb(await testOrm());
 });
 
-test('the admission lock turns bitmap and sequential scans off for its transaction only', async () => {
+test('a round turns bitmap and sequential scans off for its transaction only', async () => {
   const orm = await testOrm();
+  const round = admitValues({ capacity: 64, engine: 'embedded', window: 256 });
   const inside = await orm.em.fork().transactional(async (tx) => {
-    await query(tx, LOCK_ADMISSION, []);
+    assert.is((await query<{ v: string }>(tx, SETTING, []))[0]!.v, 'on on', 'before the round');
+    await query(tx, ADMIT_QUEUED, round);
     return (await query<{ v: string }>(tx, SETTING, []))[0]!.v;
   });
   assert.is(inside, 'off off', 'after the lock, the round is planned with neither');
@@ -29,16 +46,28 @@ test('the admission lock turns bitmap and sequential scans off for its transacti
   assert.is(after, 'on on', 'the settings end with the admission transaction');
 });
 
-test('an admission round counts the runs in flight through runs_in_flight_idx, by neither a bitmap nor a sequential scan', async () => {
+test('an admission round counts the runs in flight through runs_in_flight_idx and reads the line through runs_queue_line_idx, by neither a bitmap nor a sequential scan', async () => {
   const orm = await testOrm();
   const plan = await orm.em.fork().transactional(async (tx) => {
-    await query(tx, LOCK_ADMISSION, []);
-    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_ADMIT, admitValues({ capacity: 64, engine: 'embedded', window: 256 }));
+    await query(tx, SCAN_SETTINGS_OFF, []);
+    const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_ROUND, admitValues({ capacity: 64, engine: 'embedded', window: 256 }));
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
   assert.match(plan, /runs_in_flight_idx/, `the in-flight count reads the partial index:\n${plan}`);
+  assert.match(plan, /Index Scan using runs_queue_line_idx on runs queued/, `the head of the line is read in the line's index order:\n${plan}`);
   assert.not.match(plan, /Bitmap/, `no bitmap scan:\n${plan}`);
   assert.not.match(plan, /Seq Scan/, `no sequential scan (the suite's runs table is empty, where one would be chosen):\n${plan}`);
+});
+
+test("a numbering reads the line's ends and its unnumbered tail through the queue's partial indexes", async () => {
+  const orm = await testOrm();
+  const plan = await orm.em.fork().transactional(async (tx) => {
+    // The suite's table is nearly empty, where a sequential scan would be chosen whatever the indexes.
+    await query(tx, SCAN_SETTINGS_OFF, []);
+    return (await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_NUMBERING, [5000])).map((r) => r['QUERY PLAN']).join('\n');
+  });
+  for (const index of ['runs_queue_line_idx', 'runs_queue_left_idx', 'runs_queue_fresh_idx']) assert.match(plan, new RegExp(`using ${index}`), `${index}:\n${plan}`);
+  assert.not.match(plan, /Seq Scan|Bitmap/, `plain index scans only:\n${plan}`);
 });
 
 test.run();

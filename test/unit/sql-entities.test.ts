@@ -35,7 +35,6 @@ const UNREAD: Record<string, string[]> = {
   accept_run_with_hit: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
   accept_run_with_hit_secrets: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
   accept_run_with_hit_cap: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
-  number_queued_runs: ['alias f: names runs and a CTE or subquery'],
   acquire_stream_slot: ['alias t: names t and stream_slot_totals and a CTE or subquery'],
   find_workflow_to_run: ['alias w: names api_key_rate_windows and workflows'],
 };

@@ -1,9 +1,7 @@
 import type { Em } from '../../db/orm.ts';
 import { fork, type RunsDeps } from '../../runs/deps.ts';
 import { query } from '../../db/statement.ts';
-import { inOneMessage } from '../../db/group-commit.ts';
-import { COMMIT_WITHOUT_FLUSH } from '../../sql/commit-without-flush.ts';
-import { LINE_POSITIONS, LOCK_QUEUE_GATE, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
+import { LINE_POSITIONS, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
 
 /**
  * The line of queued runs, with places that are exact and cheap at any depth (docs/design/rules.md,
@@ -36,19 +34,12 @@ const NUMBER_AFTER_MS = 1000;
 
 /**
  * Numbers unnumbered queued runs, oldest first; returns how many. Every acceptance waits while the gate
- * is held, so the gate and the numbering go as one transaction in one message (never held across a round
- * trip to this process, which a busy event loop makes long), and its commit does not wait for the disk:
- * numbers a database crash undoes are handed out again by the next numbering
- * (docs/round-trips.md#commits-that-do-not-wait-for-the-disk).
+ * is held, so the gate and the numbering are one statement, a function call (never held across a round
+ * trip to this process, which a busy event loop makes long), whose commit does not wait for the disk.
  */
 export async function numberQueuedRuns(em: Em): Promise<number> {
-  // The numbering statement's snapshot is taken after the lock: every acceptance that could be seen before has committed.
-  const [, , numbered] = await inOneMessage(em, [
-    [COMMIT_WITHOUT_FLUSH, []],
-    [LOCK_QUEUE_GATE, []],
-    [NUMBER_QUEUED_RUNS, []],
-  ]);
-  return numbered!.length;
+  const [row] = await query<{ numbered: number }>(em, NUMBER_QUEUED_RUNS, [NUMBER_BATCH]);
+  return Number(row?.numbered ?? 0);
 }
 
 interface Numberer {
