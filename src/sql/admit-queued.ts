@@ -59,33 +59,6 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
 export const ADMIT_QUEUED = statement('admit_queued', lastOfTransaction(admitText(false)), [RunSchema, AccountSchema]);
 
 /**
- * The admission lock if it is free, as the first statement of a group of acceptances (src/engine/embedded/
- * admission-in-acceptance.ts): that transaction holds rows others may want while they hold the lock, so it
- * never waits for it. Whether it was taken is kept in the setting `wr.admission` (for ADMIT_QUEUED_IF_LOCKED
- * and the acceptances), with what lets each acceptance admit its own run (`wr.admit_*`, read by
- * src/sql/accept-run.ts): $1 RUN_CAPACITY, $2 the engine, $3 the lease owner or null, $4 the lease's
- * seconds. Taken first, the lock is held by every acceptance's snapshot, so each sees every admission
- * committed before it; admissions elsewhere wait for the group's commit. The planner settings are
- * LOCK_ADMISSION's (the acceptances' own statements are index lookups either way). Returns `locked`:
- * 'true' when the lock was taken.
- */
-export const TRY_LOCK_ADMISSION_FOR_ACCEPTANCES = statement(
-  'try_lock_admission_for_acceptances',
-  `select set_config('wr.admission', pg_try_advisory_xact_lock(727001)::text, true) as locked,
-       set_config('wr.admit_capacity', $1::int::text, true), set_config('wr.admit_engine', $2::text, true),
-       set_config('wr.admit_lease_owner', coalesce($3::text, ''), true), set_config('wr.admit_lease_secs', coalesce($4::float8, 0)::text, true),
-       set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`,
-  [],
-);
-
-/**
- * ADMIT_QUEUED after TRY_LOCK_ADMISSION_FOR_ACCEPTANCES, in a transaction that already holds other rows: it admits
- * nothing unless the lock was taken (`locked` says which), and it skips a picked run whose row another
- * transaction holds instead of waiting for it (a skipped run counts as still waiting).
- */
-export const ADMIT_QUEUED_IF_LOCKED = statement('admit_queued_if_locked', admitText(true), [RunSchema, AccountSchema]);
-
-/**
  * ADMIT_QUEUED's text; `ifLocked`: ADMIT_QUEUED_IF_LOCKED's. `picked_count` is what was admitted, so
  * `looked_at > picked_count` whenever an admissible run is left waiting.
  */

@@ -36,7 +36,7 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS } from '../helpers/provider-stub.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { statementsWhile, type LoggedStatement } from '../helpers/statement-log.ts';
-import { ACCEPT_RUN_VARIANTS } from '../../src/sql/accept-run.ts';
+import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -313,7 +313,7 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
 async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
   const mentions = (s: LoggedStatement) => {
     const n = needle();
-    return !!n && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s.query) && (s.params ?? []).includes(n);
+    return !!n && s.query !== ACCEPT_RUNS.text && (s.params ?? []).includes(n);
   };
   return (await statementsWhile(orm, fn, mentions)).sql;
 }

@@ -9,7 +9,7 @@ import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { renewLeases } from '../../src/runs/leases.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
-import { ACCEPT_RUN_VARIANTS } from '../../src/sql/accept-run.ts';
+import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
 
 /**
  * An in-memory run of an account with no webhook endpoint for its terminal event is executed, after its
@@ -94,7 +94,7 @@ async function run(app: TestApp, who: string): Promise<{ id: string; sql: string
 /** The named statements among `sql` after the acceptance (src/sql names as the texts start; the test's own polls left out). */
 const named = (sql: string[]) =>
   sql
-    .filter((s) => !s.startsWith('select status from runs') && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s))
+    .filter((s) => !s.startsWith('select status from runs') && s !== ACCEPT_RUNS.text)
     .map((s) => {
       const text = s.replace('/* with commit */ ', '');
       if (text.startsWith('with f0 as')) return 'start_finish_and_settle';

@@ -3,11 +3,9 @@ import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
-import { admitQueuedRunsDetailed, roundArgs } from '../../runs/admit-runs.ts';
+import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
-import { admissionInAcceptance } from './admission-in-acceptance.ts';
 import { clearGroupTail, setGroupGather, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
-import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import { START_FINISH_AND_SETTLE } from '../../sql/start-and-finish.ts';
 import { SETTLEMENT_GATHER_MS } from '../../runs/start-and-complete.ts';
 import { notifyInSettlement } from '../../runs/notify-in-settlement.ts';
@@ -109,8 +107,6 @@ export class EmbeddedEngine implements EnginePort {
   /** Stops listening to cancels committed by other processes. */
   #unlistenCancels: (() => void) | null = null;
   readonly #admission: AdmissionPump;
-  /** The admission round that POST /runs acceptances carry (admission-in-acceptance.ts). */
-  readonly #acceptanceRound: GroupTail;
   /** The NOTIFY that the runs' settlements carry when the bus lets them (src/runs/notify-in-settlement.ts). */
   readonly #settlementNotify: GroupTail;
 
@@ -133,18 +129,6 @@ export class EmbeddedEngine implements EnginePort {
       running: () => this.#running,
       failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
     });
-    this.#acceptanceRound = admissionInAcceptance({
-      deps,
-      args: roundArgs({ capacity: this.#capacity, engine: this.name, lease: this.#holder }),
-      pump: this.#admission,
-      running: () => this.#running,
-      admitted: (r) => {
-        for (const st of r.states) this.#startDriver(st.runId, st);
-      },
-      failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
-      // The sweep claims them at once, instead of when the leases would have run out.
-      unstarted: (ids) => void releaseLeases(this.#deps, this.#holder, ids.filter((id) => !this.#drivers.has(id))).catch(() => undefined),
-    });
     this.#settlementNotify = notifyInSettlement(deps.bus);
   }
 
@@ -163,7 +147,6 @@ export class EmbeddedEngine implements EnginePort {
     this.#state = 'running';
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
-    setGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     setGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
     setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementGatherMs);
     await this.#recover();
@@ -211,8 +194,8 @@ export class EmbeddedEngine implements EnginePort {
     }
   }
 
-  async runAccepted(_runId: string, admissionRan = false): Promise<void> {
-    if (!admissionRan) this.#admission.accepted();
+  async runAccepted(_runId: string): Promise<void> {
+    this.#admission.accepted();
   }
 
   async runCancelled(runId: string): Promise<void> {
@@ -240,7 +223,6 @@ export class EmbeddedEngine implements EnginePort {
   // Scheduling
 
   #clearTimers(): void {
-    clearGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     clearGroupTail(this.#deps.orm.em, START_FINISH_AND_SETTLE, this.#settlementNotify);
     // A settlement gathering goes now: stop() waits for its run.
     setGroupGather(this.#deps.orm.em, START_FINISH_AND_SETTLE, 0);
