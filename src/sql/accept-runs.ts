@@ -121,14 +121,14 @@ over_cap as materialized (
 claim as (
   insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
   select c.record_id, c.account_id, c.idempotency_key, c.fingerprint, c.run_id, now(), now() + interval '${IDEMPOTENCY_RECORD_HOURS} hours'
-    from checked_call c cross join over_cap o
-   where c.idempotency_key is not null and c.allowed and c.current and not (c.ord = any(o.ords))
+    from checked_call c cross join over_cap
+   where c.idempotency_key is not null and c.allowed and c.current and not (c.ord = any(over_cap.ords))
    order by c.account_id, c.idempotency_key
   ${CLAIM_ON_CONFLICT}
   returning account_id, key, run_id, fingerprint),
 new_call as (
-  select c.* from checked_call c cross join over_cap o
-   where c.allowed and c.current and not (c.ord = any(o.ords))
+  select c.* from checked_call c cross join over_cap
+   where c.allowed and c.current and not (c.ord = any(over_cap.ords))
      and (c.idempotency_key is null or exists (select 1 from claim where claim.run_id = c.run_id))),
 inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
@@ -150,10 +150,10 @@ queued_event as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
   select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from inserted_run r cross join gate)
 select c.ord, cl.run_id, cl.fingerprint, exists (select 1 from inserted_run r where r.id = c.run_id) as inserted, not c.current as stale,
-       c.ord = any(o.ords) as over_cap, r.allowed, r.counted, r.oldest_ms,
+       c.ord = any(over_cap.ords) as over_cap, r.allowed, r.counted, r.oldest_ms,
        case when r.ord is not null then (extract(epoch from now()) * 1000)::float8 end as now_ms
   from checked_call c
- cross join over_cap o
+ cross join over_cap
   left join claim cl on cl.account_id = c.account_id and cl.key = c.idempotency_key
   left join call_rate r on r.ord = c.ord
  order by c.ord`,

@@ -8,7 +8,7 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
  * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run
  * operation: src/runs/fenced-write.ts), FINISH_RUN (src/sql/runs.ts) and START_AND_FINISH /
  * START_FINISH_AND_SETTLE (src/sql/start-and-finish.ts). The one other insert is acceptance's
- * `run.queued` (sequence 1, in the CTE of src/sql/accept-run.ts), written with the run itself.
+ * `run.queued` (sequence 1, in the CTE of src/sql/accept-runs.ts), written with the run itself.
  */
 
 /**
