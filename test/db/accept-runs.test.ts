@@ -73,7 +73,9 @@ const world: fc.Arbitrary<World> = fc
     }),
   )
   // One idempotency key once per batch (the service's Batch keeps calls sharing one apart).
-  .map((w) => ({ ...w, calls: w.calls.map((c, i) => (w.calls.findIndex((d) => d.idempotency === c.idempotency) < i && /^k/.test(c.idempotency) ? { ...c, idempotency: 'none' as const } : c)) }));
+  .map((w) => ({ ...w, calls: w.calls.map((c, i) => (/^k/.test(c.idempotency) && w.calls.findIndex((d) => d.idempotency === c.idempotency) < i ? none(c) : c)) }));
+
+const none = (c: CallSpec): CallSpec => ({ ...c, idempotency: 'none' });
 
 interface Built {
   account: string;
@@ -100,10 +102,12 @@ async function build(orm: Orm, w: World): Promise<Built> {
   const b: Built = { account: randomUUID(), keys: [], workflow: randomUUID(), version: randomUUID(), token: '', names: new Map() };
   b.names.set(b.account, 'account');
   await exec(orm, 'insert into accounts (id, handle) values (?, ?)', [b.account, `a${b.account.slice(0, 8)}`]);
-  await exec(orm, `insert into workflows (id, owner_id, name, run_model, listing, credential_mode, api_access) values (?, ?, 'w', 'per_run', 'public', 'service_hosted', true)`, [
-    b.workflow,
-    b.account,
-  ]);
+  await exec(
+    orm,
+    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode, api_access)
+     values (?, ?, 'w', 'per_run', 'public', 'service_hosted', true)`,
+    [b.workflow, b.account],
+  );
   await exec(orm, `insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [b.version, b.workflow, 'x'.repeat(64)]);
   await exec(orm, 'update workflows set active_version_id = ? where id = ?', [b.version, b.workflow]);
   for (const [i, k] of w.keys.entries()) {
@@ -137,7 +141,8 @@ async function build(orm: Orm, w: World): Promise<Built> {
     await insertRun(orm, b, recorded, b.keys[c.key]!, '0');
     await exec(
       orm,
-      `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at) values (?, ?, ?, ?, ?, now() - interval '1 hour', now() + ?::interval)`,
+      `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
+       values (?, ?, ?, ?, ?, now() - interval '1 hour', now() + ?::interval)`,
       [randomUUID(), b.account, `own-${i}`, c.idempotency === 'conflict' ? 'other' : `fp${i}`, recorded, c.idempotency === 'expired' ? '-1 minute' : '1 hour'],
     );
   }
@@ -236,7 +241,8 @@ t('a batch writes and answers what its calls one at a time would', async ({ orm 
 });
 
 t('the k-th call of a key is allowed while the window before plus k is within the limit; refused calls are not counted', async ({ orm }) => {
-  const w: World = { keys: [{ limit: 3, window: 1, cap: null, reserved: '0' }], calls: Array.from({ length: 4 }, () => ({ key: 0, idempotency: 'none', token: 'none', price: '0.100000', secrets: 0 })) };
+  const call: CallSpec = { key: 0, idempotency: 'none', token: 'none', price: '0.100000', secrets: 0 };
+  const w: World = { keys: [{ limit: 3, window: 1, cap: null, reserved: '0' }], calls: [call, call, call, call] };
   const b = await build(orm, w);
   const rows = await accept(orm, callsOf(w, b));
   assert.equal(rows.map((r) => r.allowed), [true, true, false, false]);
@@ -248,7 +254,8 @@ t('the k-th call of a key is allowed while the window before plus k is within th
 
 t('a spend cap refuses, in call order, each call whose price does not fit after the earlier ones that did', async ({ orm }) => {
   const call = (price: string): CallSpec => ({ key: 0, idempotency: 'none', token: 'none', price, secrets: 0 });
-  const w: World = { keys: [{ limit: null, window: null, cap: '1.000000', reserved: '0.600000' }], calls: [call('0.250000'), call('0.250000'), call('0.150000')] };
+  const key: KeySpec = { limit: null, window: null, cap: '1.000000', reserved: '0.600000' };
+  const w: World = { keys: [key], calls: [call('0.250000'), call('0.250000'), call('0.150000')] };
   const b = await build(orm, w);
   const rows = await accept(orm, callsOf(w, b));
   assert.equal(rows.map((r) => r.over_cap), [false, true, false], '0.6 + 0.25 fits, + 0.25 would not, + 0.15 is exactly at the cap');
