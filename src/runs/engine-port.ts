@@ -9,11 +9,8 @@ export interface EnginePort {
   start(): Promise<void>;
   /** Stop taking work and wait for in-flight steps to reach a durable point. */
   stop(): Promise<void>;
-  /**
-   * A run was accepted and committed. `admissionRan`: an admission round of this engine ran in the
-   * acceptance's own transaction (src/engine/embedded/admission-in-acceptance.ts) and took it into account.
-   */
-  runAccepted(runId: string, admissionRan?: boolean): Promise<void>;
+  /** A run was accepted and committed (queued: the engine admits it in a round of its own). */
+  runAccepted(runId: string): Promise<void>;
   /** The run was cancelled in the database: abort whatever still works on it. */
   runCancelled(runId: string): Promise<void>;
   /** Credentials were stored for a run suspended with wait_signal: resume it. */

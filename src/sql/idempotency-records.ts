@@ -3,7 +3,7 @@ import { IdempotencyRecordSchema } from '../db/entities/index.ts';
 
 /**
  * How long an idempotency record answers for its key (docs/design/rules.md#idempotency). An expired
- * record is as good as absent: the acceptance replaces it (src/sql/accept-run.ts `claim`), and the
+ * record is as good as absent: the acceptance replaces it (src/sql/accept-runs.ts `claim`), and the
  * sweep (src/services/runs/idempotency-sweeper.ts) deletes it.
  */
 export const IDEMPOTENCY_RECORD_HOURS = 24;
@@ -36,9 +36,9 @@ select (select count(*) from gone)::int as deleted, (select count(*) from look):
 );
 
 /**
- * The ON CONFLICT clause of an acceptance's claim of its idempotency record (src/sql/accept-run.ts,
- * accept-run-many.ts): a record still alive is kept, and returned (a replay, or a 409 on another
- * fingerprint); an expired one is replaced by the new request's.
+ * The ON CONFLICT clause of an acceptance's claim of its idempotency record (src/sql/accept-runs.ts): a
+ * record still alive is kept, and returned (a replay, or a 409 on another fingerprint); an expired one is
+ * replaced by the new request's.
  */
 export const CLAIM_ON_CONFLICT = `on conflict (account_id, key) do update set
     id = case when idempotency_records.expires_at <= now() then excluded.id else idempotency_records.id end,

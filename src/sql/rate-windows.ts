@@ -38,11 +38,11 @@ export const SHIFTED_WINDOW = `(select greatest(w.second, excluded.second) as se
  * window 60 s after the start of its second) and `now_ms`.
  */
 export const rateHitCte = (key: string, limit: string): string => `hit as (
-  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed)
-  select ${key}::uuid, s.second, array_fill(0, array[59]) || 1, 1, s.second, true
+  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed, last_counted)
+  select ${key}::uuid, s.second, array_fill(0, array[59]) || 1, 1, s.second, true, 1
     from (select floor(extract(epoch from now()))::bigint as second) s where ${limit}::int is not null
-  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed) = (
-    select k.second, k.kept[1:59] || (k.kept[60] + k.one), k.total + k.one, k.second, k.one = 1
+  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed, last_counted) = (
+    select k.second, k.kept[1:59] || (k.kept[60] + k.one), k.total + k.one, k.second, k.one = 1, k.one
       from (select s.second, s.kept, s.total, case when s.total < ${limit}::int then 1 else 0 end as one
               from ${SHIFTED_WINDOW} s
             offset 0) k)

@@ -8,7 +8,7 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
  * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run
  * operation: src/runs/fenced-write.ts) and FINISH_RUN (src/sql/runs.ts); FINISH_RUNS_IN_MEMORY
  * (src/sql/finish-runs-in-memory.ts) inserts its runs' batches itself. The one other insert is acceptance's
- * `run.queued` (sequence 1, in the CTE of src/sql/accept-run.ts), written with the run itself.
+ * `run.queued` (sequence 1, in the CTE of src/sql/accept-runs.ts), written with the run itself.
  */
 
 /**

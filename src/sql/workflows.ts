@@ -22,7 +22,7 @@ const from = (caller: string) => `workflows w
  * access and the purchase pin, price, API access, the owner's pause, credential mode, compute limit, the
  * active and shown versions. Versions are immutable (src/sql/catalog-workflows.ts), so a version id stands
  * for its graph; the run count and the texts are left out. POST /runs keeps a workflow read for a while
- * and ACCEPT_RUN (src/sql/accept-run.ts) writes nothing unless this is still the read's.
+ * and ACCEPT_RUNS (src/sql/accept-runs.ts) writes nothing unless this is still the read's.
  */
 const viewToken = (caller: string) => `md5(row(w.owner_id = ${caller}::uuid, w.owner_id, p.id, p.version_id, w.listing, w.unlock,
     w.run_model, w.price_usd, w.api_access, w.credential_mode, w.compute_limit_usd, w.active_version_id,

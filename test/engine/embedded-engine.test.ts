@@ -36,8 +36,8 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub, STUB_INPUT_TOKENS, STUB_OUTPUT_TOKENS } from '../helpers/provider-stub.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { statementsWhile, type LoggedStatement } from '../helpers/statement-log.ts';
-import { ACCEPT_RUN_VARIANTS } from '../../src/sql/accept-run.ts';
 import { ADMIT_QUEUED } from '../../src/sql/admit-queued.ts';
+import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -316,7 +316,7 @@ async function statementsMentioning(needle: () => string | null, fn: () => Promi
     const n = needle();
     // A statement over arrays mentions the run in one of them.
     const mentioned = (s.params ?? []).some((p) => p === n || (Array.isArray(p) && p.includes(n)));
-    return !!n && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s.query) && mentioned;
+    return !!n && s.query !== ACCEPT_RUNS.text && mentioned;
   };
   return (await statementsWhile(orm, fn, mentions)).sql;
 }

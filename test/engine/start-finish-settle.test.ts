@@ -9,7 +9,7 @@ import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { renewLeases } from '../../src/runs/leases.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
-import { ACCEPT_RUN_VARIANTS } from '../../src/sql/accept-run.ts';
+import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
 import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
 
 /**
@@ -95,7 +95,7 @@ async function run(app: TestApp, who: string): Promise<{ id: string; sql: string
 /** The named statements among `sql` after the acceptance (src/sql names as the texts start; the test's own polls left out). */
 const named = (sql: string[]) =>
   sql
-    .filter((s) => !s.startsWith('select status from runs') && !ACCEPT_RUN_VARIANTS.some((a) => a.text === s))
+    .filter((s) => !s.startsWith('select status from runs') && s !== ACCEPT_RUNS.text)
     .map((s) => {
       if (s === FINISH_RUNS_IN_MEMORY.text) return 'finish_runs_in_memory';
       if (s.startsWith('insert into webhook_deliveries')) return 'enqueue_run_webhooks';

@@ -150,7 +150,7 @@ r('real database failures (5xx) while handling keys and passwords log the error,
   secrets.push('wr_live_guess_5f0c2e9a1b');
   assert.is(authHits, 3);
   // The idempotency record, the run and the sealed-secret inserts fail inside POST /runs, after the
-  // password was read. They are one statement (src/sql/accept-run.ts), so each table refuses its insert
+  // password was read. They are one statement (src/sql/accept-runs.ts), so each table refuses its insert
   // in turn through a trigger: a real database error raised in the middle of that statement.
   for (const table of ['runs', 'run_secrets', 'idempotency_records']) {
     await withRefusedInserts(t, table, async () => {

@@ -21,20 +21,7 @@ import { sqlStatements } from '../helpers/sql-statements.ts';
  * read through that alias are not checked (inserts and `set` targets of those tables still are).
  */
 const UNREAD: Record<string, string[]> = {
-  accept_run_many: [
-    'alias w: names api_key_rate_windows and workflows',
-    'alias q: names runs and a CTE or subquery',
-    'alias f: names runs and fresh',
-    'alias a: names accounts and acct and a CTE or subquery',
-  ],
-  accept_run: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
-  accept_run_plain: ['alias a: names accounts and a CTE or subquery'],
-  accept_run_with_secrets: ['alias a: names accounts and a CTE or subquery'],
-  accept_run_with_cap: ['alias a: names accounts and a CTE or subquery'],
-  accept_run_with_cap_secrets: ['alias a: names accounts and a CTE or subquery'],
-  accept_run_with_hit: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
-  accept_run_with_hit_secrets: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
-  accept_run_with_hit_cap: ['alias w: names api_key_rate_windows and workflows', 'alias a: names accounts and a CTE or subquery'],
+  accept_runs: ['alias w: names api_key_rate_windows and workflows'],
   acquire_stream_slot: ['alias t: names t and stream_slot_totals and a CTE or subquery'],
   find_workflow_to_run: ['alias w: names api_key_rate_windows and workflows'],
 };

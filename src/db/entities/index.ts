@@ -111,6 +111,8 @@ export const ApiKeyRateWindowSchema = defineEntity({
     totalSecond: p.bigint('number').nullable(),
     /** Whether the last request was counted (false: it was refused with 429). */
     allowed: p.boolean(),
+    /** How many requests the last count allowed (one statement counts a batch's requests of the key together). */
+    lastCounted: p.integer().default(0),
   },
 });
 export type ApiKeyRateWindow = InferEntity<typeof ApiKeyRateWindowSchema>;

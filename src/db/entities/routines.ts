@@ -17,25 +17,64 @@ end`,
 });
 
 /**
- * `wr_reserve_spend_cap(key, since, price, cap)`: the spend-cap reservation of POST /runs inside its one
- * statement (src/sql/accept-run.ts). It locks the key's row, so acceptances on one key pass one after
- * another, and sums the key's `cap_usd` in its window in a query of its own: a volatile function's
- * queries take a fresh snapshot, so the sum sees every run committed by whoever held the lock before
- * (the statement's own snapshot, taken before the lock was granted, would not). Raises SQLSTATE WR002
- * when `price` does not fit; returns 1 otherwise.
+ * `wr_spend_cap_refusals(ords, key_ids, since, prices, caps, accounts, idempotency_keys)`: the spend-cap
+ * check of a batch of POST /runs (src/sql/accept-runs.ts; docs/design/money.md#spend-caps), one element
+ * per capped call in call order. It locks the keys' rows (in id order), so acceptances on one key pass
+ * one after another, then sums each key's `cap_usd` in its window in a query of its own: a volatile
+ * function's queries take a fresh snapshot, so the sum sees every run committed by whoever held the lock
+ * before (the statement's own snapshot, taken before the lock was granted, would not). A call whose
+ * idempotency key has a live record replays and reserves nothing. Per key, in call order, a call does not
+ * fit when the window's amount, plus the prices of the earlier calls that fit, plus its own exceed the
+ * cap. Returns the ords of the calls that do not fit.
  */
-export const SpendCapRoutine = new Routine({
-  name: 'wr_reserve_spend_cap',
+export const SpendCapRefusalsRoutine = new Routine({
+  name: 'wr_spend_cap_refusals',
   type: 'function',
   language: 'plpgsql',
-  params: { key: { type: 'uuid' }, since: { type: 'timestamptz' }, price: { type: 'numeric' }, cap: { type: 'numeric' } },
-  returns: { runtimeType: 'number', columnType: 'int' },
+  params: {
+    ords: { type: 'bigint[]' },
+    key_ids: { type: 'uuid[]' },
+    since: { type: 'timestamp with time zone[]' },
+    prices: { type: 'numeric[]' },
+    caps: { type: 'numeric[]' },
+    accounts: { type: 'uuid[]' },
+    idempotency_keys: { type: 'text[]' },
+  },
+  returns: { runtimeType: 'object', columnType: 'bigint[]' },
   body: `begin
-  perform 1 from api_keys where id = key for update;
-  if (select coalesce(sum(cap_usd), 0) from runs where api_key_id = key and created_at >= since) + price > cap then
-    raise exception using errcode = 'WR002', message = 'spend cap reached';
-  end if;
-  return 1;
+  perform 1 from api_keys where id = any(key_ids) order by id for update;
+  declare
+    capped record;
+    current_key uuid;
+    window_start timestamptz;
+    reserved numeric;
+    taken numeric;
+    refused bigint[] := '{}';
+  begin
+    for capped in
+      select c.* from unnest(ords, key_ids, since, prices, caps, accounts, idempotency_keys)
+                        as c(ord, api_key, window_since, price, cap, account, idempotency_key)
+       where c.idempotency_key is null or not exists (select 1 from idempotency_records r
+         where r.account_id = c.account and r.key = c.idempotency_key and r.expires_at > now())
+       order by c.api_key, c.ord
+    loop
+      if capped.api_key is distinct from current_key then
+        current_key := capped.api_key;
+        window_start := null;
+        taken := 0;
+      end if;
+      if capped.window_since is distinct from window_start then
+        window_start := capped.window_since;
+        reserved := (select coalesce(sum(cap_usd), 0) from runs where api_key_id = current_key and created_at >= window_start);
+      end if;
+      if reserved + taken + capped.price > capped.cap then
+        refused := refused || capped.ord;
+      else
+        taken := taken + capped.price;
+      end if;
+    end loop;
+    return refused;
+  end;
 end`,
 });
 
@@ -91,4 +130,4 @@ export const ComputeLimitRoutine = new Routine({
   body: 'select steps is null or compute + steps * step_usd <= compute_limit',
 });
 
-export const routines = [RefuseRoutine, SpendCapRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];
+export const routines = [RefuseRoutine, SpendCapRefusalsRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];

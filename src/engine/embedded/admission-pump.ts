@@ -16,12 +16,6 @@ export interface AdmissionPumpOptions {
   failed: (err: unknown) => void;
 }
 
-/** Where the pump stood when a round elsewhere was sent. */
-export interface RoundMark {
-  epoch: number;
-  ends: number;
-}
-
 export class AdmissionPump {
   readonly #o: AdmissionPumpOptions;
   #admitting: Promise<void> | null = null;
@@ -32,8 +26,6 @@ export class AdmissionPump {
   #cleanEpoch = 0;
   /** Queue timeouts are checked on start and on every sweep, not on every round. */
   #expireDue = true;
-  /** Runs ended so far (pump(true) calls), so a round run elsewhere knows whether one ended meanwhile. */
-  #ends = 0;
 
   constructor(o: AdmissionPumpOptions) {
     this.#o = o;
@@ -41,8 +33,7 @@ export class AdmissionPump {
 
   /**
    * Whether the queue is known to hold nothing admissible: no run accepted here since a round found it
-   * clean (runs queued by other processes are found by the sweep's forced round, or by an acceptance
-   * here that finds one and queues behind it).
+   * clean (runs queued by other processes are found by the sweep's forced round).
    */
   get knownClean(): boolean {
     return this.#cleanEpoch === this.#epoch;
@@ -67,35 +58,10 @@ export class AdmissionPump {
   }
 
   /**
-   * A round is about to run in another transaction (after acceptances: admission-in-acceptance.ts);
-   * what it will answer for.
-   */
-  roundElsewhere(): RoundMark {
-    return { epoch: this.#epoch, ends: this.#ends };
-  }
-
-  /**
-   * That round committed (the caller starts the runs it admitted). It leaves the queue known clean as of
-   * its mark when it left nothing admissible waiting; otherwise a run's end must bring a round, and one
-   * runs now if a run ended while it was on its way (its end may have found the queue clean), or after
-   * the round of our own in progress (which may have started before it and found nothing waiting, and
-   * whose end would then forget the runs that ended meanwhile).
-   */
-  roundElsewhereDone(more: boolean, mark: RoundMark): void {
-    if (!more) {
-      if (mark.epoch > this.#cleanEpoch) this.#cleanEpoch = mark.epoch;
-      return;
-    }
-    this.#epoch++;
-    if (this.#ends !== mark.ends || this.#admitting) this.pump();
-  }
-
-  /**
    * Runs a round now, or once more after the one in progress. `freed` (a run ended): during a round,
    * another is needed only if that round left runs waiting; one that took every run it saw needs none.
    */
   pump(freed = false): void {
-    if (freed) this.#ends++;
     if (!this.#o.running()) return;
     if (this.knownClean) return; // nothing can be waiting
     if (this.#admitting) {

@@ -3,11 +3,8 @@ import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
-import { admitQueuedRunsDetailed, roundArgs } from '../../runs/admit-runs.ts';
+import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
-import { admissionInAcceptance } from './admission-in-acceptance.ts';
-import { clearGroupTail, setGroupTail, type GroupTail } from '../../db/group-commit.ts';
-import { ACCEPT_RUN } from '../../sql/accept-run.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
@@ -103,8 +100,6 @@ export class EmbeddedEngine implements EnginePort {
   /** Stops listening to cancels committed by other processes. */
   #unlistenCancels: (() => void) | null = null;
   readonly #admission: AdmissionPump;
-  /** The admission round that POST /runs acceptances carry (admission-in-acceptance.ts). */
-  readonly #acceptanceRound: GroupTail;
 
   constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
     this.#deps = deps;
@@ -124,18 +119,6 @@ export class EmbeddedEngine implements EnginePort {
       running: () => this.#running,
       failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
     });
-    this.#acceptanceRound = admissionInAcceptance({
-      deps,
-      args: roundArgs({ capacity: this.#capacity, engine: this.name, lease: this.#holder }),
-      pump: this.#admission,
-      running: () => this.#running,
-      admitted: (r) => {
-        for (const st of r.states) this.#startDriver(st.runId, st);
-      },
-      failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
-      // The sweep claims them at once, instead of when the leases would have run out.
-      unstarted: (ids) => void releaseLeases(this.#deps, this.#holder, ids.filter((id) => !this.#drivers.has(id))).catch(() => undefined),
-    });
   }
 
   get #running(): boolean {
@@ -153,7 +136,6 @@ export class EmbeddedEngine implements EnginePort {
     this.#state = 'running';
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
-    setGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     await this.#recover();
     this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -199,8 +181,8 @@ export class EmbeddedEngine implements EnginePort {
     }
   }
 
-  async runAccepted(_runId: string, admissionRan = false): Promise<void> {
-    if (!admissionRan) this.#admission.accepted();
+  async runAccepted(_runId: string): Promise<void> {
+    this.#admission.accepted();
   }
 
   async runCancelled(runId: string): Promise<void> {
@@ -228,7 +210,6 @@ export class EmbeddedEngine implements EnginePort {
   // Scheduling
 
   #clearTimers(): void {
-    clearGroupTail(this.#deps.orm.em, ACCEPT_RUN, this.#acceptanceRound);
     this.#unlistenCancels?.();
     this.#unlistenCancels = null;
     clearInterval(this.#sweepTimer);

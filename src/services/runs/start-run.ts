@@ -24,7 +24,7 @@ import { workflowReadCache, type KeptRead, type WorkflowReadCache } from './work
 /**
  * POST /runs: everything the spec checks synchronously, then one statement that writes the idempotency
  * record, the run, its `run.queued` event, its sealed password inputs and (through `runs.cap_usd`) the
- * key's spend-cap reservation (src/sql/accept-run.ts, fenced on the workflow read). The workflow read is
+ * key's spend-cap reservation (src/sql/accept-runs.ts, fenced on the workflow read). The workflow read is
  * kept a short while (workflow-cache.ts): a request that finds it kept sends only the acceptance, which
  * on a Postgres server also counts it in its key's rate window (accept-run.ts); one that does not reads
  * the workflow and counts the request with that read's statement, then accepts.
@@ -94,7 +94,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     // A workflow that keeps changing under the request is accepted on its latest read, unfenced, as before the cache.
     const token = attempt < MAX_READS ? read.token : null;
     const outcome = await acceptRun(em, deps, run, idempotencyKey, fingerprint, token, req.rate);
-    if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed, outcome.admissionRan);
+    if (outcome !== 'stale') return accepted(deps, outcome.runId, principal.accountId, outcome.replayed);
     // Changed since it was read: read again (the request was counted) and check again.
     cache.drop(principal.accountId, workflowId);
     kept = undefined;
@@ -140,11 +140,11 @@ async function checkRun(
  * `run.queued`: nobody can be following a run before its id is answered, and a reader reads the log
  * once it has subscribed (src/runs/run-event-bus.ts).
  */
-async function accepted(deps: Deps, runId: string, accountId: string, replayed: boolean, admissionRan: boolean): Promise<StartRunResult> {
+async function accepted(deps: Deps, runId: string, accountId: string, replayed: boolean): Promise<StartRunResult> {
   if (!replayed) {
     runAccepted();
     scheduleNumbering(deps);
-    await deps.engine.runAccepted(runId, admissionRan).catch((err) => {
+    await deps.engine.runAccepted(runId).catch((err) => {
       // The run is durably accepted; the engine also finds it by polling the queue.
       deps.log.error({ err, runId, accountId }, 'engine was not told about an accepted run');
     });

@@ -1,0 +1,218 @@
+import { statement } from '../db/statement.ts';
+import {
+  AccountSchema,
+  ApiKeyRateWindowSchema,
+  IdempotencyRecordSchema,
+  PurchaseSchema,
+  RunEventBatchSchema,
+  RunSchema,
+  RunSecretSchema,
+  WorkflowSchema,
+  WorkflowVersionSchema,
+} from '../db/entities/index.ts';
+import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
+import { GATE_CTE } from './queue-line.ts';
+import { SHIFTED_WINDOW } from './rate-windows.ts';
+import { viewTokenOf } from './workflows.ts';
+
+/** One POST /runs to accept: the run as it is to be written, and what its acceptance checks. */
+export interface RunAcceptance {
+  runId: string;
+  accountId: string;
+  apiKeyId: string;
+  workflowId: string;
+  versionId: string;
+  /** The displayed price, also the spend-cap reservation (`runs.cap_usd`). */
+  priceUsd: string;
+  userAccess: string;
+  creatorPriceUsd: string;
+  stepUsd: string;
+  computeLimitUsd: string;
+  credentialMode: string;
+  /** The public inputs, as JSON (password inputs are null here, sealed in `secrets`). */
+  inputsJson: string;
+  engine: string;
+  idempotencyKey: string | null;
+  /** The request's fingerprint (compared on a replay of its idempotency key). */
+  fingerprint: string;
+  /** The idempotency record's id (time-ordered: src/sql/idempotency-records.ts). */
+  recordId: string;
+  /** The key's spend cap and the start of its window, or nulls: no cap. */
+  capUsd: string | null;
+  capSince: string | null;
+  /** The request's trace context (JSON, docs/tracing.md) or null. */
+  traceContext: string | null;
+  /** The view token of the workflow read the request was checked against, or null: fenced on nothing. */
+  viewToken: string | null;
+  /** The key's limit per minute when the request is counted here, else null (it was counted before). */
+  rateLimit: number | null;
+  /** Sealed password inputs. */
+  secrets: readonly { id: string; name: string; ciphertext: string }[];
+}
+
+/**
+ * POST /runs for a batch of requests as ONE statement over arrays, one element per call (a single
+ * request is a batch of one: src/services/runs/accept-run.ts), written as the calls one after another
+ * would be (docs/design/rules.md#idempotency, #rate-limit, money.md#spend-caps). It never raises for
+ * one call's reason: each call gets a row saying what happened to it (`ord`, its place from 1).
+ *
+ * - `key_count`, `window_count`, `call_rate`: the calls counted here (with a limit) are counted in their
+ *   key's window, one upsert per key in key order (the row stays locked until the commit). The k-th such
+ *   call of a key is allowed iff the window's total before the batch plus k is within the limit, and only
+ *   allowed calls are counted (`last_counted`: how many were); a refused call writes nothing.
+ * - `checked_call`: each call, allowed, and `current`: the workflow as its caller sees it still has the
+ *   view token of the read the request was checked against (src/sql/workflows.ts).
+ * - `over_cap`: the calls whose price does not fit their key's spend cap (`wr_spend_cap_refusals`,
+ *   src/db/entities/routines.ts: it locks the keys' rows and sums their windows after the lock); a call
+ *   that replays a live idempotency record reserves nothing. It is read before any run is written.
+ * - `claim`: the idempotency records of the calls that may write, `insert … on conflict` deciding replay
+ *   vs new (CLAIM_ON_CONFLICT). Calls sharing an (account, key) never share an execution (the service's
+ *   Batch keeps them apart): one insert cannot claim one record twice.
+ * - `new_call`, `inserted_run`, `sealed_input`, `queued_event`: for each new run, the run (always queued:
+ *   the engine admits in rounds of its own), its sealed password inputs and its `run.queued` event, with
+ *   the queue's numbering gate held shared until the commit (src/services/runs/queue-line.ts).
+ *
+ * Each row: `run_id`, `fingerprint` (the claimed record's: this run's, or the one to replay),
+ * `inserted`, `stale` (nothing written: the workflow changed), `over_cap` (nothing written: the cap),
+ * and for a call counted here `allowed` (false: nothing written), `counted` (the window's total after
+ * it), `oldest_ms` and `now_ms` (src/services/runs/rate-limiter.ts `decide`).
+ */
+export const ACCEPT_RUNS = statement(
+  'accept_runs',
+  `with ${GATE_CTE},
+call as materialized (
+  select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::numeric[], $7::text[], $8::numeric[], $9::numeric[],
+                       $10::numeric[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::uuid[], $17::numeric[],
+                       $18::timestamptz[], $19::text[], $20::text[], $21::int[])
+         with ordinality as call(run_id, account_id, api_key_id, workflow_id, version_id, price, user_access, creator_price, step_usd,
+                                 compute_limit, credential_mode, inputs, engine, idempotency_key, fingerprint, record_id, cap_usd,
+                                 cap_since, trace_context, view_token, rate_limit, ord)),
+counted_call as (
+  select ord, api_key_id, row_number() over (partition by api_key_id order by ord)::int as key_rank from call where rate_limit is not null),
+key_count as (
+  select api_key_id, count(*)::int as requested, min(rate_limit) as rate_limit from call where rate_limit is not null group by api_key_id),
+window_count as (
+  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed, last_counted)
+  select k.api_key_id, s.second, array_fill(0, array[59]) || n.allowed, n.allowed, s.second, n.allowed = k.requested, n.allowed
+    from key_count k
+   cross join (select floor(extract(epoch from now()))::bigint as second) s
+   cross join lateral (select least(k.requested, greatest(k.rate_limit, 1)) as allowed) n
+   order by k.api_key_id
+  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed, last_counted) = (
+    select q.second, q.kept[1:59] || (q.kept[60] + q.allowed), q.total + q.allowed, q.second, q.allowed = q.requested, q.allowed
+      from (select s.second, s.kept, s.total, k.requested, least(k.requested, greatest(k.rate_limit - s.total, 0)) as allowed
+              from ${SHIFTED_WINDOW} s, key_count k
+             where k.api_key_id = excluded.api_key_id
+            offset 0) q)
+  returning api_key_id, total, last_counted, ((second - 60 + array_position(counts::boolean[], true)) * 1000)::float8 as oldest_ms),
+call_rate as (
+  select c.ord, c.key_rank <= h.last_counted as allowed, h.total - h.last_counted + least(c.key_rank, h.last_counted) as counted, h.oldest_ms
+    from counted_call c join window_count h on h.api_key_id = c.api_key_id),
+checked_call as materialized (
+  select c.*, coalesce(r.allowed, true) as allowed,
+         (c.view_token is null or ${viewTokenOf('c.account_id', 'c.workflow_id')} is not distinct from c.view_token) as current
+    from call c left join call_rate r on r.ord = c.ord),
+over_cap as materialized (
+  select case when count(*) = 0 then '{}'::bigint[]
+              else wr_spend_cap_refusals(array_agg(ord order by ord), array_agg(api_key_id order by ord), array_agg(cap_since order by ord),
+                                         array_agg(price order by ord), array_agg(cap_usd order by ord), array_agg(account_id order by ord),
+                                         array_agg(idempotency_key order by ord)) end as ords
+    from checked_call where allowed and current and cap_usd is not null),
+claim as (
+  insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at)
+  select c.record_id, c.account_id, c.idempotency_key, c.fingerprint, c.run_id, now(), now() + interval '${IDEMPOTENCY_RECORD_HOURS} hours'
+    from checked_call c cross join over_cap
+   where c.idempotency_key is not null and c.allowed and c.current and not (c.ord = any(over_cap.ords))
+   order by c.account_id, c.idempotency_key
+  ${CLAIM_ON_CONFLICT}
+  returning account_id, key, run_id, fingerprint),
+new_call as (
+  select c.* from checked_call c cross join over_cap
+   where c.allowed and c.current and not (c.ord = any(over_cap.ords))
+     and (c.idempotency_key is null or exists (select 1 from claim where claim.run_id = c.run_id))),
+inserted_run as (
+  insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
+                    cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
+                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context)
+  select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending', 'queued', 'pending',
+         n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
+         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb
+    from new_call n
+   order by n.ord
+  returning id, created_at),
+sealed_input as (
+  insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
+  select s.id, r.id, 'password_input', s.name, s.ciphertext, now()
+    from unnest($22::bigint[], $23::uuid[], $24::text[], $25::text[]) as s(ord, id, name, ciphertext)
+    join call c on c.ord = s.ord
+    join inserted_run r on r.id = c.run_id),
+queued_event as (
+  insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
+  select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from inserted_run r cross join gate)
+select c.ord, cl.run_id, cl.fingerprint, exists (select 1 from inserted_run r where r.id = c.run_id) as inserted, not c.current as stale,
+       c.ord = any(over_cap.ords) as over_cap, r.allowed, r.counted, r.oldest_ms,
+       case when r.ord is not null then (extract(epoch from now()) * 1000)::float8 end as now_ms
+  from checked_call c
+ cross join over_cap
+  left join claim cl on cl.account_id = c.account_id and cl.key = c.idempotency_key
+  left join call_rate r on r.ord = c.ord
+ order by c.ord`,
+  [
+    ApiKeyRateWindowSchema,
+    WorkflowSchema,
+    AccountSchema,
+    PurchaseSchema,
+    WorkflowVersionSchema,
+    IdempotencyRecordSchema,
+    RunSchema,
+    RunSecretSchema,
+    RunEventBatchSchema,
+  ],
+);
+
+/** ACCEPT_RUNS's parameters for `calls`, in order: one array per field, the sealed inputs flattened with their call's ord. */
+export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
+  const field = <T>(pick: (call: RunAcceptance) => T): T[] => calls.map(pick);
+  const secrets = calls.flatMap((call, i) => call.secrets.map((secret) => ({ ord: i + 1, ...secret })));
+  return [
+    field((c) => c.runId),
+    field((c) => c.accountId),
+    field((c) => c.apiKeyId),
+    field((c) => c.workflowId),
+    field((c) => c.versionId),
+    field((c) => c.priceUsd),
+    field((c) => c.userAccess),
+    field((c) => c.creatorPriceUsd),
+    field((c) => c.stepUsd),
+    field((c) => c.computeLimitUsd),
+    field((c) => c.credentialMode),
+    field((c) => c.inputsJson),
+    field((c) => c.engine),
+    field((c) => c.idempotencyKey),
+    field((c) => c.fingerprint),
+    field((c) => c.recordId),
+    field((c) => c.capUsd),
+    field((c) => c.capSince),
+    field((c) => c.traceContext),
+    field((c) => c.viewToken),
+    field((c) => c.rateLimit),
+    secrets.map((s) => s.ord),
+    secrets.map((s) => s.id),
+    secrets.map((s) => s.name),
+    secrets.map((s) => s.ciphertext),
+  ];
+}
+
+/** ACCEPT_RUNS's row for one call. */
+export type AcceptedRow = {
+  run_id: string | null;
+  fingerprint: string | null;
+  inserted: boolean;
+  stale: boolean;
+  over_cap: boolean;
+  /** The rate window's columns (src/sql/rate-windows.ts HitRow), null when the call was not counted here. */
+  allowed: boolean | null;
+  counted: number | null;
+  oldest_ms: number | null;
+  now_ms: number | null;
+};
