@@ -136,12 +136,8 @@ export function summarise(values: number[]): { n: number; p50: number; p99: numb
 
 /** First words of a statement, as a stable label: `insert into run_event_batches`, `update runs`, `with … update runs`. */
 export function sqlKind(sql: string): string {
-  // A leading comment (withCommit's marker) says nothing of the statement's kind.
-  const s = sql.replace(/\s+/g, ' ').trim().toLowerCase().replace(/^\/\*.*?\*\/ ?/, '');
+  const s = sql.replace(/\s+/g, ' ').trim().toLowerCase();
   if (/^(begin|commit|rollback|savepoint|release)/.test(s)) return s.split(' ')[0]!;
-  // A withCommit statement as the server sees it (`execute settle_wallet_…_c(literals…); commit`, src/db/prepared.ts).
-  const executed = /^execute (\w+)\(/.exec(s);
-  if (executed) return `execute ${executed[1]}${executed[1]!.endsWith('_c') ? '; commit' : ''}`;
   if (s.startsWith('with ')) {
     const writes = [...s.matchAll(/\b(update|insert into|delete from) "?([a-z_]+)"?/g)].map((m) => `${m[1]} ${m[2]}`);
     const main = /\)\s*(select|insert into|update|delete from)\s+(?:\*\s+from\s+)?"?([a-z_.]+)?/.exec(s.slice(s.lastIndexOf(')')));

@@ -70,7 +70,7 @@ export interface Config {
   host: string;
   publicBaseUrl: string | undefined;
   databaseUrl: string | undefined;
-  /** Named prepared statements on a Postgres server (src/db/prepared.ts). */
+  /** src/sql statements as named prepared statements on a Postgres server (src/db/statement.ts). */
   preparedStatements: boolean;
   dataDir: string;
   engine: 'embedded' | 'temporal';

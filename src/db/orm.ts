@@ -10,8 +10,6 @@ import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
 import { queueRoutines } from './entities/queue-routines.ts';
 import { migrations } from './migrations/index.ts';
-import { nameHotStatements, usePreparedStatements } from './prepared.ts';
-import { allowGroupCommit } from './group-commit.ts';
 import { sendThroughPool, yieldsBeforeStatements } from './statement.ts';
 import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
 
@@ -26,7 +24,7 @@ export type Em = PgEntityManager;
 
 export interface DbOptions {
   databaseUrl?: string;
-  /** Hot statements as named prepared statements on a server (default true; src/db/prepared.ts). */
+  /** src/sql statements as named prepared statements on a server (default true; src/db/statement.ts). */
   preparedStatements?: boolean;
   /** Directory of the embedded database; `memory://` keeps it in memory (tests). */
   dataDir?: string;
@@ -52,7 +50,6 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     forceUtcTimezone: true,
   };
   if (opts.databaseUrl) {
-    const prepare = opts.preparedStatements !== false;
     let pool: Pool | undefined;
     const orm = (await PgMikroORM.init({
       ...common,
@@ -63,15 +60,10 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
           pool = created;
           reclaimDeadClients(created);
           watchPool(created);
-          if (prepare) nameHotStatements(created);
         },
       },
     })) as unknown as Orm;
-    sendThroughPool(orm.em.getConnection(), () => pool, prepare);
-    if (prepare) {
-      usePreparedStatements(orm);
-      allowGroupCommit(orm.em.getConnection(), () => pool);
-    }
+    sendThroughPool(orm.em.getConnection(), () => pool, opts.preparedStatements !== false);
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';

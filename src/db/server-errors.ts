@@ -7,7 +7,7 @@
  * taken at its word, and any other is judged by its SQLSTATE: the classes the server also sends at FATAL
  * or PANIC (connection, authentication, resources, operator intervention, system and internal errors,
  * and the session timeouts of class 25) count as ending the session. A statement's error judged wrongly
- * that way costs a new connection and, in a group commit, running the statement again alone. Not
+ * that way costs a new connection. Not
  * covered: 40001 at FATAL, sent only by a standby (a conflict with recovery), which this service never
  * writes to.
  */

@@ -2,7 +2,6 @@ import type { EntitySchema } from '@mikro-orm/core';
 import { CompiledQuery } from 'kysely';
 import type { Pool, QueryConfig, QueryResult } from 'pg';
 import { isStatementError } from './server-errors.ts';
-import { nameStatement } from './prepared.ts';
 
 /**
  * A SQL statement with a constant text and `$n` placeholders, under a stable name (src/sql/*.ts holds
@@ -19,13 +18,17 @@ export interface Statement {
   readonly text: string;
   /** The entities whose tables it reads or writes: every statement of src/sql names them, `[]` for one on no table (a lock, a setting). */
   readonly entities?: readonly EntitySchema[];
-  /** Its group commit's kind (src/db/group-commit.ts): statements of one kind share groups, head and tail. Its name by default. */
-  readonly kind?: string;
 }
 
-export function statement(name: string, text: string, entities?: readonly EntitySchema[], kind?: string): Statement {
-  nameStatement(text, name);
-  return { name, text, ...(entities && { entities }), ...(kind !== undefined && { kind }) };
+/** Statement name → its text: a name is given to one text only, as Postgres holds one statement per name on a connection. */
+const texts = new Map<string, string>();
+
+export function statement(name: string, text: string, entities?: readonly EntitySchema[]): Statement {
+  // Postgres folds an unquoted name to lower case and cuts it at 63 bytes; the protocol looks it up as written.
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`statement name ${JSON.stringify(name)}: lower-case letters, digits and _, at most 63`);
+  if (texts.has(name) && texts.get(name) !== text) throw new Error(`two statements are named ${name}`);
+  texts.set(name, text);
+  return { name, text, ...(entities && { entities }) };
 }
 
 /** The parts of MikroORM's SQL connection used here (executeQuery logs, transformRawResult shapes rows). */
@@ -44,7 +47,7 @@ export interface StatementEm {
   getTransactionContext(): unknown;
 }
 
-/** A StatementEm that can also open a transaction (what src/db/group-commit.ts needs). */
+/** A StatementEm that can also open a transaction. */
 export interface StatementTxEm extends StatementEm {
   transactional<T>(cb: (tx: StatementEm) => Promise<T>): Promise<T>;
 }
@@ -140,25 +143,4 @@ async function onPooledClient(pool: Pool, config: QueryConfig): Promise<QueryRes
   } finally {
     client.release(broken);
   }
-}
-
-/**
- * The rows of `s`'s `result`, a pg result of a statement sent by other means (src/db/group-commit.ts),
- * logged through the ORM's query log as `query` logs it, so statement counts stay true.
- */
-export async function loggedRows<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[], result: unknown): Promise<T[]> {
-  const connection = em.getConnection() as unknown as SqlConnection;
-  return connection.executeQuery(s.text, async () => connection.transformRawResult(result, 'all') as T[], { query: s.text, params: values });
-}
-
-/** Like loggedRows for a statement that raised `error`: logged as the ORM logs a failed query, then thrown. */
-export async function loggedFailure(em: StatementEm, s: Statement, values: readonly unknown[], error: unknown): Promise<never> {
-  const connection = em.getConnection() as unknown as SqlConnection;
-  return connection.executeQuery(
-    s.text,
-    async () => {
-      throw error;
-    },
-    { query: s.text, params: values },
-  );
 }

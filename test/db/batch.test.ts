@@ -94,7 +94,7 @@ t('a call inside a transaction runs at once in it', async ({ orm }) => {
 });
 
 t('gathering: a lone call waits for others and they go as one execution', async ({ orm }) => {
-  const batch = new Batch<Call>({ ...spec, gatherMs: 20 });
+  const batch = new Batch<Call>({ ...spec, gatherMs: 300 });
   const em = outsideTransaction(orm);
   const { sql } = await statementsWhile(orm, async () => {
     const first = batch.run(em, { x: 1, tag: 'a' });

@@ -3,8 +3,7 @@ import pg from 'pg';
 /**
  * The messages this process sends to Postgres while `fn` runs, each one round trip: a simple query's
  * text, or the extended query's statements bound before one Sync, by name (the text when unnamed),
- * joined by '; ' (several for a transaction sent as one pipeline, src/db/pipeline.ts). Counted where pg
- * writes them (its Connection), below the ORM and the prepared-statement layer, so several statements
+ * joined by '; '. Counted where pg writes them (its Connection), below the ORM, so several statements
  * sent in one message count once. Everything the process sends meanwhile is seen: filter for what a
  * test is about.
  */

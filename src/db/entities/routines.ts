@@ -1,22 +1,6 @@
 import { Routine } from '@mikro-orm/core';
 
 /**
- * `wr_refuse(reason)` raises SQLSTATE WR001 with the reason as its message, for a statement that must
- * fail, not return nothing, when its fence does not hold: the wallet settlement travels with its
- * transaction's COMMIT (src/db/prepared.ts `withCommit`), and only an error stops that COMMIT.
- */
-export const RefuseRoutine = new Routine({
-  name: 'wr_refuse',
-  type: 'function',
-  language: 'plpgsql',
-  params: { reason: { type: 'text' } },
-  returns: { runtimeType: 'number', columnType: 'int' },
-  body: `begin
-  raise exception using errcode = 'WR001', message = reason;
-end`,
-});
-
-/**
  * `wr_spend_cap_refusals(ords, key_ids, since, prices, caps, accounts, idempotency_keys)`: the spend-cap
  * check of a batch of POST /runs (src/sql/accept-runs.ts; docs/design/money.md#spend-caps), one element
  * per capped call in call order. It locks the keys' rows (in id order), so acceptances on one key pass
@@ -130,4 +114,4 @@ export const ComputeLimitRoutine = new Routine({
   body: 'select steps is null or compute + steps * step_usd <= compute_limit',
 });
 
-export const routines = [RefuseRoutine, SpendCapRefusalsRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];
+export const routines = [SpendCapRefusalsRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];
