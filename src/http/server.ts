@@ -101,7 +101,8 @@ export class HttpServer {
       const mount = this.#mounts.find((m) => m.match(url.pathname));
       if (!mount) throw new ApiError('not_found', `no route for ${req.method} ${url.pathname}`);
       ctx.route = mount.route;
-      await traceRequest(req, res, url.pathname, async () => mount.handler(req, res, ctx));
+      // The handler's own promise, not one more async function around it (tracing off, traceRequest calls straight through).
+      await traceRequest(req, res, url.pathname, () => Promise.resolve(mount.handler(req, res, ctx)));
     } catch (err) {
       if (!(err instanceof ApiError)) ctx.log.error({ err }, 'request failed');
       if (!res.headersSent) sendError(res, err);

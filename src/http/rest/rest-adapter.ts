@@ -130,7 +130,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   api.validator.preCompileRequestValidators();
   const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
 
-  http.mount(API_ROOT, async (req, res, ctx) => {
+  http.mount(API_ROOT, (req, res, ctx) => {
     try {
       // Path parameters are percent-decoded by the router, which throws on a malformed escape ("%E0%A4%A").
       decodeURIComponent(ctx.path);
@@ -147,6 +147,6 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     // A HEAD of the document is answered as its GET (Node sends no body).
     const method = req.method === 'HEAD' && ctx.path === DOCUMENT_PATH ? 'get' : (req.method ?? 'GET');
     const request: Request = { method, path: ctx.path, query, headers: req.headers as Record<string, string | string[]> };
-    await api.handleRequest(request, { req, res, ctx, request });
+    return api.handleRequest(request, { req, res, ctx, request });
   }, '');
 }

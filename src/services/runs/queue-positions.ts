@@ -45,8 +45,9 @@ function currentMean(deps: Pick<Deps, 'orm' | 'config'>): Promise<Mean> {
   return s.loading;
 }
 
-/** Queue state of one run (see queueStates). */
+/** Queue state of one run (see queueStates); a run that is not pending has none, and is not asked about. */
 export async function queueOf(deps: Pick<Deps, 'orm' | 'config'>, run: RunRow): Promise<RunQueue | null> {
+  if (run.status !== 'pending') return null;
   return (await queueStates(deps, [run])).get(run.id) ?? null;
 }
 

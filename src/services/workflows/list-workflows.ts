@@ -1,7 +1,8 @@
 import { invalidRequest } from '../../domain/errors.ts';
 import { isStorableText } from '../../domain/json-limits.ts';
 import type { UserAccess } from '../../db/entities/index.ts';
-import { fork, type Deps } from '../deps.ts';
+import type { Deps } from '../deps.ts';
+import { outsideTransaction } from '../../db/statement.ts';
 import { pageOf, type PaginationOut } from '../pagination.ts';
 import { getPricing } from '../../catalog/pricing.ts';
 import { accessOf, listVisibleWorkflows } from './workflow-access.ts';
@@ -20,7 +21,8 @@ export async function listWorkflows(deps: Deps, accountId: string, query: ListWo
   const page = pageOf(query.offset, query.limit);
   // Postgres cannot take a NUL in text: without this the search would be a 500.
   if (query.q !== undefined && !isStorableText(query.q)) throw invalidRequest('q must not contain NUL characters');
-  const em = fork(deps);
+  // Two reads outside any transaction: no entity manager of its own (src/db/statement.ts, outsideTransaction).
+  const em = outsideTransaction(deps.orm);
   const pricing = await getPricing(em);
   const { rows, hasMore } = await listVisibleWorkflows(em, accountId, {
     ...page,

@@ -128,7 +128,7 @@ export interface WorkflowFilter {
 }
 
 /** A page of visible workflows ordered by name then id, plus whether another page follows. */
-export async function listVisibleWorkflows(em: Em, accountId: string, f: WorkflowFilter): Promise<{ rows: WorkflowRow[]; hasMore: boolean }> {
+export async function listVisibleWorkflows(em: StatementEm, accountId: string, f: WorkflowFilter): Promise<{ rows: WorkflowRow[]; hasMore: boolean }> {
   const like = f.q ? `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
   const rows = await query(em, LIST_VISIBLE_WORKFLOWS, [accountId, like, f.runModel || null, f.access || null, f.limit + 1, f.offset]);
   return { rows: rows.slice(0, f.limit).map(mapRow), hasMore: rows.length > f.limit };
