@@ -10,7 +10,7 @@ import type { Orm } from '../src/db/orm.ts';
  * Postgres server, the service's own PGlite instance otherwise (PGlite is one connection per process).
  *
  * - POST /runs: one transaction inserting what POST /runs commits (columns copied from
- *   src/services/runs/start-run.ts): the runs row, its `run.queued` event (a run_event_batches row), an idempotency record.
+ *   src/runs/start-run.ts): the runs row, its `run.queued` event (a run_event_batches row), an idempotency record.
  * - POST /cte/runs: the whole acceptance of a request WITH an Idempotency-Key as ONE statement on a pool of 4
  *   (the tightest floor known here): the key's hash is looked up with its scopes, the workflow and its
  *   active version are read, the idempotency record is claimed with `insert … on conflict` (replay vs new,

@@ -12,7 +12,7 @@ import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
 import { createStreamSlots } from './services/streams/stream-slots.ts';
 import { WebhookDispatcher } from './services/webhooks/webhook-dispatcher.ts';
-import { IdempotencySweeper } from './services/runs/idempotency-sweeper.ts';
+import { IdempotencySweeper } from './runs/idempotency-sweeper.ts';
 import type { Deps } from './services/deps.ts';
 import { parseCatalog } from './catalog/parse-catalog.ts';
 import { loadCatalog } from './catalog/load-catalog.ts';

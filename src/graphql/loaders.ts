@@ -2,8 +2,8 @@ import DataLoader from 'dataloader';
 import type { Account, LedgerEntry, Purchase, RunEvent, Wallet, Workflow, WorkflowVersion } from '../db/entities/index.ts';
 import type { Em } from '../db/orm.ts';
 import type { Deps } from '../services/deps.ts';
-import type { RunQueue, RunRow } from '../services/runs/run-views.ts';
-import { queueStates } from '../services/runs/queue-positions.ts';
+import type { RunQueue, RunRow } from '../runs/run-views.ts';
+import { queueStates } from '../runs/queue-positions.ts';
 import {
   accountsByHandles,
   accountsByIds,

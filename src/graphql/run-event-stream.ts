@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Deps } from '../services/deps.ts';
 import { fork } from '../services/deps.ts';
-import { followRunEvents } from '../services/runs/follow-run-events.ts';
-import type { PublicRunEvent } from '../services/runs/run-views.ts';
+import { followRunEvents } from '../runs/follow-run-events.ts';
+import type { PublicRunEvent } from '../runs/run-views.ts';
 import { notFoundError } from './errors.ts';
 import { badInput } from './limits.ts';
 import { runsByIds } from './queries/runs.ts';

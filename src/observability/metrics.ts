@@ -223,7 +223,7 @@ export function requestSpendCapped(): void {
 
 const idempotencyDeleted = new Counter({
   name: 'wr_idempotency_records_deleted_total',
-  help: 'Expired idempotency records deleted by the sweep (src/services/runs/idempotency-sweeper.ts)',
+  help: 'Expired idempotency records deleted by the sweep (src/runs/idempotency-sweeper.ts)',
   registers: [registry],
 });
 

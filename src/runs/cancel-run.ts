@@ -1,11 +1,43 @@
+import { notFound } from '../domain/errors.ts';
+import { isUuid } from '../domain/ids.ts';
+import { isTerminal } from '../domain/run-status.ts';
+import type { Deps } from '../services/deps.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { finishRun } from './finish-run.ts';
+import { findAccountRun, findRun } from './run-views.ts';
+
+/**
+ * Cancels a run in flight (REST, GraphQL): the transition is committed here (not left to the engine), so
+ * the answer is immediate and the same for both engines; the engine is then told to abort in-flight work.
+ * Already terminal runs are returned unchanged with cancelRequested false. Every run that is not terminal
+ * can be cancelled (its charge is settled in the transaction that ends it), so `cancel_unavailable` is
+ * never answered: docs/design/rules.md#error-codes-the-spec-gives-no-status-for.
+ */
+export async function cancelRun(deps: Deps, accountId: string | null, runId: string) {
+  if (!isUuid(runId)) throw notFound('run');
+  const em = fork(deps);
+  const run = accountId === null ? await findRun(em, runId) : await findAccountRun(em, accountId, runId);
+  if (!run) throw notFound('run');
+  if (isTerminal(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
+
+  const { cancelled } = await commitCancellation(deps, runId);
+  if (!cancelled) {
+    // It became terminal while we asked: report what it is now.
+    const now = (await findRun(fork(deps), runId))!;
+    return { id: now.id, status: now.status, cancelRequested: false };
+  }
+  // Counted and announced by commitCancellation. This process's engine, then the others on the
+  // database (one of them may be executing the run).
+  await deps.engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId, accountId: run.accountId }, 'engine could not abort a cancelled run'));
+  deps.bus.publishCancel(runId);
+  return { id: runId, status: 'cancelled' as const, cancelRequested: true };
+}
 
 /**
  * Commits a run's cancellation (not charged, hold released, terminal event, webhooks) and tells live
- * readers. False when the run was already terminal or does not exist. Called by the cancel service
- * (REST, GraphQL) and by the Temporal worker when the workflow itself was cancelled (UI, CLI).
+ * readers. False when the run was already terminal or does not exist. Called by cancelRun and by the
+ * Temporal worker when the workflow itself was cancelled (UI, CLI).
  */
 export async function commitCancellation(deps: RunsDeps, runId: string): Promise<{ cancelled: boolean }> {
   const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));

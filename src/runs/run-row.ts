@@ -54,7 +54,7 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
   };
 }
 
-/** A pending run's place in the queue (src/services/runs/queue-positions.ts computes it). */
+/** A pending run's place in the queue (src/runs/queue-positions.ts computes it). */
 export interface RunQueue {
   state: QueueState;
   position: number;

@@ -52,7 +52,7 @@ export interface RunAcceptance {
 
 /**
  * POST /runs for a batch of requests as ONE statement over arrays, one element per call (a single
- * request is a batch of one: src/services/runs/accept-run.ts), written as the calls one after another
+ * request is a batch of one: src/runs/accept-run.ts), written as the calls one after another
  * would be (docs/design/rules.md#idempotency, #rate-limit, money.md#spend-caps). It never raises for
  * one call's reason: each call gets a row saying what happened to it (`ord`, its place from 1).
  *
@@ -70,12 +70,12 @@ export interface RunAcceptance {
  *   Batch keeps them apart): one insert cannot claim one record twice.
  * - `new_call`, `inserted_run`, `sealed_input`, `queued_event`: for each new run, the run (always queued:
  *   the engine admits in rounds of its own), its sealed password inputs and its `run.queued` event, with
- *   the queue's numbering gate held shared until the commit (src/services/runs/queue-line.ts).
+ *   the queue's numbering gate held shared until the commit (src/runs/queue-line.ts).
  *
  * Each row: `run_id`, `fingerprint` (the claimed record's: this run's, or the one to replay),
  * `inserted`, `stale` (nothing written: the workflow changed), `over_cap` (nothing written: the cap),
  * and for a call counted here `allowed` (false: nothing written), `counted` (the window's total after
- * it), `oldest_ms` and `now_ms` (src/services/runs/rate-limiter.ts `decide`).
+ * it), `oldest_ms` and `now_ms` (src/runs/rate-limiter.ts `decide`).
  */
 export const ACCEPT_RUNS = statement(
   'accept_runs',

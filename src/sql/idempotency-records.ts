@@ -4,7 +4,7 @@ import { IdempotencyRecordSchema } from '../db/entities/index.ts';
 /**
  * How long an idempotency record answers for its key (docs/design/rules.md#idempotency). An expired
  * record is as good as absent: the acceptance replaces it (src/sql/accept-runs.ts `claim`), and the
- * sweep (src/services/runs/idempotency-sweeper.ts) deletes it.
+ * sweep (src/runs/idempotency-sweeper.ts) deletes it.
  */
 export const IDEMPOTENCY_RECORD_HOURS = 24;
 

@@ -3,11 +3,11 @@ import { RunSchema } from '../db/entities/index.ts';
 import { leftQueue, queuedRun } from './run-predicates.ts';
 
 /**
- * The line of queued runs (src/services/runs/queue-line.ts explains the numbering and why places are
+ * The line of queued runs (src/runs/queue-line.ts explains the numbering and why places are
  * exact): the numbering gate, the numbering statement and the place of a run.
  */
 
-/** Advisory lock key: numbering takes it exclusively, every acceptance shared (src/services/runs/queue-line.ts). */
+/** Advisory lock key: numbering takes it exclusively, every acceptance shared (src/runs/queue-line.ts). */
 export const QUEUE_GATE = 727_002;
 
 /** A CTE for the statement that inserts a queued run: holds the gate shared until the commit. */

@@ -9,7 +9,7 @@ import { inFlightRun, queuedRun } from './run-predicates.ts';
  *
  * The in-flight predicate is admission's (src/sql/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its head come from the line's partial index
- * (runs_queue_line_idx, src/services/runs/queue-line.ts): a bounded index-only count and one index probe.
+ * (runs_queue_line_idx, src/runs/queue-line.ts): a bounded index-only count and one index probe.
  */
 export const QUEUE_SNAPSHOT = statement(
   'queue_snapshot',

@@ -9,11 +9,11 @@ import { runEventsCte } from './run-events.ts';
 export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_reason, resume_at, credential_mode, inputs, progress,
   compute_usd, compute_limit_usd, step_usd, steps_executed, last_sequence`;
 
-/** The columns of a run as the API shows it (src/services/runs/run-views.ts maps them). */
+/** The columns of a run as the API shows it (src/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
   billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
 
-/** $1 run id; with the run's queue place, read in the same statement (src/services/runs/queue-line.ts). */
+/** $1 run id; with the run's queue place, read in the same statement (src/runs/queue-line.ts). */
 export const FIND_RUN = statement('find_run', `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1`, [RunSchema]);
 
 /** $1 run id, $2 account id: another account's run is as unknown as a missing one. */
@@ -98,7 +98,7 @@ export const RUN_SCHEDULE = statement(
 );
 
 /**
- * An account's runs, newest first (src/services/runs/list-runs.ts): $1 account, $2 statuses or null
+ * An account's runs, newest first (src/runs/list-runs.ts): $1 account, $2 statuses or null
  * (any), $3 workflow or null (any), $4 limit, $5 offset. Without outputs (the list item has none).
  */
 export const LIST_RUNS = statement(

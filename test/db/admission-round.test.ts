@@ -5,7 +5,7 @@ import type { Em, Orm } from '../../src/db/orm.ts';
 import { query, statement } from '../../src/db/statement.ts';
 import { admitQueuedRunsDetailed } from '../../src/runs/admit-runs.ts';
 import type { RunsDeps } from '../../src/runs/deps.ts';
-import { numberQueuedRuns } from '../../src/services/runs/queue-line.ts';
+import { numberQueuedRuns } from '../../src/runs/queue-line.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { NUMBER_QUEUED_RUNS } from '../../src/sql/queue-line.ts';
 import { GATE_CTE } from '../../src/sql/queue-line.ts';

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { getRun } from '../../src/services/runs/get-run.ts';
+import { getRun } from '../../src/runs/get-run.ts';
 import { ALICE_SECRET, BOB_SECRET, GREETER, PRIVATE_TOOL, TOKEN, WEBHOOK_SECRET, errorCodes, startHarness, type Harness } from './helpers/harness.ts';
 
 let h: Harness;

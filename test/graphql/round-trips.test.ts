@@ -15,7 +15,7 @@ test.before(async () => {
   h = await startHarness();
   for (let i = 0; i < 10; i++) await h.startRun(ALICE_SECRET, GREETER, { name: `a${i}`, place: 'here' });
   for (let i = 0; i < 40; i++) await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: `b${i}` });
-  // The queue's line is numbered shortly after acceptances (src/services/runs/queue-line.ts): let that
+  // The queue's line is numbered shortly after acceptances (src/runs/queue-line.ts): let that
   // background write finish before counting what a request sends.
   await waitFor('the queued runs to be numbered', async () => {
     const [row] = await h.em().execute<{ unnumbered: number }[]>('select count(*)::int as unnumbered from runs where queue_seq is null');

@@ -1,7 +1,7 @@
 import { createClient, type Client } from 'graphql-sse';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { ALICE_SECRET, GREETER, TOKEN, startHarness, type Harness } from './helpers/harness.ts';
 
 let h: Harness;

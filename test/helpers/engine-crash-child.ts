@@ -10,7 +10,7 @@ import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { loadOrCreateKey, Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
 
 /**
  * A separate process for the kill -9 durability tests (test/engine/embedded-engine.test.ts,

@@ -14,7 +14,7 @@ import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb } from './db.ts';
 import { quietTemporalRuntime, workflowBundle } from '../temporal/support.ts';
 

@@ -4,14 +4,14 @@ import * as assert from 'uvu/assert';
 import pg from 'pg';
 import { timeOrderedUuid, uuidAtTime } from '../../src/domain/ids.ts';
 import { DELETE_EXPIRED_IDEMPOTENCY_RECORDS } from '../../src/sql/idempotency-records.ts';
-import { IdempotencySweeper } from '../../src/services/runs/idempotency-sweeper.ts';
+import { IdempotencySweeper } from '../../src/runs/idempotency-sweeper.ts';
 import { hashApiKey } from '../../src/security/crypto.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /**
  * Expired idempotency records are deleted by a sweep over their time-ordered ids
- * (src/services/runs/idempotency-sweeper.ts), and nothing a client sees changes: a live key replays, an
+ * (src/runs/idempotency-sweeper.ts), and nothing a client sees changes: a live key replays, an
  * expired or swept key starts a new run.
  */
 

@@ -1,11 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
-import { numberQueuedRuns } from '../../src/services/runs/queue-line.ts';
+import { numberQueuedRuns } from '../../src/runs/queue-line.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 /**
- * Queue places are a fact at any depth (src/services/runs/queue-line.ts): whatever mix of numbered and
+ * Queue places are a fact at any depth (src/runs/queue-line.ts): whatever mix of numbered and
  * not yet numbered runs the line holds, and however runs leave it (cancelled from the middle, admitted
  * past an account at its limit), GET /runs/{id} answers the place counted from the line itself.
  */

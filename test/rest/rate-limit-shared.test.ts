@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { App } from '../../src/app.ts';
 import type { ApiError } from '../../src/domain/errors.ts';
-import { PostgresWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
+import { PostgresWindowLimiter } from '../../src/runs/rate-limiter.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { testOrm } from '../helpers/db.ts';
 import { QUEUE_GATE } from '../../src/sql/queue-line.ts';

@@ -1,7 +1,7 @@
 import { suite, test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ApiError } from '../../src/domain/errors.ts';
-import { SlidingWindowLimiter } from '../../src/services/runs/rate-limiter.ts';
+import { SlidingWindowLimiter } from '../../src/runs/rate-limiter.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 test('the window slides by the second: a hit leaves 60 s after the start of its second', async () => {

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { EventSource } from 'eventsource';
 import { appendRunEvents } from '../../src/runs/fenced-write.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
-import { followRunEvents } from '../../src/services/runs/follow-run-events.ts';
+import { followRunEvents } from '../../src/runs/follow-run-events.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';

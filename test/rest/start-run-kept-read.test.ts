@@ -2,10 +2,10 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { messagesWhile } from '../helpers/round-trips.ts';
-import { workflowReadCache } from '../../src/services/runs/workflow-cache.ts';
+import { workflowReadCache } from '../../src/runs/workflow-cache.ts';
 
 /**
- * POST /runs keeps a caller's workflow read for a while (src/services/runs/workflow-cache.ts): a request
+ * POST /runs keeps a caller's workflow read for a while (src/runs/workflow-cache.ts): a request
  * that finds it kept sends only the acceptance, which counts it in its key's rate window on a Postgres
  * server, and the acceptance is fenced on the read's view token, so a workflow changed since is never run
  * on the old view.

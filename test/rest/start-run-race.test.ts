@@ -10,7 +10,7 @@ import { messagesWhile } from '../helpers/round-trips.ts';
  * POST /runs is one statement (src/sql/accept-runs.ts): racing requests that share idempotency keys, that
  * reuse a key with another request, and that compete for the last room under a spend cap must still make
  * one run per key, answer 409 only for a different request, and never overspend the cap. The round's
- * requests find Bob's workflow read kept (src/services/runs/workflow-cache.ts): on a Postgres server the
+ * requests find Bob's workflow read kept (src/runs/workflow-cache.ts): on a Postgres server the
  * acceptance counts each in the rate window and they are committed in groups; in some rounds the workflow changes under them, so
  * some acceptances find their read stale and read it again.
  */

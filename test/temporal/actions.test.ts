@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { testOrm } from '../helpers/db.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { countActions, type ActionCount } from '../helpers/temporal-actions.ts';

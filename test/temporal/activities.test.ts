@@ -19,7 +19,7 @@ import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
 import { quietTemporalRuntime, silentLogger } from './support.ts';

@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
-import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';

@@ -11,7 +11,7 @@ import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { PostgresRunEventBus } from '../../src/services/events/pg-bus.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { messagesWhile } from '../helpers/round-trips.ts';
 

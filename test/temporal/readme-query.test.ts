@@ -5,7 +5,7 @@ import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
 import { DEMO_CATALOG_FILE } from '../../src/config/config.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { eventually, runStatusOf, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';

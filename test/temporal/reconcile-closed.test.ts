@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { TemporalRunClient } from '../../src/engine/temporal/client.ts';
 import { CLOSED_BY_TEMPORAL_REASONS } from '../../src/engine/temporal/reconcile-closed.ts';
 import { RUN_WORKFLOW_TYPE } from '../../workflows/definitions.ts';
-import { cancelRun } from '../../src/services/runs/cancel-run.ts';
+import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { testOrm } from '../helpers/db.ts';
 import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun } from '../helpers/live-temporal.ts';

@@ -13,9 +13,9 @@ import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
-import { cancelRun } from '../../src/services/runs/cancel-run.ts';
-import { startRun } from '../../src/services/runs/start-run.ts';
-import { supplyRunCredentials } from '../../src/services/runs/supply-run-credentials.ts';
+import { cancelRun } from '../../src/runs/cancel-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
+import { supplyRunCredentials } from '../../src/runs/supply-run-credentials.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 /**

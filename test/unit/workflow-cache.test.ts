@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { WorkflowReadCache, type KeptRead } from '../../src/services/runs/workflow-cache.ts';
+import { WorkflowReadCache, type KeptRead } from '../../src/runs/workflow-cache.ts';
 
 const read = (token: string) => ({ row: {}, token }) as unknown as KeptRead;
 const tick = () => new Promise((r) => setImmediate(r));

@@ -316,7 +316,7 @@ export const RunSchema = defineEntity({
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
     queuedAt: createdAt(),
-    /** Place number in the queue's line (src/services/runs/queue-line.ts). */
+    /** Place number in the queue's line (src/runs/queue-line.ts). */
     queueSeq: p.bigint('number').nullable(),
     startedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),

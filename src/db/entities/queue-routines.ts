@@ -29,7 +29,7 @@ export const AdmitQueuedRoutine = new Routine({
   body: ADMIT_QUEUED_BODY,
 });
 
-/** `wr_number_queued(batch_size)`: numbers the queue's unnumbered runs (src/services/runs/queue-line.ts). */
+/** `wr_number_queued(batch_size)`: numbers the queue's unnumbered runs (src/runs/queue-line.ts). */
 export const NumberQueuedRoutine = new Routine({
   name: 'wr_number_queued',
   type: 'function',

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * Queue reads without scans: the queued runs in FIFO order (admission reads the head, the queue-order
- * snapshot of src/services/runs/queue-positions.ts reads it in order, and runs queued since are counted
+ * snapshot of src/runs/queue-positions.ts reads it in order, and runs queued since are counted
  * along it), and completed runs by completion time (the duration of the most recent runs gives queue
  * ETAs).
  */

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * An admission round and a queue numbering, each one call of a plpgsql function (src/runs/admit-runs.ts,
- * src/services/runs/queue-line.ts). Each takes an advisory lock and then reads what the lock guards:
+ * src/runs/queue-line.ts). Each takes an advisory lock and then reads what the lock guards:
  * every statement of a VOLATILE plpgsql function takes a fresh snapshot (READ COMMITTED), so the
  * statement after the lock sees everything committed by whoever held the lock before, which a lock taken
  * inside one statement could not (that statement's snapshot predates the wait). Their texts are the

@@ -2,7 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import type { Em } from '../../db/orm.ts';
 import { isoOrNull } from '../../db/sql.ts';
 import { RunEventSchema, RunSchema, type Run, type RunEvent } from '../../db/entities/index.ts';
-import { toPublicRun, type RunRow } from '../../services/runs/run-views.ts';
+import { toPublicRun, type RunRow } from '../../runs/run-views.ts';
 import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.ts';
 
 /**

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Arg, Args, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root } from 'type-graphql';
-import { cancelRun } from '../../services/runs/cancel-run.ts';
-import { supplyRunCredentials } from '../../services/runs/supply-run-credentials.ts';
+import { cancelRun } from '../../runs/cancel-run.ts';
+import { supplyRunCredentials } from '../../runs/supply-run-credentials.ts';
 import type { GraphqlContext } from '../context.ts';
 import { notFoundError } from '../errors.ts';
 import { badInput, page } from '../limits.ts';

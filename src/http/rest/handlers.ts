@@ -1,10 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../domain/errors.ts';
-import { cancelRun } from '../../services/runs/cancel-run.ts';
-import { getRun } from '../../services/runs/get-run.ts';
-import { listRunEvents } from '../../services/runs/list-run-events.ts';
-import { listRuns } from '../../services/runs/list-runs.ts';
-import { startCountedRun } from '../../services/runs/counted-start.ts';
+import { cancelRun } from '../../runs/cancel-run.ts';
+import { getRun } from '../../runs/get-run.ts';
+import { listRunEvents } from '../../runs/list-run-events.ts';
+import { listRuns } from '../../runs/list-runs.ts';
+import { startCountedRun } from '../../runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';

@@ -1,4 +1,4 @@
-import { MAX_WAIT_SECONDS, waitForRunResult } from '../../services/runs/wait-for-run.ts';
+import { MAX_WAIT_SECONDS, waitForRunResult } from '../../runs/wait-for-run.ts';
 import { preferredWaitSeconds } from '../prefer.ts';
 import { sendJson } from '../respond.ts';
 import type { RestCall } from './rest-call.ts';

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'openapi-backend';
 import type { Principal } from '../../services/auth/authenticate-key.ts';
 import type { Deps } from '../../services/deps.ts';
-import type { RateLimiter } from '../../services/runs/rate-limiter.ts';
+import type { RateLimiter } from '../../runs/rate-limiter.ts';
 import type { RequestContext } from '../server.ts';
 import type { HeartbeatTicker } from './heartbeat-ticker.ts';
 import type { StreamSlots } from '../../services/streams/stream-slots.ts';

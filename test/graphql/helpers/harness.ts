@@ -8,7 +8,7 @@ import { NullEngine } from '../../../src/runs/engine-port.ts';
 import { authenticateKey } from '../../../src/services/auth/authenticate-key.ts';
 import type { NewRunEvent } from '../../../src/domain/run-steps.ts';
 import { appendRunEvents } from '../../../src/runs/fenced-write.ts';
-import { startRun } from '../../../src/services/runs/start-run.ts';
+import { startRun } from '../../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../../helpers/db.ts';
 
 /** A running app over real HTTP for the GraphQL suites, with a small catalog. */

@@ -1,8 +1,8 @@
-import { ApiError, type RateLimitState } from '../../domain/errors.ts';
-import type { Orm } from '../../db/orm.ts';
-import { query } from '../../db/statement.ts';
-import { HIT_RATE_WINDOW, type HitRow } from '../../sql/rate-windows.ts';
-import { requestRateLimited } from '../../observability/metrics.ts';
+import { ApiError, type RateLimitState } from '../domain/errors.ts';
+import type { Orm } from '../db/orm.ts';
+import { query } from '../db/statement.ts';
+import { HIT_RATE_WINDOW, type HitRow } from '../sql/rate-windows.ts';
+import { requestRateLimited } from '../observability/metrics.ts';
 
 /**
  * The POST /runs limit: a sliding 60-second window per API key, kept as 60 one-second buckets so a

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { Batch } from '../../db/batch.ts';
-import type { StatementEm } from '../../db/statement.ts';
-import { ApiError } from '../../domain/errors.ts';
-import { timeOrderedUuid } from '../../domain/ids.ts';
-import type { ResolvedInputs } from '../../domain/inputs.ts';
-import { toDb } from '../../domain/money.ts';
-import { requestSpendCapped } from '../../observability/metrics.ts';
-import { currentTraceCarrier } from '../../observability/tracing.ts';
-import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../../sql/accept-runs.ts';
-import type { HitRow } from '../../sql/rate-windows.ts';
-import type { Principal } from '../auth/authenticate-key.ts';
-import type { Deps } from '../deps.ts';
-import type { WorkflowAccess } from '../workflows/workflow-access.ts';
+import { Batch } from '../db/batch.ts';
+import type { StatementEm } from '../db/statement.ts';
+import { ApiError } from '../domain/errors.ts';
+import { timeOrderedUuid } from '../domain/ids.ts';
+import type { ResolvedInputs } from '../domain/inputs.ts';
+import { toDb } from '../domain/money.ts';
+import { requestSpendCapped } from '../observability/metrics.ts';
+import { currentTraceCarrier } from '../observability/tracing.ts';
+import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../sql/accept-runs.ts';
+import type { HitRow } from '../sql/rate-windows.ts';
+import type { Principal } from '../services/auth/authenticate-key.ts';
+import type { Deps } from '../services/deps.ts';
+import type { WorkflowAccess } from '../services/workflows/workflow-access.ts';
 import type { RequestRate } from './rate-limiter.ts';
 
 /**

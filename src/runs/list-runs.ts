@@ -1,8 +1,8 @@
-import type { RunStatus } from '../../domain/run-status.ts';
-import { fork, type Deps } from '../deps.ts';
-import { pageOf } from '../pagination.ts';
-import { LIST_RUNS } from '../../sql/runs.ts';
-import { query } from '../../db/statement.ts';
+import type { RunStatus } from '../domain/run-status.ts';
+import { fork, type Deps } from '../services/deps.ts';
+import { pageOf } from '../services/pagination.ts';
+import { LIST_RUNS } from '../sql/runs.ts';
+import { query } from '../db/statement.ts';
 import { mapRunRow, toRunListItem } from './run-views.ts';
 
 export interface ListRunsQuery {

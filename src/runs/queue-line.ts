@@ -1,7 +1,7 @@
-import type { Em } from '../../db/orm.ts';
-import { fork, type RunsDeps } from '../../runs/deps.ts';
-import { query } from '../../db/statement.ts';
-import { LINE_POSITIONS, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../../sql/queue-line.ts';
+import type { Em } from '../db/orm.ts';
+import { fork, type RunsDeps } from './deps.ts';
+import { query } from '../db/statement.ts';
+import { LINE_POSITIONS, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../sql/queue-line.ts';
 
 /**
  * The line of queued runs, with places that are exact and cheap at any depth (docs/design/rules.md,

@@ -1,9 +1,9 @@
-import { ApiError } from '../../domain/errors.ts';
-import { fork, type Deps } from '../deps.ts';
+import { ApiError } from '../domain/errors.ts';
+import { fork, type Deps } from '../services/deps.ts';
 import { getRun } from './get-run.ts';
-import { query } from '../../db/statement.ts';
-import { RUN_STATUS } from '../../sql/runs.ts';
-import { isTerminal } from '../../domain/run-status.ts';
+import { query } from '../db/statement.ts';
+import { RUN_STATUS } from '../sql/runs.ts';
+import { isTerminal } from '../domain/run-status.ts';
 
 /**
  * `Prefer: wait=N` on POST /runs (docs/design/prefer-wait.md): holds the answer until the run is terminal

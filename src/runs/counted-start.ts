@@ -1,8 +1,8 @@
-import { ApiError } from '../../domain/errors.ts';
-import type { Principal } from '../auth/authenticate-key.ts';
+import { ApiError } from '../domain/errors.ts';
+import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
-import type { Deps } from '../deps.ts';
+import type { Deps } from '../services/deps.ts';
 
 /**
  * POST /runs in its key's rate window (docs/design/rules.md#rate-limit). Every request that got past

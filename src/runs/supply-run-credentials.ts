@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { invalidRequest, notFound } from '../../domain/errors.ts';
-import { PROVIDERS, type Provider } from '../../domain/graph/types.ts';
-import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../../domain/ids.ts';
+import { invalidRequest, notFound } from '../domain/errors.ts';
+import { PROVIDERS, type Provider } from '../domain/graph/types.ts';
+import { fork, type Deps } from '../services/deps.ts';
+import { isUuid } from '../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';
 import { findRun, toPublicRun, type PublicRun } from './run-views.ts';
-import { isTerminal } from '../../domain/run-status.ts';
-import { query } from '../../db/statement.ts';
-import { LOCK_RUN_TO_SUPPLY } from '../../sql/runs.ts';
-import { STORE_CREDENTIALS } from '../../sql/run-secrets.ts';
+import { isTerminal } from '../domain/run-status.ts';
+import { query } from '../db/statement.ts';
+import { LOCK_RUN_TO_SUPPLY } from '../sql/runs.ts';
+import { STORE_CREDENTIALS } from '../sql/run-secrets.ts';
 
 export interface SuppliedCredential {
   provider: string;

@@ -1,5 +1,5 @@
-import type { Deps } from '../deps.ts';
-import { fork } from '../deps.ts';
+import type { Deps } from '../services/deps.ts';
+import { fork } from '../services/deps.ts';
 import { readEvents, type PublicRunEvent } from './run-views.ts';
 
 export const TERMINAL_EVENT_TYPES = new Set(['run.completed', 'run.failed', 'run.cancelled']);

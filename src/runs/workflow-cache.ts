@@ -1,9 +1,9 @@
-import { freezeGraph } from '../../domain/graph/analysis.ts';
-import type { WorkflowRow } from '../workflows/workflow-access.ts';
+import { freezeGraph } from '../domain/graph/analysis.ts';
+import type { WorkflowRow } from '../services/workflows/workflow-access.ts';
 
 /**
  * POST /runs's workflow reads, kept per process for a short while by caller and workflow, so that a
- * request whose workflow was read recently goes to Postgres in one message (src/services/runs/start-run.ts).
+ * request whose workflow was read recently goes to Postgres in one message (src/runs/start-run.ts).
  * A kept read is never trusted on its own: the acceptance writes nothing unless the workflow as the
  * caller sees it still has the read's view token (src/sql/workflows.ts), and a refusal decided from a
  * kept read is decided again from a fresh one. Only workflows the caller can see are kept. Bounded:

@@ -1,12 +1,12 @@
-import type { Em } from '../../db/orm.ts';
-import { isoOrNull, json } from '../../db/sql.ts';
-import { ApiError } from '../../domain/errors.ts';
-import { query, type StatementEm } from '../../db/statement.ts';
-import { FIND_ACCOUNT_RUN, FIND_RUN } from '../../sql/runs.ts';
-import { READ_RUN_EVENTS } from '../../sql/run-events.ts';
-import { mapRunRow, toPublicRun, type RunRow } from '../../runs/run-row.ts';
+import type { Em } from '../db/orm.ts';
+import { isoOrNull, json } from '../db/sql.ts';
+import { ApiError } from '../domain/errors.ts';
+import { query, type StatementEm } from '../db/statement.ts';
+import { FIND_ACCOUNT_RUN, FIND_RUN } from '../sql/runs.ts';
+import { READ_RUN_EVENTS } from '../sql/run-events.ts';
+import { mapRunRow, toPublicRun, type RunRow } from './run-row.ts';
 
-export { mapRunRow, toPublicRun, type PublicRun, type RunQueue, type RunRow } from '../../runs/run-row.ts';
+export { mapRunRow, toPublicRun, type PublicRun, type RunQueue, type RunRow } from './run-row.ts';
 
 /** The spec's Run, RunListItem, AcceptedRun and RunEvent shapes, built from rows. */
 

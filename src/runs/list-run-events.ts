@@ -1,6 +1,6 @@
-import { notFound } from '../../domain/errors.ts';
-import { fork, type Deps } from '../deps.ts';
-import { isUuid } from '../../domain/ids.ts';
+import { notFound } from '../domain/errors.ts';
+import { fork, type Deps } from '../services/deps.ts';
+import { isUuid } from '../domain/ids.ts';
 import { findAccountRun, readEvents } from './run-views.ts';
 
 export const EVENTS_PAGE_SIZE = 1000;

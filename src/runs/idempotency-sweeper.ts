@@ -1,9 +1,9 @@
-import type { Orm } from '../../db/orm.ts';
-import { query } from '../../db/statement.ts';
-import { uuidAtTime } from '../../domain/ids.ts';
-import type { Logger } from '../../logger.ts';
-import { idempotencyRecordsDeleted } from '../../observability/metrics.ts';
-import { DELETE_EXPIRED_IDEMPOTENCY_RECORDS, IDEMPOTENCY_RECORD_HOURS } from '../../sql/idempotency-records.ts';
+import type { Orm } from '../db/orm.ts';
+import { query } from '../db/statement.ts';
+import { uuidAtTime } from '../domain/ids.ts';
+import type { Logger } from '../logger.ts';
+import { idempotencyRecordsDeleted } from '../observability/metrics.ts';
+import { DELETE_EXPIRED_IDEMPOTENCY_RECORDS, IDEMPOTENCY_RECORD_HOURS } from '../sql/idempotency-records.ts';
 
 const HOUR_MS = 3_600_000;
 const NIL = '00000000-0000-0000-0000-000000000000';

@@ -1,15 +1,15 @@
-import type { Config } from '../../config/config.ts';
-import type { Em } from '../../db/orm.ts';
-import type { Deps } from '../deps.ts';
-import { fork } from '../deps.ts';
+import type { Config } from '../config/config.ts';
+import type { Em } from '../db/orm.ts';
+import type { Deps } from '../services/deps.ts';
+import { fork } from '../services/deps.ts';
 import { linePositions } from './queue-line.ts';
-import type { RunQueue, RunRow } from '../../runs/run-row.ts';
-import { query } from '../../db/statement.ts';
-import { RECENT_RUN_MEAN } from '../../sql/runs.ts';
+import type { RunQueue, RunRow } from './run-row.ts';
+import { query } from '../db/statement.ts';
+import { RECENT_RUN_MEAN } from '../sql/runs.ts';
 
 /**
  * Queue state of pending runs. The place is exact on every read, at any depth, on every process: it is
- * read from the line itself (src/services/runs/queue-line.ts), with the run's row when the run was read
+ * read from the line itself (src/runs/queue-line.ts), with the run's row when the run was read
  * by id, else in one statement for every run asked about. Only the ETA is an estimate: the mean duration of recent runs, kept per service instance for at
  * most MEAN_MS.
  */
