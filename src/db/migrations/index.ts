@@ -21,6 +21,7 @@ import { Migration20261202030000RunDomains } from './Migration20261202030000RunD
 import { Migration20261203000000MoneyRules } from './Migration20261203000000MoneyRules.ts';
 import { Migration20261204000000AdmissionFunctions } from './Migration20261204000000AdmissionFunctions.ts';
 import { Migration20261204380000AcceptRunsInBatches } from './Migration20261204380000AcceptRunsInBatches.ts';
+import { Migration20261205000000WebhookBodyFromRun } from './Migration20261205000000WebhookBodyFromRun.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -46,4 +47,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261203000000MoneyRules', class: Migration20261203000000MoneyRules },
   { name: 'Migration20261204000000AdmissionFunctions', class: Migration20261204000000AdmissionFunctions },
   { name: 'Migration20261204380000AcceptRunsInBatches', class: Migration20261204380000AcceptRunsInBatches },
+  { name: 'Migration20261205000000WebhookBodyFromRun', class: Migration20261205000000WebhookBodyFromRun },
 ];
