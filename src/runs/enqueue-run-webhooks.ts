@@ -7,10 +7,9 @@ export const TERMINAL_WEBHOOK_EVENTS = ['run.completed', 'run.failed', 'run.canc
 /**
  * Writes one outbox row per subscribed endpoint (events filter null = every terminal event), in the
  * transaction that makes the run terminal, so a webhook is sent if and only if the run really ended.
- * The body is fixed now: retries send the same bytes under the same `webhook-id`.
+ * The row names the run and the event; the sender renders the body from the run (docs/design/webhooks.md).
  */
-export async function enqueueRunWebhooks(tx: Em, accountId: string, runId: string, type: string, run: unknown): Promise<number> {
-  const payload = JSON.stringify({ type, timestamp: new Date().toISOString(), data: run });
-  const rows = await query(tx, ENQUEUE_RUN_WEBHOOKS, [runId, type, payload, accountId]);
+export async function enqueueRunWebhooks(tx: Em, accountId: string, runId: string, type: string): Promise<number> {
+  const rows = await query(tx, ENQUEUE_RUN_WEBHOOKS, [runId, type, accountId]);
   return rows.length;
 }

@@ -2,7 +2,6 @@ import type { Em } from '../db/orm.ts';
 import { query } from '../db/statement.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
 import { settleRun, type SettleInput } from '../billing/settle-run.ts';
-import { mapRunRow, toPublicRun } from './run-row.ts';
 import { enqueueRunWebhooks } from './enqueue-run-webhooks.ts';
 import { isTerminal } from '../domain/run-status.ts';
 import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
@@ -101,7 +100,7 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
 }
 
 /**
- * The rest of a terminal transition once the run's row is terminal (`updated`: its RUN_COLUMNS, with
+ * The rest of a terminal transition once the run's row is terminal (`updated`: FINISH_RUN's row, with
  * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and
  * the workflow's run counter (hot rows) in one statement, last before the commit.
  */
@@ -113,8 +112,7 @@ async function settleFinished(
   settle: SettleInput,
   workflowId: string,
 ): Promise<FinishedRun> {
-  const type = `run.${fin.status}`;
-  const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, type, toPublicRun(mapRunRow(updated), null));
+  const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, `run.${fin.status}`);
   await settleRun(tx, settle, updated.charge_usd === null ? null : String(updated.charge_usd), {
     countCompletedRunOf: fin.status === 'completed' ? workflowId : undefined,
   });

@@ -4,8 +4,8 @@ import { toJson } from '../domain/money.ts';
 import type { BillingStatus, Outcome, QueueState, RunPhase, RunStatus } from '../domain/run-status.ts';
 
 /**
- * A run's row as read (RUN_COLUMNS of src/sql/runs.ts) and the spec's Run built from it: the runs module
- * needs it for the terminal webhook's payload, the services and adapters for their responses.
+ * A run's row as read (RUN_COLUMNS of src/sql/runs.ts) and the spec's Run built from it: the services
+ * and adapters need it for their responses, the webhook sender for the body it renders from the run.
  */
 
 export interface RunRow {

@@ -11,9 +11,9 @@ import {
   WorkflowRunTallySchema,
 } from '../db/entities/index.ts';
 import { admittedRun } from './run-predicates.ts';
-import { billingSet, RUN_COLUMNS } from './runs.ts';
+import { billingSet, runColumnsOf } from './runs.ts';
 import { ledgerRows } from './settle-run.ts';
-import { outboxInsert, runWebhookPayload } from './webhook-deliveries.ts';
+import { outboxInsert } from './webhook-deliveries.ts';
 
 /** The SQL text array of a JSON array of texts (an SQL expression). */
 const texts = (json: string) => `array(select jsonb_array_elements_text(${json}))`;
@@ -128,7 +128,7 @@ u as (
     bundle_id = coalesce(written.bundle_id, r.bundle_id)
   from written left join call_events batch on batch.ord = written.ord
   where r.id = written.run_id
-  returning written.ord, ${RUN_COLUMNS.replace(/(\w+)/g, 'r.$1')}),
+  returning written.ord, ${runColumnsOf('r')}),
 events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
   select u.id, u.last_sequence, batch.types, batch.node_ids, batch.data, clock_timestamp() from u join call_events batch on batch.ord = u.ord),
@@ -158,7 +158,7 @@ notified as (
   having min(call.channel) is not null),
 notice as (select count(pg_notify(notified.channel, notified.told)) as sent from notified),
 outbox as (
-  ${outboxInsert({ from: 'u', run: 'u.id', event: `'run.' || u.status`, payload: runWebhookPayload('u'), account: 'u.account_id' })}
+  ${outboxInsert({ from: 'u', run: 'u.id', event: `'run.' || u.status`, account: 'u.account_id' })}
   returning run_id)
 select fenced.ord, fenced.account_id, u.id is not null as written, u.last_sequence,
        (select count(*) from outbox where outbox.run_id = fenced.run_id)::int as webhooks, notice.sent > 0 and u.id is not null as notified

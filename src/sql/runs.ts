@@ -13,6 +13,9 @@ export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_rea
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
   billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
 
+/** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
+export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);
+
 /** $1 run id; with the run's queue place, read in the same statement (src/runs/queue-line.ts). */
 export const FIND_RUN = statement('find_run', `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1`, [RunSchema]);
 
@@ -42,7 +45,8 @@ export const billingSet = (billed: string) =>
  * id, $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 what the ending charges
  * (`none`, `compute`, `full`: wr_run_charge), $7–$9 the terminal event (one-element arrays: type, node id,
  * JSON data; src/sql/run-events.ts). The charge is the run's own (wr_run_charge, then wr_billed with its
- * bundle's price when a bundle funds it: docs/design/money.md#what-is-charged), returned as `charge_usd`.
+ * bundle's price when a bundle funds it: docs/design/money.md#what-is-charged). Returns the run's `id`, that
+ * charge as `charge_usd` and its new `last_sequence`.
  */
 export const FINISH_RUN = statement(
   'finish_run',
@@ -56,7 +60,7 @@ export const FINISH_RUN = statement(
             lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
             last_sequence = last_sequence + cardinality($7::text[])
        from c
-      where id = c.run_id returning ${RUN_COLUMNS}),
+      where id = c.run_id returning id, charge_usd, last_sequence),
    ${runEventsCte('$7', '$8', '$9')},
    s as (delete from run_secrets where run_id = $1)
    select * from u`,

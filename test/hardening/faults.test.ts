@@ -9,6 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openOrm, type Orm } from '../../src/db/orm.ts';
+import { isoOrNull } from '../../src/db/sql.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
@@ -341,7 +342,7 @@ t(WEBHOOK_DOWN, async () => {
     const em = () => api.deps.orm.em.fork();
     const deliveries = async (runIds: string[]) =>
       em().execute<Record<string, any>[]>(
-        `select id, run_id, event_type, payload, status, attempts, last_status_code, last_error from webhook_deliveries where run_id in (${runIds.map(() => '?').join(',')})`,
+        `select id, run_id, event_type, created_at, status, attempts, last_status_code, last_error from webhook_deliveries where run_id in (${runIds.map(() => '?').join(',')})`,
         runIds,
       );
 
@@ -438,9 +439,10 @@ t(WEBHOOK_DOWN, async () => {
       assert.is(Number(row.attempts), 2, `run ${runId}: attempts`);
       const got = hits.filter((h) => h.runId === runId);
       assert.equal(got.map((h) => h.status), groupA.has(runId) ? [204] : [503, 204], `run ${runId}: answers`);
+      const body = `{"type":"run.${status}","timestamp":${JSON.stringify(isoOrNull(row.created_at))},"data":${run.text}}`;
       for (const h of got) {
         assert.is(h.id, row.id, `run ${runId}: webhook-id ${h.id} is not its outbox id ${row.id}`);
-        assert.is(h.body, row.payload, `run ${runId}: the body is not the stored payload`);
+        assert.is(h.body, body, `run ${runId}: the body is not the run as GET /runs/{id} shows it, stamped with its outbox row's time`);
         assert.is(h.path, status === 'failed' ? '/broke' : '/payer');
         const msg = verifier.verify(h.body, h.headers as Record<string, string>) as { type: string; data: { id: string; status: string } };
         assert.equal([msg.type, msg.data.id, msg.data.status], [`run.${status}`, runId, status]);

@@ -298,7 +298,7 @@ e('failing http.request steps with a password header, provider errors echoing th
   assert.ok(providerAuth.includes(`Bearer ${DAVE_PROVIDER_KEYS.openai}`), 'the BYOK key was used');
   assert.ok(providerAuth.includes(`Bearer ${SERVICE_OPENAI_KEY}`), 'the service key was used');
   // A terminal-run webhook for dave's endpoints (signed with their secrets) fails at the target.
-  await t.deps.orm.em.fork().transactional((tx) => enqueueRunWebhooks(tx as never, DAVE_ID, httpRun, 'run.failed', { id: httpRun, status: 'failed' }));
+  await t.deps.orm.em.fork().transactional((tx) => enqueueRunWebhooks(tx as never, DAVE_ID, httpRun, 'run.failed'));
   t.deps.webhooks?.notify();
   const until = Date.now() + 10_000;
   while (!log.messages().includes('webhook delivery failed') && Date.now() < until) await new Promise((r) => setTimeout(r, 50));

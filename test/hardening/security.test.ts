@@ -774,7 +774,7 @@ s('API10 webhook delivery follows no redirect and refuses names that resolve to 
       t.deps.sealer.seal(DAVE_WEBHOOK_SECRETS[1]),
     ]);
     const [run] = await em.execute<{ id: string }[]>('select id from runs where account_id = ? limit 1', [daveId]);
-    await em.transactional((tx) => enqueueRunWebhooks(tx as never, daveId, run!.id, 'run.completed', { id: run!.id, status: 'completed' }));
+    await em.transactional((tx) => enqueueRunWebhooks(tx as never, daveId, run!.id, 'run.completed'));
     const deps = (allowPrivateNetwork: boolean) => ({ orm: t.deps.orm, log: t.deps.log, sealer: t.deps.sealer, config: { webhookAllowInsecure: true, allowPrivateNetwork } });
     // Private networks allowed (so the local redirector is reachable): the 307 is a failed attempt, not followed.
     await deliverDueWebhooks(deps(true) as never, { limit: 10 });

@@ -14,6 +14,9 @@ import {
   type WebhookDeps,
 } from '../../src/services/webhooks/deliver-webhooks.ts';
 import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
+import { mapRunRow, toPublicRun } from '../../src/runs/run-row.ts';
+import { query } from '../../src/db/statement.ts';
+import { FIND_RUN } from '../../src/sql/runs.ts';
 import { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -106,9 +109,10 @@ async function seed(url: string, opts: { deliveries?: number } = {}): Promise<Fi
     'a'.repeat(64),
   ]);
   await em.execute(
-    `insert into runs (id, account_id, workflow_id, version_id, status, user_access, compute_limit_usd, credential_mode, inputs, progress)
-     values (?, ?, ?, ?, 'completed', 'owned', '5', 'service_hosted', '{}', '{}')`,
-    [runId, accountId, workflowId, versionId],
+    `insert into runs (id, account_id, workflow_id, version_id, status, outcome, billing_status, charge_usd, user_access, compute_limit_usd,
+                       credential_mode, inputs, progress, outputs, started_at, completed_at)
+     values (?, ?, ?, ?, 'completed', 'completed', 'settled', '0.250300', 'owned', '5', 'service_hosted', '{}', '{}', ?, now(), clock_timestamp())`,
+    [runId, accountId, workflowId, versionId, JSON.stringify([{ nodeId: 'out', name: 'Out', type: 'text', value: 'ünïcode ✓' }])],
   );
   await em.execute('insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (?, ?, ?, ?)', [
     endpointId,
@@ -119,7 +123,7 @@ async function seed(url: string, opts: { deliveries?: number } = {}): Promise<Fi
   const n = opts.deliveries ?? 1;
   await em.transactional(async (tx) => {
     for (let i = 0; i < n; i++) {
-      await enqueueRunWebhooks(tx as never, accountId, runId, 'run.completed', { id: runId, status: 'completed', note: `ünïcode ✓ ${i}` });
+      await enqueueRunWebhooks(tx as never, accountId, runId, 'run.completed');
     }
   });
   return { accountId, runId, secret, endpointId };
@@ -127,7 +131,7 @@ async function seed(url: string, opts: { deliveries?: number } = {}): Promise<Fi
 
 interface Row {
   id: string;
-  payload: string;
+  created_at: Date;
   status: string;
   attempts: number;
   next_attempt_at: Date;
@@ -141,7 +145,7 @@ async function rows(): Promise<Row[]> {
   const date = (v: unknown) => (v === null || v === undefined ? null : new Date(v instanceof Date ? v : String(v).replace(' ', 'T').replace(/\+00$/, 'Z')));
   return raw.map((r) => ({
     id: String(r.id),
-    payload: String(r.payload),
+    created_at: date(r.created_at)!,
     status: String(r.status),
     attempts: Number(r.attempts),
     next_attempt_at: date(r.next_attempt_at)!,
@@ -163,10 +167,9 @@ function headerRecord(h: http.IncomingHttpHeaders): Record<string, string> {
 
 function assertNoSecret(row: Row, secret: string): void {
   const key = secret.replace(/^whsec_/, '');
-  for (const text of [row.last_error ?? '', row.payload]) {
-    assert.not.ok(text.includes(secret), 'the secret leaked');
-    assert.not.ok(text.includes(key), 'the secret key leaked');
-  }
+  const text = row.last_error ?? '';
+  assert.not.ok(text.includes(secret), 'the secret leaked');
+  assert.not.ok(text.includes(key), 'the secret key leaked');
 }
 
 const later = (ms: number) => new Date(Date.now() + ms);
@@ -181,7 +184,13 @@ test.before.each(async () => {
 
 // ---------------------------------------------------------------------------------------------------
 
-test('a due delivery is posted once with the exact payload and Standard Webhooks headers', async () => {
+/** The body a delivery of `runId` written at `at` must carry: the run as GET /runs/{id} shows it (FIND_RUN, toPublicRun). */
+async function expectedBody(runId: string, at: Date): Promise<string> {
+  const [run] = await query(orm.em.fork() as never, FIND_RUN, [runId]);
+  return JSON.stringify({ type: 'run.completed', timestamp: at.toISOString(), data: toPublicRun(mapRunRow(run!), null) });
+}
+
+test('a due delivery is posted once with the run as the API shows it and Standard Webhooks headers', async () => {
   const rx = await startReceiver();
   try {
     const fx = await seed(rx.url);
@@ -191,7 +200,8 @@ test('a due delivery is posted once with the exact payload and Standard Webhooks
     assert.is(n, 1);
     assert.is(rx.received.length, 1);
     const got = rx.received[0]!;
-    assert.is(got.body, before.payload, 'body is the stored payload, byte for byte');
+    assert.is(got.body, await expectedBody(fx.runId, before.created_at), 'the body is the run as GET /runs/{id} shows it, byte for byte');
+    assert.match(got.body, 'ünïcode ✓');
     assert.is(got.headers['content-type'], 'application/json');
     assert.is(got.headers['webhook-id'], before.id);
     assert.match(before.id, /^msg_[0-9a-f]{32}$/);
@@ -347,8 +357,8 @@ test('a loopback endpoint is refused when private networks are not allowed', asy
       .fork()
       .execute<{ account_id: string; run_id: string }[]>('select r.account_id, r.id as run_id from runs r limit 1');
     await orm.em.fork().execute(
-      `insert into webhook_deliveries (id, endpoint_id, run_id, event_type, payload, status, attempts, next_attempt_at)
-       select 'msg_v6', e.id, ?, 'run.completed', '{}', 'pending', 0, now() from webhook_endpoints e where e.url = ? and e.account_id = ?`,
+      `insert into webhook_deliveries (id, endpoint_id, run_id, event_type, status, attempts, next_attempt_at)
+       select 'msg_v6', e.id, ?, 'run.completed', 'pending', 0, now() from webhook_endpoints e where e.url = ? and e.account_id = ?`,
       [runId, ipv6, accountId],
     );
     assert.is(await deliverDueWebhooks(depsWith({ webhookAllowInsecure: true, allowPrivateNetwork: false }), { limit: 10 }), 2);

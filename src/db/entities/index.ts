@@ -429,7 +429,10 @@ export type WebhookEndpoint = InferEntity<typeof WebhookEndpointSchema>;
 
 export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
 
-/** The webhook outbox: written with the terminal event, drained by the delivery worker. */
+/**
+ * The webhook outbox: which run's which event, written with the terminal state, drained by the delivery
+ * worker; the body is rendered from the run at each attempt (docs/design/webhooks.md), `createdAt` its timestamp.
+ */
 export const WebhookDeliverySchema = defineEntity({
   name: 'WebhookDelivery',
   tableName: 'webhook_deliveries',
@@ -438,8 +441,6 @@ export const WebhookDeliverySchema = defineEntity({
     endpointId: p.manyToOne(WebhookEndpointSchema).mapToPk().fieldName('endpoint_id').deleteRule('cascade'),
     runId: p.manyToOne(RunSchema).mapToPk().fieldName('run_id').deleteRule('cascade'),
     eventType: p.string(),
-    /** The exact body that is signed and sent, fixed at creation so retries are byte-identical. */
-    payload: p.text(),
     status: p.enum(WEBHOOK_DELIVERY_STATUSES).default('pending'),
     attempts: p.integer().default(0),
     nextAttemptAt: p.datetime(),

@@ -22,6 +22,7 @@ import { Migration20261203000000MoneyRules } from './Migration20261203000000Mone
 import { Migration20261204000000AdmissionFunctions } from './Migration20261204000000AdmissionFunctions.ts';
 import { Migration20261204380000AcceptRunsInBatches } from './Migration20261204380000AcceptRunsInBatches.ts';
 import { Migration20261205000000NoRefusalsRaised } from './Migration20261205000000NoRefusalsRaised.ts';
+import { Migration20261205000000WebhookBodyFromRun } from './Migration20261205000000WebhookBodyFromRun.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -48,4 +49,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261204000000AdmissionFunctions', class: Migration20261204000000AdmissionFunctions },
   { name: 'Migration20261204380000AcceptRunsInBatches', class: Migration20261204380000AcceptRunsInBatches },
   { name: 'Migration20261205000000NoRefusalsRaised', class: Migration20261205000000NoRefusalsRaised },
+  { name: 'Migration20261205000000WebhookBodyFromRun', class: Migration20261205000000WebhookBodyFromRun },
 ];

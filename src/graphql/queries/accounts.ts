@@ -20,16 +20,15 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 /**
  * Internal reads of accounts and what hangs off them, through their entities: wallet, ledger, API key
  * metadata, webhook endpoints and deliveries, purchases. Secrets never leave the database through here:
- * API keys are read without `keyHash`, webhook endpoints without their secret, deliveries without the
- * signed payload.
+ * API keys are read without `keyHash`, webhook endpoints without their secret.
  */
 
 /** API key metadata: every property but the hash. */
 export type ApiKeyMetadata = Omit<ApiKey, 'keyHash'>;
 /** A webhook endpoint without its secret. */
 export type WebhookEndpointView = Omit<WebhookEndpoint, 'secretCiphertext'>;
-/** A webhook delivery without its payload, with its endpoint's URL. */
-export type WebhookDeliveryView = Omit<WebhookDelivery, 'payload'> & { endpointUrl: string };
+/** A webhook delivery with its endpoint's URL. */
+export type WebhookDeliveryView = WebhookDelivery & { endpointUrl: string };
 
 const API_KEY_FIELDS = [
   'id', 'accountId', 'prefix', 'scopes', 'rateLimitPerMinute', 'spendCapWindow', 'spendCapUsd', 'expiresAt', 'revoked', 'createdAt',
@@ -99,7 +98,7 @@ export async function webhookEndpointsByAccounts(em: Em, accountIds: readonly st
 }
 
 /**
- * Newest first, without their payloads. `endpoints` are the accounts' endpoints (read first: a
+ * Newest first. `endpoints` are the accounts' endpoints (read first: a
  * delivery's account is its endpoint's).
  */
 export async function webhookDeliveriesForAccounts(

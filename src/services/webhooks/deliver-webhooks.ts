@@ -13,6 +13,8 @@ import { fork } from '../deps.ts';
 import { query } from '../../db/statement.ts';
 import { CLAIM_WEBHOOK_DELIVERIES, RECORD_WEBHOOK_DELIVERED, RECORD_WEBHOOK_FAILED, RECORD_WEBHOOK_RETRY } from '../../sql/webhook-deliveries.ts';
 import { webhookAttempted } from '../../observability/metrics.ts';
+import { isoOrNull } from '../../db/sql.ts';
+import { mapRunRow, toPublicRun, type RunRow } from '../../runs/run-row.ts';
 
 /**
  * The delivery half of the webhook outbox (docs/design/webhooks.md). `enqueueRunWebhooks` writes one row per
@@ -24,7 +26,8 @@ import { webhookAttempted } from '../../observability/metrics.ts';
  *   the row pending with a lease that simply expires, and the row is sent again.
  * - The POST happens outside any transaction. Its outcome is written with a guard on the `attempts`
  *   value seen at claim time, so a worker whose lease ran out cannot overwrite a newer attempt.
- * - The body is the stored `payload` text, byte for byte, and the `webhook-id` is the row id, so every
+ * - The body is rendered at claim time from what never changes after the run ends (webhookBody): the
+ *   run as GET /runs/{id} shows it and the row's creation time. The `webhook-id` is the row id, so every
  *   retry is the same message; only `webhook-timestamp` (and so the signature) is fresh per attempt.
  */
 
@@ -73,7 +76,8 @@ export interface ClaimedDelivery {
   endpointId: string;
   runId: string;
   eventType: string;
-  payload: string;
+  /** The JSON body that is signed and sent (webhookBody). */
+  body: string;
   /** Attempts recorded before this one. */
   attempts: number;
   url: string;
@@ -100,17 +104,26 @@ export async function claimDueDeliveries(deps: Pick<WebhookDeps, 'orm'>, opts: C
   const now = nowParam(opts.now);
   const rows = await query(fork(deps), CLAIM_WEBHOOK_DELIVERIES, [now, limit, leaseMs]);
   return rows.map((r) => ({
-    id: String(r.id),
+    id: String(r.delivery_id),
     endpointId: String(r.endpoint_id),
-    runId: String(r.run_id),
+    runId: String(r.id),
     eventType: String(r.event_type),
-    payload: String(r.payload),
+    body: webhookBody(String(r.event_type), r.enqueued_at, mapRunRow(r)),
     attempts: Number(r.attempts),
     url: String(r.url),
     secretCiphertext: String(r.secret_ciphertext),
     accountId: String(r.account_id),
     traceContext: r.trace_context ?? null,
   }));
+}
+
+/**
+ * A delivery's body (docs/design/webhooks.md#events-and-body): its event type, the time its row was written
+ * (the run's end) and the run as GET /runs/{id} shows it (toPublicRun; a terminal run has no queue place).
+ * Every input is fixed once the run is terminal, so every attempt renders the same bytes.
+ */
+export function webhookBody(type: string, enqueuedAt: unknown, run: RunRow): string {
+  return JSON.stringify({ type, timestamp: isoOrNull(enqueuedAt), data: toPublicRun(run, null) });
 }
 
 /**
@@ -197,11 +210,11 @@ async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions)
     'user-agent': USER_AGENT,
     'webhook-id': d.id,
     'webhook-timestamp': String(Math.floor(attemptAt.getTime() / 1000)),
-    'webhook-signature': signer.sign(d.id, attemptAt, d.payload),
+    'webhook-signature': signer.sign(d.id, attemptAt, d.body),
   };
   injectTraceHeaders(headers);
 
-  const result = await post(url, headers, d.payload, {
+  const result = await post(url, headers, d.body, {
     timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
     lookup: allowPrivateNetwork ? undefined : (guardedLookup as unknown as LookupFunction),
     signal: opts.signal,

@@ -44,6 +44,10 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
       assert.is(Number(b!.runs_left), 1, 'one bundle run consumed');
       const hook = await signedHook(e, run.id, 'run.completed');
       assert.equal(hook.data, run);
+      const shown = await e.t.call('GET', `/runs/${run.id}`);
+      const envelope = `{"type":"run.completed","timestamp":${JSON.stringify(hook.timestamp)},"data":${shown.text}}`;
+      assert.is(hook.raw, envelope, 'the body carries the bytes GET /runs/{id} answers');
+      assert.ok(Date.parse(hook.timestamp) >= Date.parse(run.completedAt), 'the timestamp is the run\'s end, not before it');
     });
   });
 

@@ -218,10 +218,10 @@ export async function setWallet(e: E2e, handle: string, usd: string): Promise<vo
 }
 
 /**
- * The webhook for `runId` of type `type`, verified with the Standard Webhooks library; fails when none
- * arrives in time, or when that event was delivered under more than one webhook id.
+ * The webhook for `runId` of type `type`, verified with the Standard Webhooks library, with its raw body; fails
+ * when none arrives in time, or when that event was delivered under more than one webhook id.
  */
-export async function signedHook(e: E2e, runId: string, type: string): Promise<{ type: string; timestamp: string; data: any }> {
+export async function signedHook(e: E2e, runId: string, type: string): Promise<{ type: string; timestamp: string; data: any; raw: string }> {
   const end = Date.now() + e.engine.timeoutMs;
   for (;;) {
     const hits = e.hooks.filter((h) => {
@@ -230,7 +230,8 @@ export async function signedHook(e: E2e, runId: string, type: string): Promise<{
     });
     if (hits.length) {
       assert.is(new Set(hits.map((h) => h.headers['webhook-id'])).size, 1, 'one webhook id per terminal event');
-      return new Webhook(WEBHOOK_SECRET).verify(hits[0]!.body, hits[0]!.headers) as { type: string; timestamp: string; data: any };
+      const verified = new Webhook(WEBHOOK_SECRET).verify(hits[0]!.body, hits[0]!.headers) as { type: string; timestamp: string; data: any };
+      return { ...verified, raw: hits[0]!.body };
     }
     if (Date.now() > end) throw new Error(`[${e.engine.name}] no ${type} webhook for ${runId}`);
     await sleep(50);
