@@ -1,4 +1,4 @@
-import { KeptReads } from '../db/kept-reads.ts';
+import { ShortLivedCache } from '../db/short-lived-cache.ts';
 import type { Em } from '../db/orm.ts';
 import { query, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { FIND_SETTING, SAVE_SETTING } from '../sql/settings.ts';
@@ -15,10 +15,10 @@ export const PRICING_KEY = 'pricing';
 
 /**
  * Pricing changes only when a catalog is loaded, and every run acceptance reads it, so each process
- * keeps it for a second (src/db/kept-reads.ts; a loader in this process invalidates it when it commits).
+ * keeps it for a second (src/db/short-lived-cache.ts; a loader in this process invalidates it when it commits).
  */
 const CACHE_MS = 1000;
-const kept = new KeptReads<Pricing>(CACHE_MS);
+const kept = new ShortLivedCache<Pricing>(CACHE_MS);
 
 export async function getPricing(em: TransactionAwareEm): Promise<Pricing> {
   // A caller in a transaction reads on its own: a read shared with other callers must not run in it, and

@@ -1,7 +1,7 @@
 import { ApiError } from '../../domain/errors.ts';
 import { hashApiKey } from '../../security/crypto.ts';
 import { fork, type Deps } from '../deps.ts';
-import { KeptReads } from '../../db/kept-reads.ts';
+import { ShortLivedCache } from '../../db/short-lived-cache.ts';
 import { dateOrNull } from '../../db/sql.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
@@ -33,18 +33,18 @@ interface KeyRow {
 
 /**
  * Every request looks its key up, and keys change only when a catalog is loaded, so each service
- * instance keeps a found key for a second (src/db/kept-reads.ts: one read at a time per key, the next one
+ * instance keeps a found key for a second (src/db/short-lived-cache.ts: one read at a time per key, the next one
  * begun ahead): a revocation or an account restriction reaches a running process within that second
  * (expiry itself is checked on every request). Unknown keys are never kept, so guessing cannot fill the
  * cache.
  */
 const KEY_CACHE_MS = 1000;
 const KEY_CACHE_MAX = 10_000;
-const keyCaches = new WeakMap<object, KeptReads<KeyRow>>();
+const keyCaches = new WeakMap<object, ShortLivedCache<KeyRow>>();
 
 function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
   let cache = keyCaches.get(deps);
-  if (!cache) keyCaches.set(deps, (cache = new KeptReads(KEY_CACHE_MS, KEY_CACHE_MAX)));
+  if (!cache) keyCaches.set(deps, (cache = new ShortLivedCache(KEY_CACHE_MS, KEY_CACHE_MAX)));
   return cache.get(hash, () => readKey(deps, hash));
 }
 

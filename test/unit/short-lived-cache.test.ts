@@ -1,8 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KeptReads } from '../../src/db/kept-reads.ts';
+import { ShortLivedCache } from '../../src/db/short-lived-cache.ts';
 
-const t = suite('kept reads');
+const t = suite('a short-lived cache of rarely changing rows');
 
 /** A read the test finishes by hand, counting how often it was begun. */
 function reads<V>() {
@@ -16,7 +16,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 /** Kept reads of one second on a clock the test moves (`clock.now`), with 'v1' read at 0. */
 async function keptV1() {
   const clock = { now: 0 };
-  const kept = new KeptReads<string>(1000, 100, () => clock.now);
+  const kept = new ShortLivedCache<string>(1000, 100, () => clock.now);
   const { begun, read } = reads<string>();
   const first = kept.get('k', read);
   begun[0]!.finish('v1');
@@ -26,7 +26,7 @@ async function keptV1() {
 
 t('callers of an expired key share one read instead of each sending their own', async () => {
   let now = 0;
-  const kept = new KeptReads<string>(1000, 100, () => now);
+  const kept = new ShortLivedCache<string>(1000, 100, () => now);
   const { begun, read } = reads<string>();
   const answers = Promise.all(Array.from({ length: 32 }, () => kept.get('k', read)));
   assert.is(begun.length, 1);
@@ -58,7 +58,7 @@ t('a value past half its time is answered at once while the next read runs in th
 
 t('a value is never answered once its time since the read began is up', async () => {
   let now = 0;
-  const kept = new KeptReads<string>(1000, 100, () => now);
+  const kept = new ShortLivedCache<string>(1000, 100, () => now);
   const { begun, read } = reads<string>();
   const first = kept.get('k', read);
   now = 900; // a slow read: it began at 0
@@ -74,7 +74,7 @@ t('a value is never answered once its time since the read began is up', async ()
 
 t('nothing found keeps nothing, and a drop forgets what a read in flight would keep', async () => {
   let now = 0;
-  const kept = new KeptReads<string>(1000, 100, () => now);
+  const kept = new ShortLivedCache<string>(1000, 100, () => now);
   const { begun, read } = reads<string>();
   const unknown = kept.get('k', read);
   begun[0]!.finish(null);

@@ -12,7 +12,7 @@
  * A read that finds nothing (null) keeps nothing, so unknown keys cannot fill the map. `drop` forgets
  * a key (or all), including what a read already in flight would have kept.
  */
-export class KeptReads<V> {
+export class ShortLivedCache<V> {
   readonly #kept = new Map<string, { at: number; value: V }>();
   readonly #reading = new Map<string, { at: number; value: Promise<V | null> }>();
   /** Bumped by `drop`: a read begun before it keeps nothing. */
