@@ -7,10 +7,10 @@ import { BundleSchema, LedgerEntrySchema, RunSchema, WalletSchema } from '../db/
  */
 
 /**
- * The CTE `b`: the oldest eligible bundle with runs left (of $1 account, $2 workflow, $3 version) gives
+ * The CTE `taken_bundle`: the oldest eligible bundle with runs left (of $1 account, $2 workflow, $3 version) gives
  * one run (returns its id and price per run).
  */
-const TAKE_BUNDLE = `b as (
+const TAKE_BUNDLE = `taken_bundle as (
    update bundles set runs_left = runs_left - 1
     where id = (select x.id from bundles x
                  where x.account_id = $1::uuid and x.workflow_id = $2::uuid and x.version_id = $3::uuid and x.runs_left > 0
@@ -24,29 +24,30 @@ const TAKE_BUNDLE = `b as (
  * The CTEs of one statement share a snapshot and see each other only through RETURNING, so the wallet
  * is fenced on the bundle CTE having taken nothing (a bundle run never touches, nor locks, the wallet),
  * a zero hold leaves the wallet alone as a free run always has, and the run row is updated once, from
- * whichever funding `f` holds (a hold leaves bundle_id as it was, as it always has): a row updated twice
- * in one statement keeps only one of the updates. The answer is read from `f`, not from the run
+ * whichever funding `chosen_funding` holds (a hold leaves bundle_id as it was, as it always has): a row updated twice
+ * in one statement keeps only one of the updates. The answer is read from `chosen_funding`, not from the run
  * update, so a taken bundle or hold is always reported.
  */
 export const FUND_RUN = statement(
   'fund_run',
   `with ${TAKE_BUNDLE},
- w as (
+ held_wallet as (
    update wallets set balance_usd = balance_usd - $4::numeric, held_usd = held_usd + $4::numeric, updated_at = now()
-    where account_id = $1::uuid and balance_usd >= $4::numeric and $4::numeric <> 0 and not exists (select 1 from b)
+    where account_id = $1::uuid and balance_usd >= $4::numeric and $4::numeric <> 0 and not exists (select 1 from taken_bundle)
     returning balance_usd),
- l as (
+ ledger as (
    insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
-   select $1::uuid, $5::uuid, 'hold', -($4::numeric), w.balance_usd, 'hold for run', now() from w),
- f as (
-   select 'bundle' as funding, b.id as bundle_id, 0::numeric as hold_usd from b
+   select $1::uuid, $5::uuid, 'hold', -($4::numeric), held_wallet.balance_usd, 'hold for run', now() from held_wallet),
+ chosen_funding as (
+   select 'bundle' as funding, taken_bundle.id as bundle_id, 0::numeric as hold_usd from taken_bundle
    union all
-   select 'wallet', null::uuid, $4::numeric from w
+   select 'wallet', null::uuid, $4::numeric from held_wallet
    union all
-   select 'wallet', null::uuid, 0::numeric where $4::numeric = 0 and not exists (select 1 from b)),
- r as (
-   update runs set funding = f.funding, bundle_id = coalesce(f.bundle_id, runs.bundle_id), hold_usd = f.hold_usd
-     from f where runs.id = $5::uuid)
- select funding from f`,
+   select 'wallet', null::uuid, 0::numeric where $4::numeric = 0 and not exists (select 1 from taken_bundle)),
+ funded_run as (
+   update runs set funding = chosen_funding.funding, bundle_id = coalesce(chosen_funding.bundle_id, runs.bundle_id),
+                   hold_usd = chosen_funding.hold_usd
+     from chosen_funding where runs.id = $5::uuid)
+ select funding from chosen_funding`,
   [BundleSchema, WalletSchema, LedgerEntrySchema, RunSchema],
 );

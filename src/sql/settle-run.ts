@@ -64,17 +64,17 @@ export const ledgerRows = (a: { balance: string; taken: string; hold: string; ta
 export const SETTLE_WALLET = statement(
   'settle_wallet',
   `with ${countCompletedRunCte({ workflow: '$5::uuid' })},
-     w0 as (
+     locked_wallet as (
        select wallets.account_id, wallets.balance_usd from wallets where wallets.account_id = $1::uuid for update of wallets),
-     w as (
-       update wallets set balance_usd = w0.balance_usd + $3::numeric - least($4::numeric, w0.balance_usd + $3::numeric),
+     settled_wallet as (
+       update wallets set balance_usd = locked_wallet.balance_usd + $3::numeric - least($4::numeric, locked_wallet.balance_usd + $3::numeric),
                           held_usd = wallets.held_usd - $3::numeric, updated_at = now()
-         from w0 where wallets.account_id = w0.account_id
-         returning w0.balance_usd as opening),
-     l as (
+         from locked_wallet where wallets.account_id = locked_wallet.account_id
+         returning locked_wallet.balance_usd as opening),
+     ledger as (
        insert into ledger_entries (account_id, run_id, kind, amount_usd, balance_after_usd, note, created_at)
        select $1::uuid, $2::uuid, k.kind, k.amount, k.after, k.note, now()
-         from w ${ledgerRows({ balance: 'w.opening', taken: '0', hold: '$3::numeric', take: '$4::numeric' })}
+         from settled_wallet ${ledgerRows({ balance: 'settled_wallet.opening', taken: '0', hold: '$3::numeric', take: '$4::numeric' })}
         where k.written order by k.n)
      select 1 as settled`,
   [WorkflowRunTallySchema, WalletSchema, LedgerEntrySchema],
