@@ -1,4 +1,5 @@
 import { Routine } from '@mikro-orm/core';
+import { SPEND_CAP_REFUSALS_BODY } from '../migrations/Migration20261204380000AcceptRunsInBatches.ts';
 
 /**
  * `wr_spend_cap_refusals(ords, key_ids, since, prices, caps, accounts, idempotency_keys)`: the spend-cap
@@ -25,41 +26,7 @@ export const SpendCapRefusalsRoutine = new Routine({
     idempotency_keys: { type: 'text[]' },
   },
   returns: { runtimeType: 'object', columnType: 'bigint[]' },
-  body: `begin
-  perform 1 from api_keys where id = any(key_ids) order by id for update;
-  declare
-    capped record;
-    current_key uuid;
-    window_start timestamptz;
-    reserved numeric;
-    taken numeric;
-    refused bigint[] := '{}';
-  begin
-    for capped in
-      select c.* from unnest(ords, key_ids, since, prices, caps, accounts, idempotency_keys)
-                        as c(ord, api_key, window_since, price, cap, account, idempotency_key)
-       where c.idempotency_key is null or not exists (select 1 from idempotency_records r
-         where r.account_id = c.account and r.key = c.idempotency_key and r.expires_at > now())
-       order by c.api_key, c.ord
-    loop
-      if capped.api_key is distinct from current_key then
-        current_key := capped.api_key;
-        window_start := null;
-        taken := 0;
-      end if;
-      if capped.window_since is distinct from window_start then
-        window_start := capped.window_since;
-        reserved := (select coalesce(sum(cap_usd), 0) from runs where api_key_id = current_key and created_at >= window_start);
-      end if;
-      if reserved + taken + capped.price > capped.cap then
-        refused := refused || capped.ord;
-      else
-        taken := taken + capped.price;
-      end if;
-    end loop;
-    return refused;
-  end;
-end`,
+  body: SPEND_CAP_REFUSALS_BODY,
 });
 
 /**

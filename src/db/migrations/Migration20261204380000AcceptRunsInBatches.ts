@@ -1,21 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
-/**
- * POST /runs accepted in batches (src/sql/accept-runs.ts):
- * - `wr_spend_cap_refusals`, the spend-cap check of a batch, which answers with the calls that do not fit
- *   instead of raising. Its body is SpendCapRefusalsRoutine's (src/db/entities/routines.ts), so the schema
- *   diff finds nothing; it replaces `wr_reserve_spend_cap`, which raised for one run.
- * - `api_key_rate_windows.last_counted`: how many requests the row's last count allowed, so a statement
- *   counting several requests of a key learns where the window stood before them.
- */
-export class Migration20261204380000AcceptRunsInBatches extends Migration {
-  override name = 'Migration20261204380000AcceptRunsInBatches';
-
-  override up(): void {
-    this.addSql(`alter table "api_key_rate_windows" add column "last_counted" int not null default 0`);
-    this.addSql(
-      `create or replace function "wr_spend_cap_refusals"("ords" bigint[], "key_ids" uuid[], "since" timestamptz[], "prices" numeric[], ` +
-        `"caps" numeric[], "accounts" uuid[], "idempotency_keys" text[]) returns bigint[] language plpgsql as $$ begin
+/** The body of `wr_spend_cap_refusals`, also SpendCapRefusalsRoutine's (src/db/entities/routines.ts), so the schema diff finds nothing. */
+export const SPEND_CAP_REFUSALS_BODY = `begin
   perform 1 from api_keys where id = any(key_ids) order by id for update;
   declare
     capped record;
@@ -49,7 +35,24 @@ export class Migration20261204380000AcceptRunsInBatches extends Migration {
     end loop;
     return refused;
   end;
-end $$`,
+end`;
+
+/**
+ * POST /runs accepted in batches (src/sql/accept-runs.ts):
+ * - `wr_spend_cap_refusals`, the spend-cap check of a batch, which answers with the calls that do not fit
+ *   instead of raising. Its body is SpendCapRefusalsRoutine's (src/db/entities/routines.ts), so the schema
+ *   diff finds nothing; it replaces `wr_reserve_spend_cap`, which raised for one run.
+ * - `api_key_rate_windows.last_counted`: how many requests the row's last count allowed, so a statement
+ *   counting several requests of a key learns where the window stood before them.
+ */
+export class Migration20261204380000AcceptRunsInBatches extends Migration {
+  override name = 'Migration20261204380000AcceptRunsInBatches';
+
+  override up(): void {
+    this.addSql(`alter table "api_key_rate_windows" add column "last_counted" int not null default 0`);
+    this.addSql(
+      `create or replace function "wr_spend_cap_refusals"("ords" bigint[], "key_ids" uuid[], "since" timestamptz[], "prices" numeric[], ` +
+        `"caps" numeric[], "accounts" uuid[], "idempotency_keys" text[]) returns bigint[] language plpgsql as $$ ${SPEND_CAP_REFUSALS_BODY} $$`,
     );
     this.addSql(`drop function if exists wr_reserve_spend_cap(uuid, timestamptz, numeric, numeric)`);
   }
