@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
-import { leftQueue, queuedRun } from './run-predicates.ts';
+import { queuedRun } from './run-predicates.ts';
 
 /**
  * The line of queued runs (src/runs/queue-line.ts explains the numbering and why places are
@@ -26,26 +26,12 @@ export const NUMBER_BATCH = 5000;
  */
 export const NUMBER_QUEUED_RUNS = statement('number_queued_runs', 'select numbered from wr_number_queued($1::int)', [RunSchema]);
 
-// Ends of the numbered part of the line, in runs_queue_line_idx's own order so that the plan reads one
-// index entry whatever the statistics say (a queue filled in the last seconds has none yet).
-const HEAD = `(select q.queue_seq from runs q where ${queuedRun('q')} and q.queue_seq is not null order by q.queue_seq, q.queued_at, q.id limit 1)`;
-const TAIL = `(select q.queue_seq from runs q where ${queuedRun('q')} and q.queue_seq is not null
-               order by q.queue_seq desc, q.queued_at desc, q.id desc limit 1)`;
-/** Numbered runs that left the line with numbers strictly between `from` and `to`. */
-const leftBetween = (from: string, to: string) => `(select count(*) from runs d where ${leftQueue('d')} and d.queue_seq > ${from} and d.queue_seq < ${to})`;
-
 /**
- * A column expression: the exact place (1 = next) of run `t` when it is queued, else null. Its
- * subqueries run only for a queued run, and in the statement that reads the run, so the place and the
- * status come from one snapshot.
+ * A column expression: the exact place (1 = next) of run `t` when it is queued, else null. The place is
+ * computed only for a queued run, by `wr_queue_place` (src/db/migrations/Migration20261206000000QueuePlace.ts),
+ * with the snapshot of the statement that reads the run, so the place and the status agree.
  */
-export const positionSql = (t: string) => `case when ${queuedRun(t)} then
-  case when ${t}.queue_seq is not null
-       then ${t}.queue_seq - ${HEAD} + 1 - ${leftBetween(HEAD, `${t}.queue_seq`)}
-       else coalesce(${TAIL} - ${HEAD} + 1 - ${leftBetween(HEAD, TAIL)}, 0)
-            + (select count(*) from runs u where ${queuedRun('u')} and u.queue_seq is null and (u.queued_at, u.id) <= (${t}.queued_at, ${t}.id))
-  end
-end`;
+export const positionSql = (t: string) => `case when ${queuedRun(t)} then wr_queue_place(${t}.queue_seq, ${t}.queued_at, ${t}.id) end`;
 
 /** $1 run ids: the place of each (null: not queued). */
 export const LINE_POSITIONS = statement('line_positions', `select r.id, ${positionSql('r')} as position from runs r where r.id = any($1::uuid[])`, [RunSchema]);

@@ -5,11 +5,11 @@ import {
   NUMBER_QUEUED_BODY,
   NUMBER_QUEUED_RETURNS,
 } from '../migrations/Migration20261204000000AdmissionFunctions.ts';
+import { QUEUE_PLACE_BODY } from '../migrations/Migration20261206000000QueuePlace.ts';
 
 /**
- * The queue's two lock-then-read steps as database functions, declared with the text of the migration
- * that created them (src/db/migrations/Migration20261204000000AdmissionFunctions.ts explains both), so the
- * schema diff holds the database to them.
+ * The queue's database functions, declared with the text of the migrations that created them (which
+ * explain them), so the schema diff holds the database to them.
  */
 
 /** `wr_admit_queued(...)`: one admission round (src/runs/admit-runs.ts). */
@@ -40,4 +40,14 @@ export const NumberQueuedRoutine = new Routine({
   body: NUMBER_QUEUED_BODY,
 });
 
-export const queueRoutines = [AdmitQueuedRoutine, NumberQueuedRoutine];
+/** `wr_queue_place(run_seq, run_queued_at, run_id)`: a queued run's place (src/sql/queue-line.ts); stable. */
+export const QueuePlaceRoutine = new Routine({
+  name: 'wr_queue_place',
+  type: 'function',
+  language: 'plpgsql',
+  params: { run_seq: { type: 'bigint' }, run_queued_at: { type: 'timestamptz' }, run_id: { type: 'uuid' } },
+  returns: { runtimeType: 'string', columnType: 'bigint' },
+  body: QUEUE_PLACE_BODY,
+});
+
+export const queueRoutines = [AdmitQueuedRoutine, NumberQueuedRoutine, QueuePlaceRoutine];
