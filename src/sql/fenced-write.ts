@@ -17,7 +17,7 @@ import { STATE_COLUMNS } from './runs.ts';
  *   $15 completed steps (compute += $15 × step_usd + $16, steps_executed += $15);
  *   $17–$19 the events (types, node ids, JSON data), after last_sequence, which grows by their count.
  */
-const fencedWriteText = (returning: string) => `with u as (
+const fencedWriteText = (returning: string) => `with written as (
   update runs set
     last_sequence = last_sequence + cardinality($17::text[]),
     updated_at = now(),
@@ -39,8 +39,8 @@ const fencedWriteText = (returning: string) => `with u as (
     and ($7::text is null or suspend_reason = $7::text)
     and ($8::text is null or not exists (select 1 from run_secrets s where s.run_id = runs.id and s.kind = 'provider_credential' and s.name = $8::text))
   returning ${returning}),
-${runEventsCte('$17', '$18', '$19')}
-select * from u`;
+${runEventsCte('written', '$17', '$18', '$19')}
+select * from written`;
 
 /** The fenced write, returning the run's id and new last sequence (no row: a fence did not hold). */
 export const FENCED_WRITE = statement('fenced_write', fencedWriteText('id, last_sequence'), [RunSchema, RunSecretSchema, RunEventBatchSchema]);

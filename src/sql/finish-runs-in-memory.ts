@@ -51,11 +51,12 @@ const texts = (json: string) => `array(select jsonb_array_elements_text(${json})
 export const FINISH_RUNS_IN_MEMORY = statement(
   'finish_runs_in_memory',
   `with recursive call as (
-  select c.ord, c.run_id, ${texts('c.absent_results')} as absent_results, ${texts('c.absent_timers')} as absent_timers, c.limit_steps,
-         c.results, c.add_timers, ${texts('c.remove_timers')} as remove_timers, c.steps, c.extra, c.status, c.outcome, c.reason, c.outputs, c.charged, c.channel
+  select given.ord, given.run_id, ${texts('given.absent_results')} as absent_results, ${texts('given.absent_timers')} as absent_timers,
+         given.limit_steps, given.results, given.add_timers, ${texts('given.remove_timers')} as remove_timers, given.steps, given.extra,
+         given.status, given.outcome, given.reason, given.outputs, given.charged, given.channel
     from unnest($1::uuid[], $2::jsonb[], $3::jsonb[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::int[], $9::numeric[],
                 $10::text[], $11::text[], $12::text[], $13::jsonb[], $14::text[], $19::text[])
-         with ordinality as c(run_id, absent_results, absent_timers, limit_steps, results, add_timers, remove_timers, steps, extra,
+         with ordinality as given(run_id, absent_results, absent_timers, limit_steps, results, add_timers, remove_timers, steps, extra,
                               status, outcome, reason, outputs, charged, channel, ord)),
 call_events as (
   select event.ord, array_agg(event.type order by event.n) as types, array_agg(event.node_id order by event.n) as node_ids,
@@ -75,12 +76,13 @@ fenced as (
 priced as (
   select fenced.*, wr_run_charge(fenced.charged, fenced.status, fenced.creator_price_usd, fenced.compute) as charge from fenced),
 bundle_locked as (
-  select x.id, x.account_id, x.workflow_id, x.version_id, x.usd_per_run, x.runs_left
-    from bundles x
-   where x.runs_left > 0
-     and exists (select 1 from priced where priced.account_id = x.account_id and priced.workflow_id = x.workflow_id and priced.version_id = x.version_id)
-   order by x.id
-     for update of x),
+  select bundle_row.id, bundle_row.account_id, bundle_row.workflow_id, bundle_row.version_id, bundle_row.usd_per_run, bundle_row.runs_left
+    from bundles bundle_row
+   where bundle_row.runs_left > 0
+     and exists (select 1 from priced where priced.account_id = bundle_row.account_id and priced.workflow_id = bundle_row.workflow_id
+                                         and priced.version_id = bundle_row.version_id)
+   order by bundle_row.id
+     for update of bundle_row),
 bundle_place as (
   select priced.*,
          count(*) filter (where priced.charge is not null)
@@ -104,13 +106,14 @@ wallet_locked as (
 wallet_fold(account_id, n, ord, opening, closing, covered) as (
   select account_id, 0::bigint, 0::bigint, balance_usd::numeric, balance_usd::numeric, false from wallet_locked
   union all
-  select f.account_id, next_run.n, next_run.ord, f.closing,
-         case when f.closing >= next_run.hold then f.closing - least(next_run.take, f.closing) else f.closing end, f.closing >= next_run.hold
-    from wallet_fold f join wallet_run next_run on next_run.account_id = f.account_id and next_run.n = f.n + 1),
+  select folded.account_id, next_run.n, next_run.ord, folded.closing,
+         case when folded.closing >= next_run.hold then folded.closing - least(next_run.take, folded.closing) else folded.closing end,
+         folded.closing >= next_run.hold
+    from wallet_fold folded join wallet_run next_run on next_run.account_id = folded.account_id and next_run.n = folded.n + 1),
 written as (
   select funded.* from funded
    where funded.ord not in (select ord from wallet_run) or funded.ord in (select ord from wallet_fold where covered)),
-u as (
+finished as (
   update runs r set
     last_sequence = r.last_sequence + coalesce(cardinality(batch.types), 0),
     updated_at = now(),
@@ -131,8 +134,9 @@ u as (
   returning written.ord, ${runColumnsOf('r')}),
 events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
-  select u.id, u.last_sequence, batch.types, batch.node_ids, batch.data, clock_timestamp() from u join call_events batch on batch.ord = u.ord),
-secrets as (delete from run_secrets where run_id in (select id from u)),
+  select finished.id, finished.last_sequence, batch.types, batch.node_ids, batch.data, clock_timestamp()
+    from finished join call_events batch on batch.ord = finished.ord),
+secrets as (delete from run_secrets where run_id in (select id from finished)),
 bundle_taken as (
   update bundles set runs_left = bundles.runs_left - taken.given
     from (select bundle_id, count(*) as given from written where bundle_id is not null and charge is not null group by bundle_id) taken
@@ -150,19 +154,20 @@ ledger as (
    order by wallet_fold.ord, k.n),
 tally as (
   insert into workflow_run_tallies (workflow_id, shard, runs)
-  select u.workflow_id, pg_backend_pid() % 16, count(*) from u where u.status = 'completed' group by u.workflow_id order by u.workflow_id
+  select finished.workflow_id, pg_backend_pid() % 16, count(*) from finished
+   where finished.status = 'completed' group by finished.workflow_id order by finished.workflow_id
   on conflict (workflow_id, shard) do update set runs = workflow_run_tallies.runs + excluded.runs),
 notified as (
-  select min(call.channel) as channel, string_agg(u.id::text || ':' || u.last_sequence, ',' order by u.ord) as told
-    from u join call on call.ord = u.ord
+  select min(call.channel) as channel, string_agg(finished.id::text || ':' || finished.last_sequence, ',' order by finished.ord) as told
+    from finished join call on call.ord = finished.ord
   having min(call.channel) is not null),
 notice as (select count(pg_notify(notified.channel, notified.told)) as sent from notified),
 outbox as (
-  ${outboxInsert({ from: 'u', run: 'u.id', event: `'run.' || u.status`, account: 'u.account_id' })}
+  ${outboxInsert({ from: 'finished', run: 'finished.id', event: `'run.' || finished.status`, account: 'finished.account_id' })}
   returning run_id)
-select fenced.ord, fenced.account_id, u.id is not null as written, u.last_sequence,
-       (select count(*) from outbox where outbox.run_id = fenced.run_id)::int as webhooks, notice.sent > 0 and u.id is not null as notified
-  from fenced left join u on u.ord = fenced.ord cross join notice`,
+select fenced.ord, fenced.account_id, finished.id is not null as written, finished.last_sequence,
+       (select count(*) from outbox where outbox.run_id = fenced.run_id)::int as webhooks, notice.sent > 0 and finished.id is not null as notified
+  from fenced left join finished on finished.ord = fenced.ord cross join notice`,
   [
     RunSchema,
     BundleSchema,

@@ -50,20 +50,20 @@ export const billingSet = (billed: string) =>
  */
 export const FINISH_RUN = statement(
   'finish_run',
-  `with c as (
+  `with charged as (
      select r.id as run_id, wr_billed(wr_run_charge($6::text, $2::text, r.creator_price_usd, r.compute_usd), b.usd_per_run) as billed
        from runs r left join bundles b on r.funding = 'bundle' and b.id = r.bundle_id
       where r.id = $1),
-   u as (
-     update runs set status = $2::text, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), ${billingSet('c.billed')},
+   finished as (
+     update runs set status = $2::text, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), ${billingSet('charged.billed')},
             phase = null, suspend_reason = null, resume_at = null,
             lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
             last_sequence = last_sequence + cardinality($7::text[])
-       from c
-      where id = c.run_id returning id, charge_usd, last_sequence),
-   ${runEventsCte('$7', '$8', '$9')},
-   s as (delete from run_secrets where run_id = $1)
-   select * from u`,
+       from charged
+      where id = charged.run_id returning id, charge_usd, last_sequence),
+   ${runEventsCte('finished', '$7', '$8', '$9')},
+   deleted_secrets as (delete from run_secrets where run_id = $1)
+   select * from finished`,
   [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
 );
 

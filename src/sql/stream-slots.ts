@@ -12,13 +12,13 @@ import { StreamSlotLeaseSchema, StreamSlotTotalSchema } from '../db/entities/ind
  */
 export const ACQUIRE_STREAM_SLOT = statement(
   'acquire_stream_slot',
-  `with t as (
-  insert into stream_slot_totals as t (holder, open) values ($1, 1)
-  on conflict (holder) do update set open = t.open + 1 where t.open < $2
+  `with counted as (
+  insert into stream_slot_totals as total (holder, open) values ($1, 1)
+  on conflict (holder) do update set open = total.open + 1 where total.open < $2
   returning holder)
-insert into stream_slot_leases as l (holder, process_id, open, lease_until)
-select holder, $3, 1, now() + make_interval(secs => $4) from t
-on conflict (holder, process_id) do update set open = l.open + 1, lease_until = excluded.lease_until
+insert into stream_slot_leases as lease (holder, process_id, open, lease_until)
+select holder, $3, 1, now() + make_interval(secs => $4) from counted
+on conflict (holder, process_id) do update set open = lease.open + 1, lease_until = excluded.lease_until
 returning open`,
   [StreamSlotTotalSchema, StreamSlotLeaseSchema],
 );
@@ -26,12 +26,12 @@ returning open`,
 /** $1 holder, $2 process id. The total first, then the lease: ACQUIRE_STREAM_SLOT's row order, so the two never deadlock. */
 export const RELEASE_STREAM_SLOT = statement(
   'release_stream_slot',
-  `with t as (
+  `with uncounted as (
   update stream_slot_totals set open = open - 1
    where holder = $1 and open > 0
      and exists (select 1 from stream_slot_leases where holder = $1 and process_id = $2 and open > 0)
   returning holder)
-update stream_slot_leases l set open = l.open - 1 from t where l.holder = t.holder and l.process_id = $2`,
+update stream_slot_leases lease set open = lease.open - 1 from uncounted where lease.holder = uncounted.holder and lease.process_id = $2`,
   [StreamSlotTotalSchema, StreamSlotLeaseSchema],
 );
 

@@ -15,9 +15,9 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 
 const APPEND = statement(
   'test_append_run_events',
-  `with u as (update runs set last_sequence = last_sequence + cardinality($2::text[]) where id = $1::uuid returning id, last_sequence),
-${runEventsCte('$2', '$3', '$4')}
-select last_sequence from u`,
+  `with appended as (update runs set last_sequence = last_sequence + cardinality($2::text[]) where id = $1::uuid returning id, last_sequence),
+${runEventsCte('appended', '$2', '$3', '$4')}
+select last_sequence from appended`,
 );
 
 const t = suite<{ orm: Orm }>('run event batches');
