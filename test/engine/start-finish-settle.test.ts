@@ -11,6 +11,7 @@ import { renewLeases } from '../../src/runs/leases.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
 import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
+import { SETTLE_WALLET } from '../../src/sql/settle-run.ts';
 
 /**
  * An in-memory run is executed, after its admission, in ONE statement (src/sql/finish-runs-in-memory.ts
@@ -99,7 +100,7 @@ const named = (sql: string[]) =>
     .map((s) => {
       if (s === FINISH_RUNS_IN_MEMORY.text) return 'finish_runs_in_memory';
       if (s.startsWith('insert into webhook_deliveries')) return 'enqueue_run_webhooks';
-      if (/^with t as[\s\S]*w0 as/.test(s)) return 'settle_wallet';
+      if (s === SETTLE_WALLET.text) return 'settle_wallet';
       return s.slice(0, 60);
     });
 
