@@ -3,15 +3,15 @@ import { resolve } from 'node:path';
 import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM as PgMikroORM, PostgreSqlDriver, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
-import { MikroORM as PgliteMikroORM } from '@mikro-orm/pglite';
 import pg, { type Pool, type PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
+import { EmbeddedOrm } from './embedded-orm.ts';
 import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
 import { queueRoutines } from './entities/queue-routines.ts';
 import { migrations } from './migrations/index.ts';
-import { sendThroughPool, yieldsBeforeStatements } from './statement.ts';
-import { pgliteOpened, pgliteStatement, watchPool } from '../observability/deployment-metrics.ts';
+import { sendThroughPool } from './statement.ts';
+import { watchPool } from '../observability/deployment-metrics.ts';
 
 /**
  * Postgres everywhere: a real server when DATABASE_URL is set, embedded PGlite otherwise. Both speak
@@ -75,60 +75,13 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     lock = lockDataDir(root, opts.lockAs ?? { role: process.argv.slice(1).join(' ') || 'node' });
   }
   try {
+    const orm = await EmbeddedOrm.open({ ...common, dbName: dataDir }, lock);
     // Both drivers share the SQL entity manager API; services only use that surface.
-    const orm = (await PgliteMikroORM.init({ ...common, dbName: dataDir })) as unknown as Orm;
-    yieldBeforeQueries(orm);
-    yieldsBeforeStatements(orm.em.getConnection());
-    countPgliteConnection(orm);
-    if (lock) releaseOnClose(orm, lock);
-    return orm;
+    return orm as unknown as Orm;
   } catch (err) {
     lock?.release();
     throw err;
   }
-}
-
-function releaseOnClose(orm: Orm, lock: DataDirLock): void {
-  const close = orm.close.bind(orm);
-  orm.close = async (force?: boolean) => {
-    try {
-      await close(force);
-    } finally {
-      lock.release();
-    }
-  };
-}
-
-/**
- * PGlite answers a query inside the event loop (WASM) without waiting on any I/O, so a chain of
- * awaited queries (the engine driving runs, each query resolving the next one's turn) would keep the
- * loop to itself and starve HTTP requests and sockets. Every statement first lets pending I/O run.
- */
-function yieldBeforeQueries(orm: Orm): void {
-  const connection = orm.em.getConnection() as unknown as { execute: (...args: unknown[]) => Promise<unknown> };
-  const execute = connection.execute.bind(connection);
-  connection.execute = async (...args: unknown[]) => {
-    // Counted as the connection's pending requests (db_client_connection_* in docs/operations.md).
-    pgliteStatement(1);
-    try {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      return await execute(...args);
-    } finally {
-      pgliteStatement(-1);
-    }
-  };
-}
-
-/** PGlite is one in-process connection while open (db_client_connection_max). */
-function countPgliteConnection(orm: Orm): void {
-  pgliteOpened(1);
-  const close = orm.close.bind(orm);
-  let open = true;
-  orm.close = async (force?: boolean) => {
-    if (open) pgliteOpened(-1);
-    open = false;
-    return close(force);
-  };
 }
 
 /**

@@ -85,12 +85,6 @@ export function outsideTransaction(orm: ForkingOrm): OutsideEm {
   return em;
 }
 
-/** Connections of embedded PGlite, where every statement first lets pending I/O run (see src/db/orm.ts). */
-const inProcess = new WeakSet<object>();
-export function yieldsBeforeStatements(connection: object): void {
-  inProcess.add(connection);
-}
-
 /** Per ORM connection on a Postgres server: its pg pool (once created) and whether statements go as named prepared statements. */
 const servers = new WeakMap<object, { pool: () => Pool | undefined; named: boolean }>();
 
@@ -110,7 +104,6 @@ export function sendThroughPool(connection: object, pool: () => Pool | undefined
  */
 export async function query<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[]): Promise<T[]> {
   const connection = em.getConnection() as unknown as SqlConnection;
-  if (inProcess.has(connection)) await new Promise<void>((resolve) => setImmediate(resolve));
   const params = values.map((v) => (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? JSON.stringify(v) : v));
   const transaction = em.getTransactionContext() as Executor | undefined;
   const server = transaction === undefined ? servers.get(connection) : undefined;

@@ -15,7 +15,7 @@ interface QueueSnapshot {
   oldestSeconds: number;
 }
 
-/** The part of the ORM used here (typed structurally: src/db/orm.ts reports PGlite statements here). */
+/** The part of the ORM used here (typed structurally: src/db/embedded-orm.ts reports PGlite statements here). */
 interface QueueDb {
   em: { fork(): Parameters<typeof query>[0] };
 }
