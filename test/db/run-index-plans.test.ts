@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
 import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
-import { LIST_RUNS, LIST_RUNS_BY_LABEL } from '../../src/sql/runs.ts';
+import { LIST_RUNS, LIST_RUNS_BY_LABEL, OVERDUE_RUNS } from '../../src/sql/runs.ts';
 import type { Em } from '../../src/db/orm.ts';
 import { runSearchQuery } from '../../src/graphql/queries/runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
@@ -70,6 +70,11 @@ test("GET /runs?metadata[KEY]=VALUE walks the pair's runs newest first in run_la
   assert.match(plan, /Index (Only )?Scan Backward using run_labels_pkey on run_labels/, plan);
   assert.match(plan, /Index Scan using runs_pkey on runs/, plan);
   assert.not.match(plan, /Sort/, `the index gives the list's order:\n${plan}`);
+});
+
+test("the engines' deadline sweep reads the index of live runs that have a deadline", async () => {
+  const plan = await planOf('overdue', OVERDUE_RUNS.text, ['embedded', null, 100]);
+  assert.match(plan, /Index Scan using runs_deadline_idx on runs/, plan);
 });
 
 test('the runs table has exactly the indexes its queries read', async () => {
