@@ -13,6 +13,8 @@ export interface RunWorkflowArgs {
   runId: string;
   /** The run was already admitted (its phase left `queued`) when the workflow was started. */
   admitted?: boolean;
+  /** The run's Cancel-After deadline, epoch ms: a timer cancels the run then (patch `run-deadline`). */
+  deadline?: number;
 }
 
 export interface RunWorkflowResult {

@@ -6,6 +6,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -48,6 +49,8 @@ import {
  *     activities are cancelled (their AbortSignal fires through the heartbeat), timers and waits stop,
  *     the cancelRun activity commits the cancellation (a no-op when the API already did) and the
  *     execution closes as Canceled.
+ *  4b. A Cancel-After deadline (args.deadline) is a durable timer: when it fires before the run ended, the
+ *     run is cancelled like the API's cancel (driveUntil) and the execution completes.
  *  5. The execution closes the way the run ended: Completed, Failed (a non-retryable application
  *     failure carrying the run's buyer-safe reason) or Canceled (docs/temporal-operations.md).
  *
@@ -204,7 +207,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     for (;;) {
       if (workflowInfo().continueAsNewSuggested) {
         // Everything lives in Postgres: a fresh execution picks the run up where it is.
-        return continueAsNew<typeof runWorkflow>({ runId, admitted: true });
+        return continueAsNew<typeof runWorkflow>({ runId, admitted: true, ...(args.deadline === undefined ? {} : { deadline: args.deadline }) });
       }
       let r: Settled;
       try {
@@ -275,8 +278,33 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     credentialsConsumed = credentialsSignals;
   }
 
+  /**
+   * The Cancel-After deadline: a durable timer beside the run; when it fires first, the drive is cancelled
+   * and the run with it as the API's cancel would (the cancelRun activity: not charged, run.cancelled
+   * webhook), whatever it was doing (queued, running, suspended), and the execution completes.
+   */
+  async function driveUntil(deadline: number): Promise<RunWorkflowResult> {
+    const scope = new CancellationScope();
+    let due = false;
+    void sleep(Math.max(1, deadline - Date.now())).then(
+      () => {
+        due = true;
+        scope.cancel();
+      },
+      () => undefined, // the workflow itself was cancelled: the drive's scope is cancelled with it
+    );
+    try {
+      return await scope.run(drive);
+    } catch (err) {
+      if (!due || !isCancellation(err)) throw err;
+      const r = await CancellationScope.nonCancellable(() => db.cancelRun(runId));
+      return end(r.status, null, r.reason);
+    }
+  }
+
   try {
-    return await drive();
+    // Histories written before the deadline existed replay without its timer.
+    return await (args.deadline !== undefined && patched('run-deadline') ? driveUntil(args.deadline) : drive());
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled through Temporal (by the API, which has committed the cancellation already, or from the

@@ -4,6 +4,7 @@ import type { StatementEm } from '../db/statement.ts';
 import { ApiError } from '../domain/errors.ts';
 import { timeOrderedUuid } from '../domain/ids.ts';
 import type { ResolvedInputs } from '../domain/inputs.ts';
+import type { RunMetadata } from '../domain/run-metadata.ts';
 import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
@@ -28,6 +29,10 @@ export interface RunToAccept {
   access: WorkflowAccess;
   versionId: string;
   inputs: ResolvedInputs;
+  /** The caller's metadata (checked: src/domain/run-metadata.ts); not part of the idempotency fingerprint. */
+  metadata: RunMetadata;
+  /** The Cancel-After duration: the run's deadline is its acceptance plus this, or null: none. */
+  cancelAfterSeconds: number | null;
   displayedPriceUsd: string;
   stepUsd: string;
 }
@@ -115,6 +120,8 @@ function acceptanceOf(
     traceContext: currentTraceCarrier(),
     viewToken,
     rateLimit,
+    metadataJson: JSON.stringify(r.metadata),
+    cancelAfterSeconds: r.cancelAfterSeconds,
     secrets,
   };
 }

@@ -1,7 +1,9 @@
+import { invalidRequest } from '../domain/errors.ts';
+import { checkMetadata } from '../domain/run-metadata.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 import { fork, type Deps } from '../services/deps.ts';
 import { pageOf } from '../services/pagination.ts';
-import { LIST_RUNS } from '../sql/runs.ts';
+import { LIST_RUNS, LIST_RUNS_BY_LABEL } from '../sql/runs.ts';
 import { query } from '../db/statement.ts';
 import { mapRunRow, toRunListItem } from './run-views.ts';
 
@@ -10,16 +12,39 @@ export interface ListRunsQuery {
   limit?: number;
   status?: string;
   workflow?: string;
+  /** `metadata[KEY]=VALUE` pairs: runs whose metadata holds every one. */
+  metadata?: unknown;
+  /** Runs created at or after this instant (RFC 3339). */
+  createdAfter?: string;
+  /** Runs created before this instant (RFC 3339). */
+  createdBefore?: string;
 }
 
-/** The account's runs, newest first; `running` also matches suspended runs (docs/design/rules.md). */
+/**
+ * The account's runs, newest first; `running` also matches suspended runs (docs/design/rules.md), with
+ * the filters of docs/design/run-metadata.md#filters.
+ */
 export async function listRuns(deps: Deps, accountId: string, q: ListRunsQuery) {
   const page = pageOf(q.offset, q.limit);
   // `status` and `workflow` were checked against the document (an enumeration, a UUID).
   const statuses: RunStatus[] | null = q.status === undefined ? null : q.status === 'running' ? ['running', 'suspended'] : [q.status as RunStatus];
-  const rows = await query(fork(deps), LIST_RUNS, [accountId, statuses, q.workflow ?? null, page.limit + 1, page.offset]);
+  const metadata = Object.entries(checkMetadata(q.metadata, 'the metadata filter'));
+  const range = [instant(q.createdAfter, 'createdAfter'), instant(q.createdBefore, 'createdBefore')];
+  const values = [accountId, statuses, q.workflow ?? null, page.limit + 1, page.offset, ...range];
+  const [first] = metadata;
+  const rows = first
+    ? await query(fork(deps), LIST_RUNS_BY_LABEL, [...values, first[0], first[1], JSON.stringify(Object.fromEntries(metadata))])
+    : await query(fork(deps), LIST_RUNS, values);
   return {
     runs: rows.slice(0, page.limit).map((r) => toRunListItem(mapRunRow(r))),
     pagination: { ...page, hasMore: rows.length > page.limit },
   };
+}
+
+/** An RFC 3339 date-time (the document checks its form) as Postgres reads it, or null when absent. */
+function instant(value: string | undefined, name: string): string | null {
+  if (value === undefined) return null;
+  const upper = value.toUpperCase();
+  if (Number.isNaN(Date.parse(upper))) throw invalidRequest(`${name} must be a date-time such as 2026-01-31T12:00:00Z`);
+  return upper;
 }

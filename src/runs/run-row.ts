@@ -1,6 +1,7 @@
 import { isoOrNull, json } from '../db/sql.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
 import { toJson } from '../domain/money.ts';
+import type { RunMetadata } from '../domain/run-metadata.ts';
 import type { BillingStatus, Outcome, QueueState, RunPhase, RunStatus } from '../domain/run-status.ts';
 
 /**
@@ -26,6 +27,10 @@ export interface RunRow {
   startedAt: string | null;
   completedAt: string | null;
   lastSequence: number;
+  /** The caller's metadata (src/domain/run-metadata.ts); `{}` when none was sent. */
+  metadata: RunMetadata;
+  /** The `Cancel-After` deadline, or null. */
+  deadline: string | null;
   /** The exact queue place, when the row was read with it (null: not queued). */
   queuePosition?: number | null;
 }
@@ -50,6 +55,8 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     startedAt: isoOrNull(r.started_at),
     completedAt: isoOrNull(r.completed_at),
     lastSequence: Number(r.last_sequence ?? 0),
+    metadata: r.metadata === undefined || r.metadata === null ? {} : json<RunMetadata>(r.metadata),
+    deadline: isoOrNull(r.deadline),
     ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
   };
 }
@@ -76,6 +83,8 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
     outcome: run.status === 'completed' ? run.outcome : null,
     queue,
     outputs: run.outputs,
+    metadata: run.metadata,
+    deadline: run.deadline,
   };
 }
 

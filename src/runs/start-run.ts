@@ -6,6 +6,8 @@ import { countStepNodes } from '../domain/graph/validate.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { resolveInputs } from '../domain/inputs.ts';
 import { jsonLimitProblem } from '../domain/json-limits.ts';
+import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
+import { cancelAfterSeconds } from '../domain/run-deadline.ts';
 import { displayedRunPrice, toDb } from '../domain/money.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
@@ -39,6 +41,8 @@ export interface StartRunRequest {
   body: unknown;
   /** The Idempotency-Key header, if any. */
   idempotencyHeader?: string;
+  /** The Cancel-After header, if any (src/domain/run-deadline.ts). */
+  cancelAfterHeader?: string;
   /** The request's rate-limit count, taken by the workflow read or with the acceptance (counted-start.ts counts requests refused before either). */
   rate?: RequestRate;
 }
@@ -66,6 +70,8 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     throw invalidRequest('"version" must be a UUID string');
   }
   const requestedVersion = (body.version as string | null | undefined) ?? null;
+  const metadata = checkMetadata(body.metadata);
+  const cancelAfter = cancelAfterSeconds(req.cancelAfterHeader);
 
   // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
   const em = outsideTransaction(deps.orm);
@@ -78,7 +84,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     const read = kept ?? (await readWorkflow(em, principal, workflowId, req.rate, cache));
     let run: RunToAccept;
     try {
-      run = await checkRun(em, deps, principal, read.row, body.inputs, requestedVersion);
+      run = { ...(await checkRun(em, deps, principal, read.row, body.inputs, requestedVersion, metadata)), cancelAfterSeconds: cancelAfter };
     } catch (err) {
       // A refusal is never decided from a kept read: the workflow may have changed since.
       if (!kept || !(err instanceof ApiError)) throw err;
@@ -86,7 +92,8 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
       kept = undefined;
       continue;
     }
-    // Only a request with an idempotency key needs its fingerprint (an HMAC over the normalised request).
+    // Only a request with an idempotency key needs its fingerprint (an HMAC over the normalised request; the
+    // metadata is not part of it: a replay answers the original run, with its original metadata).
     const fingerprint =
       idempotencyKey === null
         ? ''
@@ -112,6 +119,7 @@ async function checkRun(
   row: WorkflowRow,
   inputs: unknown,
   requestedVersion: string | null,
+  metadata: RunMetadata,
 ): Promise<RunToAccept> {
   const pricing = await getPricing(em);
   const access = accessOf(row, principal.accountId, pricing);
@@ -130,6 +138,8 @@ async function checkRun(
     access,
     versionId: version.id,
     inputs: resolved.inputs,
+    metadata,
+    cancelAfterSeconds: null,
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };

@@ -5,6 +5,7 @@ import {
   IdempotencyRecordSchema,
   PurchaseSchema,
   RunEventBatchSchema,
+  RunLabelSchema,
   RunSchema,
   RunSecretSchema,
   WorkflowSchema,
@@ -46,6 +47,10 @@ export interface RunAcceptance {
   viewToken: string | null;
   /** The key's limit per minute when the request is counted here, else null (it was counted before). */
   rateLimit: number | null;
+  /** The caller's metadata, as JSON (src/domain/run-metadata.ts). */
+  metadataJson: string;
+  /** The Cancel-After duration in seconds (the deadline is counted from the run's creation), or null. */
+  cancelAfterSeconds: number | null;
   /** Sealed password inputs. */
   secrets: readonly { id: string; name: string; ciphertext: string }[];
 }
@@ -68,8 +73,9 @@ export interface RunAcceptance {
  * - `claim`: the idempotency records of the calls that may write, `insert … on conflict` deciding replay
  *   vs new (CLAIM_ON_CONFLICT). Calls sharing an (account, key) never share an execution (the service's
  *   Batch keeps them apart): one insert cannot claim one record twice.
- * - `new_call`, `inserted_run`, `sealed_input`, `queued_event`: for each new run, the run (always queued:
- *   the engine admits in rounds of its own), its sealed password inputs and its `run.queued` event, with
+ * - `new_call`, `inserted_run`, `labelled`, `sealed_input`, `queued_event`: for each new run, the run (always
+ *   queued: the engine admits in rounds of its own), its metadata pairs (`run_labels`, for GET /runs
+ *   filters), its sealed password inputs and its `run.queued` event, with
  *   the queue's numbering gate held shared until the commit (src/runs/queue-line.ts).
  *
  * Each row: `run_id`, `fingerprint` (the claimed record's: this run's, or the one to replay),
@@ -83,10 +89,10 @@ export const ACCEPT_RUNS = statement(
 call as materialized (
   select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::numeric[], $7::text[], $8::numeric[], $9::numeric[],
                        $10::numeric[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::uuid[], $17::numeric[],
-                       $18::timestamptz[], $19::text[], $20::text[], $21::int[])
+                       $18::timestamptz[], $19::text[], $20::text[], $21::int[], $26::text[], $27::int[])
          with ordinality as call(run_id, account_id, api_key_id, workflow_id, version_id, price, user_access, creator_price, step_usd,
                                  compute_limit, credential_mode, inputs, engine, idempotency_key, fingerprint, record_id, cap_usd,
-                                 cap_since, trace_context, view_token, rate_limit, ord)),
+                                 cap_since, trace_context, view_token, rate_limit, metadata, cancel_after, ord)),
 counted_call as (
   select ord, api_key_id, row_number() over (partition by api_key_id order by ord)::int as key_rank from call where rate_limit is not null),
 key_count as (
@@ -133,13 +139,18 @@ new_call as (
 inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
-                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context)
+                    credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context, metadata,
+                    deadline)
   select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending', 'queued', 'pending',
          n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
-         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb
+         '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb,
+         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after)
     from new_call n
    order by n.ord
-  returning id, created_at),
+  returning id, created_at, account_id, metadata),
+labelled as (
+  insert into run_labels (account_id, key, value, created_at, run_id)
+  select r.account_id, m.key, m.value, r.created_at, r.id from inserted_run r cross join jsonb_each_text(r.metadata) m),
 sealed_input as (
   insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
   select s.id, r.id, 'password_input', s.name, s.ciphertext, now()
@@ -167,10 +178,14 @@ select c.ord, cl.run_id, cl.fingerprint, exists (select 1 from inserted_run r wh
     RunSchema,
     RunSecretSchema,
     RunEventBatchSchema,
+    RunLabelSchema,
   ],
 );
 
-/** ACCEPT_RUNS's parameters for `calls`, in order: one array per field, the sealed inputs flattened with their call's ord. */
+/**
+ * ACCEPT_RUNS's parameters for `calls`, in order: one array per field, the sealed inputs flattened with
+ * their call's ord, then the metadata and Cancel-After.
+ */
 export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
   const field = <T>(pick: (call: RunAcceptance) => T): T[] => calls.map(pick);
   const secrets = calls.flatMap((call, i) => call.secrets.map((secret) => ({ ord: i + 1, ...secret })));
@@ -200,6 +215,8 @@ export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
     secrets.map((s) => s.id),
     secrets.map((s) => s.name),
     secrets.map((s) => s.ciphertext),
+    field((c) => c.metadataJson),
+    field((c) => c.cancelAfterSeconds),
   ];
 }
 

@@ -1,6 +1,7 @@
 import { statement } from '../db/statement.ts';
-import { BundleSchema, RunEventBatchSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
+import { BundleSchema, RunEventBatchSchema, RunLabelSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
+import { liveRun } from './run-predicates.ts';
 import { runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
@@ -11,7 +12,7 @@ export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_rea
 
 /** The columns of a run as the API shows it (src/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
-  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence`;
+  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline`;
 
 /** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
 export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);
@@ -101,15 +102,52 @@ export const RUN_SCHEDULE = statement(
   [RunSchema],
 );
 
+/** The list's time range on table or alias `t`: $6, $7 created at or after, before (or null: unbounded), as a range of an index. */
+const createdWithin = (t: string) =>
+  `${t}.created_at >= coalesce($6::timestamptz, '-infinity') and ${t}.created_at < coalesce($7::timestamptz, 'infinity')`;
+
+/** The list's other filters on alias `r`: $2 statuses or null (any), $3 workflow or null (any). */
+const statusAndWorkflow = (r: string) => `($2::text[] is null or ${r}.status = any($2::text[])) and ($3::uuid is null or ${r}.workflow_id = $3::uuid)`;
+
+/** The list item's columns (RUN_COLUMNS without outputs, which a list item has none of) of alias `r`. */
+const listColumns = (r: string) => runColumnsOf(r).replace(`${r}.outputs, `, '');
+
 /**
- * An account's runs, newest first (src/runs/list-runs.ts): $1 account, $2 statuses or null
- * (any), $3 workflow or null (any), $4 limit, $5 offset. Without outputs (the list item has none).
+ * An account's runs, newest first (src/runs/list-runs.ts): $1 account, $4 limit, $5 offset, the filters of
+ * createdWithin (a range of runs_account_created_idx) and statusAndWorkflow.
  */
 export const LIST_RUNS = statement(
   'list_runs',
-  `select ${RUN_COLUMNS.replace('outputs, ', '')} from runs
-    where account_id = $1 and ($2::text[] is null or status = any($2::text[])) and ($3::uuid is null or workflow_id = $3::uuid)
-    order by created_at desc, id desc limit $4 offset $5`,
+  `select ${listColumns('r')} from runs r
+    where r.account_id = $1 and ${createdWithin('r')} and ${statusAndWorkflow('r')}
+    order by r.created_at desc, r.id desc limit $4 offset $5`,
+  [RunSchema],
+);
+
+/**
+ * LIST_RUNS of the runs whose metadata holds every pair of $10 (JSON), walking the account's runs with
+ * the pair $8 = $9 (one of them) in `run_labels`' order, which is the list's: a page reads as many
+ * rows as an unfiltered one (docs/design/run-metadata.md#filters).
+ */
+export const LIST_RUNS_BY_LABEL = statement(
+  'list_runs_by_label',
+  `select ${listColumns('r')} from run_labels l join runs r on r.id = l.run_id
+    where l.account_id = $1 and l.key = $8 and l.value = $9
+      and ${createdWithin('l')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
+    order by l.created_at desc, l.run_id desc limit $4 offset $5`,
+  [RunSchema, RunLabelSchema],
+);
+
+/**
+ * Runs past their Cancel-After deadline (runs_deadline_idx), most overdue first: $1 engine, $2 a lease
+ * owner to leave out (the Temporal engine's started mark: a started workflow keeps its own deadline
+ * timer) or null, $3 how many at most.
+ */
+export const OVERDUE_RUNS = statement(
+  'overdue_runs',
+  `select id from runs
+    where deadline is not null and ${liveRun()} and deadline <= now() and engine = $1 and ($2::text is null or lease_owner is distinct from $2)
+    order by deadline limit $3`,
   [RunSchema],
 );
 

@@ -178,6 +178,8 @@ function callsOf(w: World, b: Built): RunAcceptance[] {
       traceContext: i % 2 ? JSON.stringify({ traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` }) : null,
       viewToken: c.token === 'none' ? null : c.token === 'fresh' ? b.token : 'stale',
       rateLimit: key.limit,
+      metadataJson: JSON.stringify(i % 3 ? {} : { order: `o-${i}`, quote: 'it\'s "q"' }),
+      cancelAfterSeconds: i % 2 ? null : 60,
       secrets: Array.from({ length: c.secrets }, (_, s) => ({ id: randomUUID(), name: `secret${s}`, ciphertext: `sealed ${i}.${s}` })),
     };
   });
@@ -194,8 +196,8 @@ async function snapshot(orm: Orm, b: Built, answers: AcceptedRow[]) {
   return {
     answers: answers.map(({ oldest_ms, now_ms, ...rest }) => ({ ...named([rest])[0], timed: oldest_ms != null && now_ms != null })),
     runs: named(
-      await em.execute(`select id, api_key_id, status, phase, cap_usd::text, displayed_price_usd::text, inputs::text, trace_context::text, lease_owner
-                          from runs`),
+      await em.execute(`select id, api_key_id, status, phase, cap_usd::text, displayed_price_usd::text, inputs::text, trace_context::text, lease_owner,
+                                 metadata::text, deadline is not null as has_deadline from runs`),
     ),
     events: named(await em.execute(`select run_id, sequence, type, data::text from run_events`)),
     records: named(await em.execute(`select key, fingerprint, run_id from idempotency_records`)),

@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
 import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
+import { LIST_RUNS, LIST_RUNS_BY_LABEL, OVERDUE_RUNS } from '../../src/sql/runs.ts';
 import type { Em } from '../../src/db/orm.ts';
 import { runSearchQuery } from '../../src/graphql/queries/runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
@@ -43,6 +44,39 @@ test("the internal search for a workflow's runs reads them newest first from the
   assert.not.match(plan, /Sort/, `the index gives the search's order:\n${plan}`);
 });
 
+/** The plan of `explain (costs off)` of `text` with `values`, with sequential and bitmap scans off (the suite's tables are nearly empty). */
+async function planOf(name: string, text: string, values: unknown[]): Promise<string> {
+  const orm = await testOrm();
+  return orm.em.fork().transactional(async (tx) => {
+    await tx.execute(`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`);
+    const rows = await query<{ 'QUERY PLAN': string }>(tx, statement(`test_explain_${name}`, `explain (costs off) ${text}`), values);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+}
+
+const ACCOUNT = '00000000-0000-4000-8000-000000000001';
+
+test("GET /runs, with or without a time range, reads the account's runs newest first from its index, as a range", async () => {
+  for (const range of [[null, null], ['2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z']]) {
+    const plan = await planOf(`list_${range[0] ? 'range' : 'all'}`, LIST_RUNS.text, [ACCOUNT, null, null, 21, 0, ...range]);
+    assert.match(plan, /Index Scan Backward using runs_account_created_idx on runs/, plan);
+    assert.match(plan, /Index Cond: \(\(account_id = .*created_at >= .*created_at < /s, `the range bounds the index scan:\n${plan}`);
+    assert.not.match(plan, /Sort/, `the index gives the list's order:\n${plan}`);
+  }
+});
+
+test("GET /runs?metadata[KEY]=VALUE walks the pair's runs newest first in run_labels, each run read by its key", async () => {
+  const plan = await planOf('by_label', LIST_RUNS_BY_LABEL.text, [ACCOUNT, null, null, 21, 0, null, '2026-02-01T00:00:00Z', 'env', 'prod', '{"env":"prod"}']);
+  assert.match(plan, /Index (Only )?Scan Backward using run_labels_pkey on run_labels/, plan);
+  assert.match(plan, /Index Scan using runs_pkey on runs/, plan);
+  assert.not.match(plan, /Sort/, `the index gives the list's order:\n${plan}`);
+});
+
+test("the engines' deadline sweep reads the index of live runs that have a deadline", async () => {
+  const plan = await planOf('overdue', OVERDUE_RUNS.text, ['embedded', null, 100]);
+  assert.match(plan, /Index Scan using runs_deadline_idx on runs/, plan);
+});
+
 test('the runs table has exactly the indexes its queries read', async () => {
   const orm = await testOrm();
   const names = (await query<{ indexname: string }>(orm.em.fork(), INDEXES, [])).map((r) => r.indexname);
@@ -50,6 +84,7 @@ test('the runs table has exactly the indexes its queries read', async () => {
     'runs_account_created_idx',
     'runs_api_key_created_idx',
     'runs_completed_idx',
+    'runs_deadline_idx',
     'runs_in_flight_idx',
     'runs_pkey',
     'runs_queue_fresh_idx',

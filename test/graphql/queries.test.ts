@@ -8,7 +8,9 @@ const runs: { alice: string[]; bob: string[] } = { alice: [], bob: [] };
 
 test.before(async () => {
   h = await startHarness();
-  for (let i = 0; i < 3; i++) runs.alice.push(await h.startRun(ALICE_SECRET, GREETER, { name: `a${i}`, place: 'here' }));
+  for (let i = 0; i < 3; i++) {
+    runs.alice.push(await h.startRun(ALICE_SECRET, GREETER, { name: `a${i}`, place: 'here' }, i === 0 ? { metadata: { orderId: 'o-1', team: 'x' } } : {}));
+  }
   for (let i = 0; i < 2; i++) runs.bob.push(await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: `b${i}` }));
 });
 
@@ -17,7 +19,7 @@ test.after(async () => {
 });
 
 const RUN_FIELDS = `id status reason suspended suspendReason workflowId workflowVersionId startedAt completedAt
-  displayedChargeUsd billingStatus outcome outputs accountId accountHandle createdAt lastSequence
+  displayedChargeUsd billingStatus outcome outputs metadata deadline accountId accountHandle createdAt lastSequence
   queue { state position etaSeconds }`;
 
 test('a request without a bearer token is refused with 401 and no data', async () => {
@@ -69,6 +71,9 @@ test('run by id has every REST Run field, in the REST values, plus the internal 
   assert.is(run.completedAt, rest.completedAt);
   assert.is(run.displayedChargeUsd, null);
   assert.equal(run.outputs, rest.outputs);
+  assert.equal(run.metadata, { orderId: 'o-1', team: 'x' });
+  assert.equal(run.metadata, rest.metadata);
+  assert.is(run.deadline, rest.deadline);
   assert.equal(run.queue, { ...rest.queue, state: rest.queue!.state.toUpperCase() });
   assert.is(run.accountHandle, 'alice');
   assert.is(run.lastSequence, 1);

@@ -75,7 +75,12 @@ t('a pending run reports every Run field, queue position in FIFO order and empty
   const ra = await t.call('GET', `/runs/${a}`);
   assert.is(ra.status, 200);
   const run = ra.body;
-  assert.equal(Object.keys(run).sort(), ['billingStatus', 'completedAt', 'displayedChargeUsd', 'id', 'outcome', 'outputs', 'queue', 'reason', 'startedAt', 'status', 'suspended', 'workflowId', 'workflowVersionId'].sort());
+  assert.equal(Object.keys(run).sort(), [
+    'billingStatus', 'completedAt', 'deadline', 'displayedChargeUsd', 'id', 'metadata', 'outcome', 'outputs', 'queue', 'reason', 'startedAt', 'status',
+    'suspended', 'workflowId', 'workflowVersionId',
+  ].sort());
+  assert.equal(run.metadata, {});
+  assert.is(run.deadline, null);
   assert.is(run.status, 'pending');
   assert.is(run.suspended, false);
   assert.is(run.startedAt, null);

@@ -1,6 +1,4 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
@@ -11,6 +9,7 @@ import { RUN_WORKFLOW_TYPE } from '../../workflows/definitions.ts';
 import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { testOrm } from '../helpers/db.ts';
+import { startWebhookReceiver } from '../helpers/webhook-receiver.ts';
 import { eventually, runStatusOf, seedWorkflow, startLiveHarness, startSeededRun } from '../helpers/live-temporal.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 
@@ -31,22 +30,6 @@ const nodes = [
   { id: 'b', kind: 'text.template', template: 'y', after: ['wait'] },
   { id: 'o', kind: 'output', from: 'b' },
 ] as GraphNode[];
-
-/** Takes webhook deliveries over plain HTTP and keeps their bodies. */
-async function startWebhookReceiver(): Promise<{ url: string; bodies: string[]; close(): Promise<void> }> {
-  const bodies: string[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      bodies.push(Buffer.concat(chunks).toString('utf8'));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hooks`, bodies, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
 
 if (address) {
   test(

@@ -122,6 +122,8 @@ const sampleRun = {
     { nodeId: 'summary', name: 'Summary', type: 'text', value: '- point one\n- point two' },
     { nodeId: 'data', name: 'Data', type: 'json', value: { words: 42 }, extra: 'allowed' },
   ],
+  metadata: { orderId: 'order-42', customer: 'acme' },
+  deadline: null,
 };
 
 const sampleDetail = {
@@ -187,6 +189,8 @@ const sampleListRow = {
   displayedChargeUsd: null,
   billingStatus: 'pending',
   outcome: null,
+  metadata: {},
+  deadline: '2026-11-22T10:05:00Z',
 };
 
 const sampleAccepted = {
@@ -319,7 +323,7 @@ test('parameters declare their real rule as their schema: integers with ranges, 
   assert.equal(param('/runs/{id}/stream', 'get', 'Last-Event-ID').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991 });
   const names = (opPath: string, m: string) => doc.paths[opPath][m].parameters.map((r: Json) => resolve(r).name);
   assert.equal(names('/workflows', 'get'), ['offset', 'limit', 'q', 'runModel', 'access']);
-  assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow']);
+  assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow', 'metadata', 'createdAfter', 'createdBefore']);
   assert.equal(names('/runs/{run_id}/events', 'get'), ['run_id', 'afterSequence']);
   assert.equal(names('/runs/{id}/stream', 'get'), ['id', 'afterSequence', 'Last-Event-ID']);
 });
@@ -477,6 +481,10 @@ test('near misses are rejected', () => {
   bad('Run', { ...sampleRun, displayedChargeUsd: '0.25' }, 'amounts are JSON numbers');
   bad('RunListItem', { ...sampleListRow, status: 'suspended' }, 'suspended is reported as running in lists');
   bad('RunListItem', { ...sampleListRow, outputs: [] }, 'list rows omit outputs');
+  bad('Run', { ...sampleRun, metadata: { n: 1 } }, 'metadata values are strings');
+  bad('Run', { ...sampleRun, metadata: { ['k'.repeat(65)]: 'v' } }, 'metadata keys are at most 64 characters');
+  bad('Run', { ...sampleRun, metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) }, 'at most 16 metadata keys');
+  bad('StartRunRequest', { workflow: WF_ID, metadata: { k: 'v'.repeat(513) } }, 'metadata values are at most 512 characters');
   bad('WorkflowDetail', { ...sampleDetail, runsCount: 3 }, 'detail has no runsCount');
   const { exampleRequest: _e, ...noExample } = sampleDetail;
   bad('WorkflowDetail', noExample, 'detail fields are all required');

@@ -48,6 +48,10 @@ export interface StartRunOptions {
    * only when the answer carries `Preference-Applied`; otherwise the run is simply accepted.
    */
   wait?: number;
+  /** The run's labels (at most 16 string keys to strings), shown on every view and matched by `listRuns({ metadata })`. No secrets. */
+  metadata?: Record<string, string>;
+  /** A deadline such as `30s`, `5m`, `1h` (at most 24h), sent as `Cancel-After`: the run is cancelled if it has not ended by then. */
+  cancelAfter?: string;
   signal?: AbortSignal;
 }
 
@@ -119,8 +123,13 @@ export class WorkflowRunClient implements StreamSource {
    */
   async startRun(workflow: string, opts: StartRunOptions = {}): Promise<StartedRun> {
     const idempotencyKey = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
-    const body = { workflow, inputs: opts.inputs ?? {}, ...(opts.version ? { version: opts.version } : {}) };
-    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey };
+    const body = {
+      workflow,
+      inputs: opts.inputs ?? {},
+      ...(opts.version ? { version: opts.version } : {}),
+      ...(opts.metadata ? { metadata: opts.metadata } : {}),
+    };
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;
     const { data, response } = await this.#send(() => this.http.POST('/runs', { body, headers, signal: opts.signal }), opts.signal);
     const replayed = response.headers.get('idempotent-replayed') === 'true';

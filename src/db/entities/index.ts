@@ -3,6 +3,9 @@ import type { Graph, JsonValue, NodeResult, RunOutputField } from '../../domain/
 import { BILLING_STATUSES, OUTCOMES, RUN_STATUSES, type RunPhase } from '../../domain/run-status.ts';
 import { IN_FLIGHT, leftQueue, liveRun, queuedRun } from '../../sql/run-predicates.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
+import { RunLabelSchema } from './run-labels.ts';
+
+export { RunLabelSchema, type RunLabel } from './run-labels.ts';
 
 /**
  * The whole data model. MikroORM owns the schema and the migrations from it, and the internal GraphQL
@@ -312,6 +315,10 @@ export const RunSchema = defineEntity({
     engine: p.string().default('embedded'),
     leaseOwner: p.string().nullable(),
     leaseUntil: p.datetime().nullable(),
+    /** The caller's labels from POST /runs (src/domain/run-metadata.ts): shown on every view, filtered by GET /runs. */
+    metadata: p.json<Record<string, string>>().default('{}').onCreate(() => ({})),
+    /** The `Cancel-After` deadline: past it a run that is not terminal is cancelled (src/runs/cancel-run.ts). */
+    deadline: p.datetime().nullable(),
     /** The W3C trace context the run was started in (docs/tracing.md); null when tracing was off. */
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
@@ -335,6 +342,8 @@ export const RunSchema = defineEntity({
     { name: 'runs_in_flight_idx', properties: ['accountId'], where: IN_FLIGHT },
     // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).
     { name: 'runs_temporal_unstarted_idx', properties: ['createdAt', 'id'], where: `engine = 'temporal' and lease_owner is null and ${liveRun()}` },
+    // Runs past their deadline, found by the engines' periodic rounds whatever the number of runs.
+    { name: 'runs_deadline_idx', properties: ['deadline'], where: `deadline is not null and ${liveRun()}` },
     // The most recent run durations, for queue ETAs.
     { name: 'runs_completed_idx', properties: ['completedAt'], where: 'completed_at is not null' },
   ],
@@ -483,6 +492,7 @@ export const entities = [
   RunSchema,
   RunEventBatchSchema,
   RunEventSchema,
+  RunLabelSchema,
   RunSecretSchema,
   IdempotencyRecordSchema,
   WebhookEndpointSchema,

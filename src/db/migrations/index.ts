@@ -24,6 +24,7 @@ import { Migration20261204380000AcceptRunsInBatches } from './Migration202612043
 import { Migration20261205000000NoRefusalsRaised } from './Migration20261205000000NoRefusalsRaised.ts';
 import { Migration20261205000000WebhookBodyFromRun } from './Migration20261205000000WebhookBodyFromRun.ts';
 import { Migration20261206000000QueuePlace } from './Migration20261206000000QueuePlace.ts';
+import { Migration20261206000000RunMetadataAndDeadline } from './Migration20261206000000RunMetadataAndDeadline.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -52,4 +53,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261205000000NoRefusalsRaised', class: Migration20261205000000NoRefusalsRaised },
   { name: 'Migration20261205000000WebhookBodyFromRun', class: Migration20261205000000WebhookBodyFromRun },
   { name: 'Migration20261206000000QueuePlace', class: Migration20261206000000QueuePlace },
+  { name: 'Migration20261206000000RunMetadataAndDeadline', class: Migration20261206000000RunMetadataAndDeadline },
 ];

@@ -10,6 +10,7 @@ import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
 import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, type LeaseHolder } from '../../runs/leases.ts';
 import { resumeRun } from '../../runs/transitions.ts';
+import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
 import { executeStep } from '../execute-step.ts';
 
 /**
@@ -36,6 +37,8 @@ import { executeStep } from '../execute-step.ts';
  *   terminal run. A cancel committed by another process arrives over the bus (`onCancel`, NOTIFY
  *   run_cancels); one missed while the bus was disconnected is found by the next lease renewal (the
  *   terminal run's lease is cleared).
+ * - Deadlines: every sweep cancels the runs past their Cancel-After deadline (cancelOverdueRuns), queued,
+ *   running or suspended alike; the deadline is a column, so a restart loses none.
  * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
  *   sweep (every `sweepIntervalMs`) claim every non-terminal run whose lease expired or was released
  *   (running, admitted-but-not-started, due wait_timer suspensions) and drive it from its last committed
@@ -136,6 +139,8 @@ export class EmbeddedEngine implements EnginePort {
     this.#state = 'running';
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
+    // Runs that passed their deadline while no engine ran are cancelled before anything drives them.
+    await this.#cancelOverdue();
     await this.#recover();
     this.#admission.force();
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
@@ -223,6 +228,7 @@ export class EmbeddedEngine implements EnginePort {
     if (!this.#running || this.#sweeping) return;
     this.#sweeping = (async () => {
       try {
+        await this.#cancelOverdue();
         await this.#recover();
         this.#admission.force(); // other processes' runs, queue timeouts
       } catch (err) {
@@ -231,6 +237,11 @@ export class EmbeddedEngine implements EnginePort {
     })();
     await this.#sweeping;
     this.#sweeping = null;
+  }
+
+  /** Past their Cancel-After deadline: cancelled as the API's cancel does, whatever their state. */
+  async #cancelOverdue(): Promise<void> {
+    await cancelOverdueRuns(this.#deps, this).catch((err) => this.#deps.log.error({ err }, 'could not cancel runs past their deadline'));
   }
 
   /** Claims every run nobody drives (lease expired or released) that has something to do now. */

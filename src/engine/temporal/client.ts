@@ -51,7 +51,7 @@ export interface RunWorkflowClient {
 }
 
 /** A run's memo and its stored trace context, which the workflow start carries in its headers (docs/tracing.md). */
-export type TracedMemo = RunMemo & { traceContext?: unknown };
+export type TracedMemo = RunMemo & { traceContext?: unknown; deadline?: number };
 
 /** How Temporal closed a run's workflow without the workflow ending it. */
 export type ClosedByTemporal = 'terminated' | 'timed_out';
@@ -130,7 +130,7 @@ export class TemporalRunClient implements RunWorkflowClient {
   async #start(memo: TracedMemo, opts: { admitted: boolean }): Promise<'started' | 'already_started'> {
     const client = await this.#get();
     try {
-      const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}) };
+      const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}), ...deadlineOf(memo) };
       await client.workflow.start<typeof runWorkflow>(RUN_WORKFLOW_TYPE, { ...this.#options(memo), args: [args] });
       return 'started';
     } catch (err) {
@@ -148,7 +148,7 @@ export class TemporalRunClient implements RunWorkflowClient {
     try {
       await client.workflow.signalWithStart<typeof runWorkflow>(RUN_WORKFLOW_TYPE, {
         ...this.#options(memo),
-        args: [{ runId: memo.runId, admitted: true }],
+        args: [{ runId: memo.runId, admitted: true, ...deadlineOf(memo) }],
         signal: admittedSignal,
       });
       return 'signalled';
@@ -282,3 +282,6 @@ function firstLine(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
   return text.split('\n')[0]!.trim();
 }
+
+/** The run's Cancel-After deadline as its workflow's argument, when it has one. */
+const deadlineOf = (memo: TracedMemo): Pick<RunWorkflowArgs, 'deadline'> => (memo.deadline === undefined ? {} : { deadline: memo.deadline });

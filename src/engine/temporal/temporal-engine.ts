@@ -6,6 +6,7 @@ import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
+import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
 import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
@@ -38,6 +39,8 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEA
  *   workflow's wait has no timer, so a lost signal would leave it waiting).
  * - Reconcile (every `reconcileIntervalMs`): fails the runs whose workflow Temporal closed without the
  *   workflow ending the run (Terminate, execution timeout), freeing their capacity (reconcile-closed.ts).
+ * - Deadlines: a run's Cancel-After deadline is passed to its workflow, whose durable timer cancels the
+ *   run (workflows/run-workflow.ts); the sweep cancels the runs past it whose workflow never started.
  * - runCancelled: requests the workflow's Temporal cancellation (the cancel-run service has already
  *   committed the run's), so the execution closes as Canceled.
  * - credentialsSupplied: resumes the wait_signal suspension in Postgres first (so the API answers with
@@ -319,6 +322,8 @@ export class TemporalEngine implements EnginePort {
         // The credentials wait has no timer: a resume whose signal was lost is signalled again.
         const unheard = await query<{ id: string }>(em, UNHEARD_RESUMES, [graceSecs]);
         await Promise.all(unheard.map((r) => this.#signalQuietly(String(r.id))));
+        // Past their Cancel-After deadline before their workflow started (a started one has its own timer).
+        await cancelOverdueRuns(this.#deps, this, TEMPORAL_STARTED_MARK);
       } catch (err) {
         this.#deps.log.error({ err }, 'temporal engine sweep failed');
       }
@@ -354,6 +359,7 @@ export class TemporalEngine implements EnginePort {
       trace_context: unknown;
       phase: string | null;
       lease_owner: string | null;
+      deadline_ms: number | string | null;
     };
     const rows = await query<Row>(
       fork(this.#deps),
@@ -368,6 +374,7 @@ export class TemporalEngine implements EnginePort {
       workflowName: String(r.name),
       versionLabel: String(r.label),
       ...(r.trace_context ? { traceContext: r.trace_context } : {}),
+      ...(r.deadline_ms === null || r.deadline_ms === undefined ? {} : { deadline: Math.round(Number(r.deadline_ms)) }),
       phase: r.phase,
       started: r.lease_owner === TEMPORAL_STARTED_MARK,
     }));

@@ -13,7 +13,7 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 /** The properties a Run on the graph is built from (never its inputs, progress or lease). */
 const RUN_FIELDS = [
   'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
-  'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence',
+  'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence', 'metadata', 'deadline',
 ] as const satisfies readonly (keyof Run)[];
 
 type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;
@@ -34,6 +34,8 @@ export interface RunRecord {
   billingStatus: RunRow['billingStatus'];
   outcome: RunRow['outcome'];
   outputs: unknown;
+  metadata: RunRow['metadata'];
+  deadline: string | null;
   accountId: string;
   createdAt: string;
   lastSequence: number;
@@ -61,6 +63,8 @@ function runRowOf(run: RunFields): RunRow {
     startedAt: isoOrNull(run.startedAt),
     completedAt: isoOrNull(run.completedAt),
     lastSequence: run.lastSequence,
+    metadata: run.metadata ?? {},
+    deadline: isoOrNull(run.deadline),
   };
 }
 
@@ -81,6 +85,8 @@ function toRunRecord(run: RunFields): RunRecord {
     billingStatus: pub.billingStatus,
     outcome: pub.outcome,
     outputs: pub.outputs,
+    metadata: pub.metadata,
+    deadline: pub.deadline,
     accountId: row.accountId,
     createdAt: row.createdAt,
     lastSequence: row.lastSequence,

@@ -65,6 +65,10 @@ export class RunType {
   @Field(() => BillingStatus) billingStatus!: BillingStatus;
   @Field(() => Outcome, { nullable: true }) outcome!: Outcome | null;
   @Field(() => JsonScalar, { description: 'RunOutputField[] exactly as REST returns it; [] until outputs exist.' }) outputs!: unknown;
+  @Field(() => JsonScalar, { description: 'The caller\'s metadata (string keys to string values) exactly as REST returns it; {} when none.' })
+  metadata!: Record<string, string>;
+  @Field(() => DateTimeScalar, { nullable: true, description: 'When the run is cancelled unless it ended (Cancel-After), or null.' })
+  deadline!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;

@@ -115,7 +115,7 @@ function copyQuery(query: Record<string, unknown>): Record<string, unknown> {
   const copy = Object.create(null) as Record<string, unknown>;
   for (const name of Object.keys(query)) {
     const value = query[name];
-    copy[name] = Array.isArray(value) ? [...value] : value;
+    copy[name] = Array.isArray(value) ? [...value] : value !== null && typeof value === 'object' ? Object.assign(Object.create(null), value) : value;
   }
   return copy;
 }

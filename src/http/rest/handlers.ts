@@ -75,7 +75,12 @@ export const operations = {
     const prefer = c.req.headers.prefer;
     const since = prefer === undefined ? 0 : Date.now();
     const idempotencyHeader = header(c.req, 'idempotency-key');
-    const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({ body: await readJsonBody(c.req), idempotencyHeader }));
+    const cancelAfterHeader = header(c.req, 'cancel-after');
+    const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({
+      body: await readJsonBody(c.req),
+      idempotencyHeader,
+      cancelAfterHeader,
+    }));
     const headers: Record<string, string> = {
       Location: result.run.statusUrl,
       ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
@@ -92,6 +97,9 @@ export const operations = {
       limit: int(query.limit),
       status: text(query.status),
       workflow: text(query.workflow),
+      metadata: (c.api.request.query as Record<string, unknown>).metadata,
+      createdAfter: text(query.createdAfter),
+      createdBefore: text(query.createdBefore),
     });
     sendJson(c.res, 200, body);
   },

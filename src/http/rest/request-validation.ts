@@ -36,7 +36,7 @@ export function validationError(api: Context): ApiError {
   const operation = api.operation;
   const parameters = (operation.parameters ?? []) as Parameter[];
   const failure = (api.validation.errors ?? [])[0] as ErrorObject | undefined;
-  const [, where = '', raw = ''] = (failure?.instancePath ?? '').split('/');
+  const [, where = '', raw = '', member] = (failure?.instancePath ?? '').split('/');
   if (where === 'path') return notFound(operation.path.startsWith('/workflows') ? 'workflow' : 'run');
   const unknown = failure?.keyword === 'additionalProperties' ? String(failure.params.additionalProperty) : undefined;
   if (unknown !== undefined) {
@@ -45,11 +45,19 @@ export function validationError(api: Context): ApiError {
   }
   const name = decodePointer(raw);
   const parameter = parameters.find((p) => p.in === where && (where === 'header' ? p.name.toLowerCase() : p.name) === name);
-  const label = parameter?.name ?? name;
   const refuse = (message: string) => (CURSORS.has(name) ? new ApiError('invalid_cursor', message) : new ApiError('invalid_request', message));
-  if (Array.isArray((api.request.query as Record<string, unknown>)[name]) && where === 'query') {
-    return refuse(`query parameter "${label}" is given more than once`);
+  const given = (api.request.query as Record<string, unknown>)[name];
+  // A member of an object parameter (`metadata[KEY]`): its value, or its key (propertyNames).
+  const key = member === undefined ? failure?.propertyName : decodePointer(member);
+  if (key !== undefined && where === 'query') {
+    const label = `${parameter?.name ?? name}[${key}]`;
+    const value = (given as Record<string, unknown>)[key];
+    if (Array.isArray(value)) return refuse(`query parameter "${label}" is given more than once`);
+    if (failure?.propertyName !== undefined) return refuse(`the key of ${label} ${failure.message ?? 'is invalid'}`);
+    return refuse(`${label} ${failure?.keyword === 'pattern' ? 'must not contain NUL characters' : (failure?.message ?? 'is invalid')}`);
   }
+  const label = parameter?.name ?? name;
+  if (Array.isArray(given) && where === 'query') return refuse(`query parameter "${label}" is given more than once`);
   return refuse(`${label} ${ruleOf(parameter?.schema, failure)}`);
 }
 
@@ -61,6 +69,8 @@ function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): 
   }
   if (schema?.enum) return `must be one of: ${schema.enum.join(', ')}`;
   if (schema?.format === 'uuid') return 'must be a UUID';
+  if (schema?.format === 'date-time') return 'must be a date-time (RFC 3339) such as 2026-01-31T12:00:00Z';
+  if (schema?.type === 'object' && failure?.keyword === 'type') return 'must be given as name[KEY]=VALUE pairs';
   // The document states "no NUL" as a pattern, so fuzzers draw only storable text; said in words here.
   if (failure?.keyword === 'pattern' && schema?.pattern === NO_NUL) return 'must not contain NUL characters';
   return failure?.message ?? 'is invalid';

@@ -137,16 +137,37 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
     } catch {
       throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
     }
-    // No prototype: "constructor", "__proto__" or "toString" are parameter names like any other; a
-    // repeated one becomes an array, which the document's scalar schemas refuse.
-    const query = Object.create(null) as Record<string, string | string[]>;
-    for (const [name, value] of ctx.url.searchParams) {
-      const prior = query[name];
-      query[name] = prior === undefined ? value : [...(Array.isArray(prior) ? prior : [prior]), value];
-    }
+    const query = queryOf(ctx.url.searchParams);
     // A HEAD of the document is answered as its GET (Node sends no body).
     const method = req.method === 'HEAD' && ctx.path === DOCUMENT_PATH ? 'get' : (req.method ?? 'GET');
-    const request: Request = { method, path: ctx.path, query, headers: req.headers as Record<string, string | string[]> };
+    const request: Request = { method, path: ctx.path, query: query as Request['query'], headers: req.headers as Record<string, string | string[]> };
     return api.handleRequest(request, { req, res, ctx, request });
   }, '');
+}
+
+/**
+ * A request's query for openapi-backend: no prototype, so "constructor", "__proto__" or "toString" are
+ * parameter names like any other; a repeated one becomes an array, which the document's scalar schemas
+ * refuse. `name[KEY]=VALUE` (a `deepObject` parameter: `metadata[KEY]`) becomes the member KEY of an
+ * object `name`, with no prototype either.
+ */
+export function queryOf(params: URLSearchParams): Record<string, unknown> {
+  const query = Object.create(null) as Record<string, unknown>;
+  const add = (into: Record<string, unknown>, name: string, value: string) => {
+    const prior = into[name];
+    into[name] = prior === undefined ? value : [...(Array.isArray(prior) ? prior : [prior]), value];
+  };
+  for (const [name, value] of params) {
+    const member = /^([A-Za-z]+)\[(.*)\]$/s.exec(name);
+    if (!member) {
+      add(query, name, value);
+      continue;
+    }
+    const [, object, key] = member as unknown as [string, string, string];
+    const prior = query[object];
+    // `metadata=x` beside `metadata[k]=y`: an array, which the object's schema refuses.
+    if (prior !== undefined && (typeof prior !== 'object' || Array.isArray(prior))) add(query, object, value);
+    else add((query[object] ??= Object.create(null)) as Record<string, unknown>, key, value);
+  }
+  return query;
 }

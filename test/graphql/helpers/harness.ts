@@ -77,7 +77,8 @@ export interface Harness {
   url: string;
   /** POST /graphql with the internal token (or the given headers). */
   gql<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GqlResponse<T>>;
-  startRun(secret: string, workflow: string, inputs: Record<string, unknown>): Promise<string>;
+  /** `extra`: more body fields (metadata). */
+  startRun(secret: string, workflow: string, inputs: Record<string, unknown>, extra?: Record<string, unknown>): Promise<string>;
   appendEvents(runId: string, events: NewRunEvent[]): Promise<number>;
   em(): Em;
   close(): Promise<void>;
@@ -130,9 +131,9 @@ export async function startHarness(env: Record<string, string> = {}, opts: Harne
       }
       return { status: res.status, body, text } as GqlResponse<never>;
     },
-    async startRun(secret, workflow, inputs) {
+    async startRun(secret, workflow, inputs, extra = {}) {
       const principal = await authenticateKey(app.deps, `Bearer ${secret}`);
-      const { run } = await startRun(app.deps, principal, { body: { workflow, inputs } });
+      const { run } = await startRun(app.deps, principal, { body: { workflow, inputs, ...extra } });
       return run.id;
     },
     async appendEvents(runId, events) {

@@ -60,6 +60,20 @@ export interface RunOpts {
   wait?: boolean;
   json?: boolean;
   idempotencyKey?: string;
+  metadata?: string[];
+  cancelAfter?: string;
+}
+
+/** `--metadata k=v` options as an object (the value may hold `=`). */
+function metadataOf(pairs: string[] | undefined): Record<string, string> | undefined {
+  if (!pairs?.length) return undefined;
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const cut = pair.indexOf('=');
+      if (cut <= 0) throw new Error(`--metadata takes key=value, not "${pair}"`);
+      return [pair.slice(0, cut), pair.slice(cut + 1)];
+    }),
+  );
 }
 
 export async function run(io: Io, workflow: string, opts: RunOpts): Promise<number> {
@@ -71,7 +85,8 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   try {
     let runId: string;
     try {
-      runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, signal: ctrlC.signal })).id;
+      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter };
+      runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal })).id;
     } catch (err) {
       if (!ctrlC.signal.aborted) throw err;
       io.stderr.write(`stopped before the service answered; if the run was started, this command with --idempotency-key ${idempotencyKey} finds it\n`);
@@ -124,12 +139,27 @@ async function follow(io: Io, client: WorkflowRunClient, runId: string, signal: 
   return exitFor(final.status);
 }
 
-export async function runsList(io: Io, opts: { json?: boolean; limit?: string; offset?: string; status?: string; workflow?: string }): Promise<number> {
+export interface RunsListOpts {
+  json?: boolean;
+  limit?: string;
+  offset?: string;
+  status?: string;
+  workflow?: string;
+  metadata?: string[];
+  since?: string;
+  until?: string;
+}
+
+export async function runsList(io: Io, opts: RunsListOpts): Promise<number> {
+  const metadata = metadataOf(opts.metadata);
   const query = {
     limit: int(opts.limit, 20),
     offset: int(opts.offset, 0),
     ...(opts.status ? { status: opts.status as Exclude<RunStatus, 'suspended'> } : {}),
     ...(opts.workflow ? { workflow: opts.workflow } : {}),
+    ...(metadata ? { metadata } : {}),
+    ...(opts.since ? { createdAfter: opts.since } : {}),
+    ...(opts.until ? { createdBefore: opts.until } : {}),
   };
   const page = await clientFrom(io.env).listRuns(query);
   if (opts.json) return json(io, page), EXIT.ok;

@@ -46,6 +46,8 @@ program
   .option('--wait', 'no live progress: wait for the end, then print the result')
   .option('--json', 'print only the final Run as JSON')
   .option('--idempotency-key <key>', 'reuse a key to retry a start safely (default: a new one)')
+  .option('--metadata <key=value>', 'a label of the run (repeatable; no secrets)', collect, [])
+  .option('--cancel-after <duration>', 'cancel the run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
   .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
 
 const runs = program.command('runs').description('your runs');
@@ -54,6 +56,9 @@ runs
   .description('run history, newest first')
   .option('--status <status>', 'pending | running | completed | failed | cancelled')
   .option('--workflow <id>', 'only runs of this workflow')
+  .option('--metadata <key=value>', 'only runs with this metadata pair (repeatable: all must match)', collect, [])
+  .option('--since <date-time>', 'only runs created at or after this instant (RFC 3339)')
+  .option('--until <date-time>', 'only runs created before this instant (RFC 3339)')
   .option('--limit <n>', 'page size (1..50)')
   .option('--offset <n>', 'rows to skip')
   .option('--json', 'print the page as JSON')

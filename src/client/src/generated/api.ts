@@ -107,7 +107,9 @@ export interface paths {
          * List the account's runs
          * @description The account's run history, newest first (creation time descending, then id). Optional filters:
          *     `status` (a `RunListStatus`; `running` also matches suspended runs, which list rows report as
-         *     `running`) and `workflow` (a workflow UUID). Rows omit outputs and failure reasons; fetch
+         *     `running`), `workflow` (a workflow UUID), `metadata[KEY]=VALUE` (every pair must match the run's
+         *     `metadata`), `createdAfter` and `createdBefore` (creation time at or after, before); filters combine
+         *     with AND and page like the unfiltered list. Rows omit outputs and failure reasons; fetch
          *     `GET /runs/{id}` for them. Any invalid query or pagination value is 400 `invalid_request`.
          */
         get: operations["listRuns"];
@@ -679,7 +681,24 @@ export interface components {
             version?: string;
             /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). */
             idempotencyKey?: string;
+            /**
+             * @description The caller's labels for the run (an order id, a customer, an environment), returned on every view
+             *     of the run and matched by `GET /runs?metadata[KEY]=VALUE`. Not part of the idempotency
+             *     fingerprint: a replay answers the original run with its original metadata. Shown to anyone who
+             *     can read the run: secrets do not belong here. Anything but at most 16 string keys of 1 to 64
+             *     characters to strings of at most 512 characters is 400 `invalid_request` naming the key.
+             */
+            metadata?: components["schemas"]["RunMetadata"];
         };
+        /** @description The caller's metadata of a run (at most 16 string keys of 1 to 64 characters, to strings of at most 512 characters); `{}` when none was sent. */
+        RunMetadata: {
+            [key: string]: string;
+        };
+        /**
+         * Format: date-time
+         * @description When the run is cancelled if it has not ended (the `Cancel-After` of `POST /runs`), or null.
+         */
+        RunDeadline: string | null;
         /**
          * @description The value of one input, by the input's `type` (`WorkflowInputType`): `text`, `textarea`, `password`,
          *     `url` and `dropdown` take a string; `number` a number; `file` a `WorkflowMedia` object (or its JSON
@@ -747,6 +766,8 @@ export interface components {
             queue: components["schemas"]["RunQueue"] | null;
             /** @description Always present; `[]` until outputs exist. A skipped output node yields no field. */
             outputs: components["schemas"]["RunOutputField"][];
+            metadata: components["schemas"]["RunMetadata"];
+            deadline: components["schemas"]["RunDeadline"];
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description Buyer-facing charge in USD, a JSON number with up to six decimal places (exact, never rounded to
@@ -792,6 +813,8 @@ export interface components {
             displayedChargeUsd: components["schemas"]["ChargeUsd"];
             billingStatus: components["schemas"]["BillingStatus"];
             outcome: components["schemas"]["RunOutcome"];
+            metadata: components["schemas"]["RunMetadata"];
+            deadline: components["schemas"]["RunDeadline"];
         } & unknown;
         /** @description Response of `GET /runs`, newest first. */
         RunListPage: {
@@ -1179,6 +1202,15 @@ export interface components {
          */
         IdempotencyKey: string;
         /**
+         * @description A deadline for the run: a whole number of seconds, minutes or hours (`30s`, `5m`, `1h`), at most 24
+         *     hours, counted from its acceptance and shown as the run's `deadline`. A run not terminal by then is
+         *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
+         *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
+         *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
+         *     than 24 hours: 400 `invalid_request`.
+         */
+        CancelAfter: string;
+        /**
          * @description RFC 7240 preferences. Only `wait=N` is acted on: hold the answer up to N seconds (whole seconds,
          *     at most 60; more is treated as 60) for the run to end, then answer 200 with the run, else 202.
          *     Malformed, zero or unknown preferences are ignored. Example: `Prefer: wait=10`.
@@ -1435,6 +1467,18 @@ export interface operations {
                 status?: "pending" | "running" | "completed" | "failed" | "cancelled";
                 /** @description Only runs of this workflow (a UUID). A value that is not a UUID is 400 `invalid_request`. */
                 workflow?: string;
+                /**
+                 * @description Only runs whose `metadata` holds every pair given as `metadata[KEY]=VALUE` (exact, case-sensitive
+                 *     matches; several pairs must all match). The limits of `RunMetadata` apply; a key given twice, or
+                 *     `metadata` without a key, is 400 `invalid_request`.
+                 */
+                metadata?: {
+                    [key: string]: string;
+                };
+                /** @description Only runs created at or after this instant (RFC 3339 date-time, such as `2026-01-31T12:00:00Z`). Anything else is 400 `invalid_request`. */
+                createdAfter?: string;
+                /** @description Only runs created before this instant (RFC 3339 date-time). Anything else is 400 `invalid_request`. */
+                createdBefore?: string;
             };
             header?: never;
             path?: never;
@@ -1477,6 +1521,15 @@ export interface operations {
                  * @example wait=10
                  */
                 Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description A deadline for the run: a whole number of seconds, minutes or hours (`30s`, `5m`, `1h`), at most 24
+                 *     hours, counted from its acceptance and shown as the run's `deadline`. A run not terminal by then is
+                 *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
+                 *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
+                 *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
+                 *     than 24 hours: 400 `invalid_request`.
+                 */
+                "Cancel-After"?: components["parameters"]["CancelAfter"];
             };
             path?: never;
             cookie?: never;
@@ -1547,7 +1600,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartRunResponse"];
                 };
             };
-            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body). */
+            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body; `metadata` beyond its limits, naming the key; `Cancel-After` malformed or over 24 hours). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -1,0 +1,169 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadCatalog } from '../../src/catalog/load-catalog.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import type { Orm } from '../../src/db/orm.ts';
+import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
+import { Sealer } from '../../src/security/crypto.ts';
+import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
+import type { Deps } from '../../src/services/deps.ts';
+import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
+import { getRun } from '../../src/runs/get-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
+import { resetDb, testOrm } from '../helpers/db.ts';
+import { startLiveHarness } from '../helpers/live-temporal.ts';
+import { temporalAddress } from '../helpers/temporal.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+/**
+ * Cancel-After (docs/design/run-metadata.md#deadline) on both engines: a run past its deadline is
+ * cancelled as the API's cancel would (not charged, run.cancelled event and webhook row) whether it is
+ * queued, running or suspended; one that ends first is untouched.
+ */
+
+const orm: Orm = await testOrm();
+const sealer = new Sealer(randomBytes(32));
+const QUICK = randomUUID();
+const DELAY = randomUUID();
+const SLOW = randomUUID();
+const KEY = 'wr_deadline_key';
+
+/** An HTTP server that never answers: a step calling it keeps its run running. */
+async function hangingServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer(() => undefined);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  return { url, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+}
+
+async function seed(slowUrl: string): Promise<void> {
+  await resetDb(orm);
+  const workflow = (id: string, name: string, nodes: unknown[]) => ({
+    id, owner: 'alice', name, runModel: 'per_run', priceUsd: '0.250000', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
+  });
+  const catalog = {
+    pricing: { stepUsd: '0.000100' },
+    accounts: [
+      { handle: 'alice', walletUsd: '10.000000' },
+      {
+        handle: 'buyer',
+        walletUsd: '10.000000',
+        apiKeys: [{ secret: KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }],
+        webhooks: [{ url: 'https://example.test/hooks', secret: `whsec_${randomBytes(24).toString('base64')}` }],
+      },
+    ],
+    workflows: [
+      workflow(QUICK, 'Quick', [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }]),
+      workflow(DELAY, 'Delay', [
+        { id: 'a', kind: 'text.template', template: 'x' },
+        { id: 'wait', kind: 'delay', seconds: 600, after: ['a'] },
+        { id: 'o', kind: 'output', from: 'a', after: ['wait'] },
+      ]),
+      workflow(SLOW, 'Slow', [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }]),
+    ],
+  };
+  await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'deadline-test'), { sealer });
+}
+
+const row = async (id: string) =>
+  (await orm.em.fork().execute<{ status: string; phase: string | null; billing_status: string; charge_usd: string | null; deadline: Date | null }[]>(
+    'select status, phase, billing_status, charge_usd, deadline from runs where id = ?',
+    [id],
+  ))[0]!;
+
+async function scenario(deps: Deps, engineName: string): Promise<void> {
+  const principal = await authenticateKey(deps, `Bearer ${KEY}`);
+  const start = async (workflow: string, cancelAfter?: string) =>
+    (await startRun(deps, principal, { body: { workflow }, ...(cancelAfter ? { cancelAfterHeader: cancelAfter } : {}) })).run.id;
+  const accountId = principal.accountId;
+
+  // Suspended (a 10-minute delay) with a 4 s deadline; it holds the only slot, so the next run waits in the queue.
+  const suspended = await start(DELAY, '4s');
+  await waitFor(`${engineName}: the delay run suspended`, async () => (await row(suspended)).status === 'suspended', 20_000);
+  const queued = await start(QUICK, '1s');
+  const shown = await getRun(deps, accountId, queued);
+  assert.ok(shown.deadline && Date.parse(shown.deadline) > Date.now() - 5_000, `the view shows the deadline: ${shown.deadline}`);
+  await waitFor(`${engineName}: the queued run cancelled`, async () => (await row(queued)).status === 'cancelled', 20_000);
+  await waitFor(`${engineName}: the suspended run cancelled`, async () => (await row(suspended)).status === 'cancelled', 20_000);
+
+  // Running (its step waits on a server that never answers) with a 2 s deadline.
+  const running = await start(SLOW, '2s');
+  await waitFor(`${engineName}: the slow run running`, async () => (await row(running)).status === 'running', 20_000);
+  await waitFor(`${engineName}: the running run cancelled`, async () => (await row(running)).status === 'cancelled', 20_000);
+
+  // Ends before its deadline: untouched, charged as usual, its deadline still shown.
+  const finished = await start(QUICK, '1h');
+  await waitFor(`${engineName}: the quick run completed`, async () => (await row(finished)).status === 'completed', 20_000);
+
+  for (const id of [queued, suspended, running]) {
+    const r = await row(id);
+    assert.is(r.billing_status, 'not_charged', `${engineName}: ${id} not charged`);
+    assert.is(r.charge_usd, null);
+    const events = await orm.em.fork().execute<{ type: string }[]>('select type from run_events where run_id = ? order by sequence', [id]);
+    assert.is(events.at(-1)!.type, 'run.cancelled', `${engineName}: the last event of ${id}`);
+    const hooks = await orm.em.fork().execute<{ event_type: string }[]>('select event_type from webhook_deliveries where run_id = ?', [id]);
+    assert.equal(hooks.map((h) => h.event_type), ['run.cancelled']);
+  }
+  const done = await row(finished);
+  assert.is(done.billing_status, 'settled');
+  assert.ok(done.deadline);
+  assert.is((await getRun(deps, accountId, finished)).status, 'completed');
+}
+
+test('embedded engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
+  const slow = await hangingServer();
+  await seed(slow.url);
+  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
+  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
+  await engine.start();
+  try {
+    await scenario({ ...base, engine }, 'embedded');
+  } finally {
+    await engine.stop();
+    await slow.close();
+  }
+});
+
+test('the embedded deadline survives a restart: a run past it while no engine ran is cancelled by the next one', async () => {
+  const slow = await hangingServer();
+  await seed(slow.url);
+  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' });
+  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const idle = new EmbeddedEngine(base);
+  const principal = await authenticateKey(base, `Bearer ${KEY}`);
+  const id = (await startRun({ ...base, engine: idle }, principal, { body: { workflow: QUICK }, cancelAfterHeader: '1s' })).run.id;
+  await new Promise((r) => setTimeout(r, 1_500));
+  assert.is((await row(id)).status, 'pending', 'no engine ran meanwhile');
+  const engine = new EmbeddedEngine(base, { sweepIntervalMs: 200 });
+  await engine.start();
+  try {
+    await waitFor('the overdue run cancelled after the restart', async () => (await row(id)).status === 'cancelled');
+    assert.is((await row(id)).billing_status, 'not_charged');
+  } finally {
+    await engine.stop();
+    await slow.close();
+  }
+});
+
+const address = temporalAddress('run deadlines');
+if (address) {
+  test('Temporal engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
+    const slow = await hangingServer();
+    await seed(slow.url);
+    const h = await startLiveHarness(orm, address, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' }, sealer);
+    try {
+      await scenario(h.deps, 'temporal');
+    } finally {
+      await h.close();
+      await slow.close();
+    }
+  });
+}
+
+test.run();
