@@ -131,10 +131,10 @@ export const LIST_RUNS = statement(
  */
 export const LIST_RUNS_BY_LABEL = statement(
   'list_runs_by_label',
-  `select ${listColumns('r')} from run_labels l join runs r on r.id = l.run_id
-    where l.account_id = $1 and l.key = $8 and l.value = $9
-      and ${createdWithin('l')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
-    order by l.created_at desc, l.run_id desc limit $4 offset $5`,
+  `select ${listColumns('r')} from run_labels label join runs r on r.id = label.run_id
+    where label.account_id = $1 and label.key = $8 and label.value = $9
+      and ${createdWithin('label')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
+    order by label.created_at desc, label.run_id desc limit $4 offset $5`,
   [RunSchema, RunLabelSchema],
 );
 

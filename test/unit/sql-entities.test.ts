@@ -22,7 +22,6 @@ import { sqlStatements } from '../helpers/sql-statements.ts';
  */
 const UNREAD: Record<string, string[]> = {
   accept_runs: ['alias w: names api_key_rate_windows and workflows'],
-  acquire_stream_slot: ['alias t: names t and stream_slot_totals and a CTE or subquery'],
   find_workflow_to_run: ['alias w: names api_key_rate_windows and workflows'],
 };
 
