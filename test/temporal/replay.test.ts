@@ -145,6 +145,14 @@ test('every activity argument recorded in the golden histories is exactly what t
   }
 });
 
+test('an execution whose start carried no trace context makes no workflow spans (the tracing interceptors stay out of it)', async () => {
+  const bundle = await workflowBundle();
+  const exported: unknown[] = [];
+  const sinks = { exporter: { export: { fn: (_info: unknown, spans: unknown[]) => void exported.push(...spans), callDuringReplay: true } } };
+  await Worker.runReplayHistory({ workflowBundle: { code: bundle.code }, replayName: 'untraced', sinks }, load('local-activities', 'delay'), 'untraced');
+  assert.equal(exported, []);
+});
+
 test('each set of histories covers timers, the signal, every way to close and a parallel step', () => {
   for (const set of SETS) {
     const joined = NAMES.map((name) => JSON.stringify(load(set, name))).join('\n');
