@@ -55,7 +55,7 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
     execute(input: { headers: Record<string, unknown> }, next: (input: unknown) => unknown) {
       if (!(TRACE_HEADER in input.headers)) return next(input);
       // A plain require, evaluated here and not at the bundle's start (see above).
-      const openTelemetry = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js') as { interceptors: typeof OpenTelemetryInterceptors };
+      const openTelemetry: { interceptors: typeof OpenTelemetryInterceptors } = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js');
       traced = openTelemetry.interceptors() as typeof traced;
       return (traced!.inbound[0] as unknown as { execute: Call }).execute(input, next);
     },
