@@ -7,7 +7,7 @@ import { findTemporalCli, startDevServer, type DevServer } from '../src/engine/t
 import { ServerChild } from './child.ts';
 import { httpJson, terminalWaiter } from './load.ts';
 import { processCpuMs } from './machine.ts';
-import { BENCH_KEY, summarise, WORKFLOW_3, type Row, type StepStats } from './shared.ts';
+import { BENCH_KEY, summarise, WORKFLOW_3, type ProfileSummary, type Row, type StepStats } from './shared.ts';
 import { floorWorkflow } from './temporal-floor/workflows.ts';
 
 /**
@@ -39,6 +39,8 @@ export interface TemporalBenchOptions {
   users: number;
   /** RUN_CAPACITY of the service child. */
   capacity: number;
+  /** Profile the service child (API + worker) over one more window of the same load, after the measured one. */
+  profile?: boolean;
   /** A fresh database for the service child. */
   database: () => Promise<{ databaseUrl?: string; dataDir: string }>;
   log: (...a: unknown[]) => void;
@@ -48,7 +50,10 @@ export interface TemporalBenchResult {
   rows: Row[];
   notes: string[];
   facts: Record<string, number>;
+  profile: ServiceProfile | null;
 }
+
+type ServiceProfile = { name: string; summary: ProfileSummary; file: string; sql: StepStats['sql'] };
 
 interface LoopResult {
   ids: string[];
@@ -98,6 +103,8 @@ export interface HistorySummary {
   types: string;
   workflowTasks: number;
   events: number;
+  /** The first workflow task was handed to the worker in the start's answer (eager start). */
+  eager: boolean;
   /** Where the execution's time went (ms): waiting for `admitted`, tasks queued (scheduled → started) and running (started → completed). */
   split: { total: number; admission: number | null; workflowTaskQueued: number; workflowTaskRunning: number; activityQueued: number; activityRunning: number };
 }
@@ -127,6 +134,7 @@ export async function historyOf(client: Client, workflowId: string): Promise<His
     types: [...byType.entries()].map(([t, n]) => (n > 1 ? `${t} ×${n}` : t)).join(', '),
     workflowTasks: events.filter((e) => e.workflowTaskScheduledEventAttributes).length,
     events: events.length,
+    eager: events[0]?.workflowExecutionStartedEventAttributes?.eagerExecutionAccepted === true,
     split,
   };
 }
@@ -291,6 +299,8 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
       const status = await waiter.wait(sample, 60_000);
       if (status !== 'completed') throw new Error(`run ${sample} on Temporal did not complete: ${status}`);
     }
+    // The run's end is committed inside the workflow's last task: the history is whole once the workflow closed.
+    await client.workflow.getHandle(sample).result();
     const history = await historyOf(client, sample);
     let rejected = 0;
     const statuses: Record<string, number> = {};
@@ -320,8 +330,26 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
       dbMs.push(...part.map((x) => Number(x.ms)));
     }
     const loaded = r.ids.length ? await historyOf(client, r.ids[Math.floor(r.ids.length / 2)]!) : null;
+    // How many of the window's runs were started eagerly (a sample spread over the window).
+    const sampled = r.ids.filter((_, i) => i % Math.max(1, Math.floor(r.ids.length / 20)) === 0);
+    const eager = (await Promise.all(sampled.map((id) => historyOf(client, id)))).filter((h) => h.eager).length;
     opts.log(`temporal service: ${(r.ids.length / r.seconds).toFixed(0)} runs/s, p50 ${summarise(r.ms).p50.toFixed(1)} ms (POST → terminal)`);
-    return { ...r, stats, dbMs, history, rejected, statuses, single, loaded };
+    let profile: ServiceProfile | null = null;
+    if (opts.profile) {
+      // Not in the measured window: the profiler's sampling costs the service CPU.
+      await executeLoop({ users: opts.users, warmup: 1, seconds: opts.duration }, run, {}, {
+        start: async () => {
+          await child.call({ cmd: 'stepStart', countSql: true });
+          await child.call({ cmd: 'profileStart' });
+        },
+        end: async () => {
+          const { summary, file } = await child.call<{ summary: ProfileSummary; file: string }>({ cmd: 'profileStop' });
+          const { sql } = await child.call<StepStats>({ cmd: 'stepEnd' });
+          profile = { name: 'Temporal: 3-step runs on ENGINE=temporal (API + in-process worker, main thread)', summary, file, sql };
+        },
+      });
+    }
+    return { ...r, stats, dbMs, history, rejected, statuses, single, loaded, eager: { sampled: sampled.length, eager }, profile };
   } finally {
     await child.close();
   }
@@ -357,8 +385,8 @@ function report(
       baseP50: fl.p50,
       baseP99: fl.p99,
       ratio: Number.isNaN(ratio) ? '—' : `${(ratio * 100).toFixed(0)} %`,
-      target: '≥ 50 % of floor',
-      verdict: ratio >= 0.5 ? 'met' : 'MISS',
+      target: '≥ 80 % of floor',
+      verdict: ratio >= 0.8 ? 'met' : 'MISS',
     },
     {
       group: 'Temporal',
@@ -380,7 +408,7 @@ function report(
     `Temporal closed loops (clients started over ${opts.warmup} s; what completed in the window counts): floor warm-up ${floor.warmupSeconds.toFixed(1)} s, window ${floor.seconds.toFixed(1)} s; ` +
       `service warm-up ${service.warmupSeconds.toFixed(1)} s, window ${service.seconds.toFixed(1)} s${floor.warmedUp && service.warmedUp ? '' : ` (NOT every client finished an execution within the ${MAX_WARMUP_S} s warm-up)`}. ${ownServer ? `Server: the bench's own dev server (Temporal CLI, in memory, headless) on ${address}` : `Server: TEMPORAL_ADDRESS=${address}`}, namespace ${opts.namespace}. ` +
       `Activities per 3-step run (one run's history): ${service.history.activities} (${service.history.types}); workflow tasks ${service.history.workflowTasks}, ` +
-      `history events ${service.history.events}. Sequential runs: p99 column = slowest of ${SEQUENTIAL}. The floor: ${floor.history.activities} activity, ${floor.history.workflowTasks} workflow tasks, ${floor.history.events} events.`,
+      `history events ${service.history.events}; started eagerly: ${service.eager.eager} of ${service.eager.sampled} runs sampled from the window. Sequential runs: p99 column = slowest of ${SEQUENTIAL}. The floor: ${floor.history.activities} activity, ${floor.history.workflowTasks} workflow tasks, ${floor.history.events} events.`,
     `Temporal latency: service accept → completed from the database clock (runs.created_at → completed_at) p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms; ` +
       `${(service.stats.sql.statements / Math.max(1, service.ids.length)).toFixed(1)} SQL statements per completed run ` +
       `(acceptance included), service event-loop delay p99 ${service.stats.eventLoopDelay.p99.toFixed(1)} ms.`,
@@ -395,6 +423,7 @@ function report(
   return {
     rows,
     notes,
+    profile: service.profile,
     facts: {
       temporal: svcRate,
       temporalFloor: floorRate,

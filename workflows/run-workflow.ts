@@ -8,6 +8,7 @@ import {
   isCancellation,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -33,15 +34,16 @@ import {
 
 /**
  * One run = one workflow execution (workflow id = run id). The workflow keeps only the waiting; the
- * shared run driver (src/engine/run-driver.ts, pure) decides, inside the `advanceRun` activity, exactly
- * as it does for the embedded engine, and every database write is an activity (fenced in SQL, idempotent).
+ * shared run driver (src/engine/run-driver.ts, pure) decides, inside the `advanceRun` local activity,
+ * exactly as it does for the embedded engine, and every database write is an activity or a local one
+ * (fenced in SQL, idempotent).
  *
  *  1. Admission: waits for the `admitted` signal (sent by the admission loop after admitQueuedRuns
  *     moved the run out of the queue, DB-safe across processes). Every ADMISSION_RECHECK it looks at
  *     the run itself, so a lost signal or a queue timeout (the run failed in the queue) is noticed.
- *  2. loop { advanceRun (one activity: start, free actions and in-memory steps as one batch, completion)
- *     → executeStep activities for the I/O steps it names, concurrently (parallel branches) → wait for
- *     a step or the next timer due }. A run of in-memory steps only is one activity.
+ *  2. loop { advanceRun (one local activity: start, free actions and in-memory steps as one batch,
+ *     completion) → executeStep activities for the I/O steps it names, concurrently (parallel branches)
+ *     → wait for a step or the next timer due }. A run of in-memory steps only is one workflow task.
  *  3. advanceRun answers `park` (the run is suspended with wait_timer): a durable `sleep` until the due
  *     time, then advanceRun resumes it. `await_credentials` (wait_signal): `condition()` on the
  *     `credentialsSupplied` signal, then advanceRun resumes it.
@@ -62,10 +64,30 @@ import {
 type Activities = activities.RunActivities;
 
 /** Database activities: short, idempotent and fenced, so retried until they succeed. */
-const db = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
-});
+const DB_RETRY = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' } as const;
+
+/**
+ * The database activities as local activities: the worker runs them inside the workflow task that calls
+ * them (no activity task, no round trip through the server), so a run of in-memory steps is one
+ * workflow task. Executions started before this patch keep their activities (DB_ACTIVITIES_LOCAL).
+ */
+const localDb = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: DB_RETRY });
+const activityDb = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: DB_RETRY });
+
+/**
+ * The patch (Temporal's workflow versioning) that made the database activities local: `patched` is
+ * false only while replaying a history recorded before it, which then replays with activities. When it
+ * may be deprecated: docs/temporal-operations.md#versioning.
+ */
+export const DB_ACTIVITIES_LOCAL = 'db-activities-local';
+
+/** The patch that added the Cancel-After deadline's timer: histories recorded before it replay without one. */
+export const RUN_DEADLINE = 'run-deadline';
+
+/** The database activities, local ones unless the history being replayed predates the patch. */
+function db(): Pick<Activities, 'advanceRun' | 'runStatus' | 'cancelRun'> {
+  return patched(DB_ACTIVITIES_LOCAL) ? localDb : activityDb;
+}
 
 /**
  * Step activities: an LLM stream or an HTTP call may take minutes, so a long start-to-close with a
@@ -124,7 +146,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     showStatus('pending');
     while (!admitted) {
       if (await condition(() => admitted, ADMISSION_RECHECK_MS)) break;
-      const s = await db.runStatus(runId);
+      const s = await db().runStatus(runId);
       if (!s || nextRunMove(s, Date.now()).kind === 'end') return { status: s?.status ?? null, reason: s?.reason ?? null };
       if (s.status !== 'pending' || s.phase !== 'queued') admitted = true;
     }
@@ -148,7 +170,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
 
     for (;;) {
       if (!blocked) {
-        const r = advanced ?? (await db.advanceRun(runId, [...inflight]));
+        const r = advanced ?? (await db().advanceRun(runId, [...inflight]));
         advanced = null;
         if (r.kind === 'wait') {
           showStatus('running');
@@ -297,19 +319,19 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
       return await scope.run(drive);
     } catch (err) {
       if (!due || !isCancellation(err)) throw err;
-      const r = await CancellationScope.nonCancellable(() => db.cancelRun(runId));
-      return end(r.status, null, r.reason);
+      const cancelled = await CancellationScope.nonCancellable(() => db().cancelRun(runId));
+      return end(cancelled.status, null, cancelled.reason);
     }
   }
 
   try {
     // Histories written before the deadline existed replay without its timer.
-    return await (args.deadline !== undefined && patched('run-deadline') ? driveUntil(args.deadline) : drive());
+    return await (args.deadline !== undefined && patched(RUN_DEADLINE) ? driveUntil(args.deadline) : drive());
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled through Temporal (by the API, which has committed the cancellation already, or from the
     // UI / CLI): commit it (a no-op when done), then close as Canceled, or as the run ended meanwhile.
-    const r = await CancellationScope.nonCancellable(() => db.cancelRun(runId));
+    const r = await CancellationScope.nonCancellable(() => db().cancelRun(runId));
     if (r.status !== 'cancelled') return end(r.status, null, r.reason);
     view.phase = 'ended';
     showStatus('cancelled');

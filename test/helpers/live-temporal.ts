@@ -33,23 +33,25 @@ export interface LiveHarness {
 
 const sealer = new Sealer(randomBytes(32));
 
-export async function startLiveHarness(orm: Orm, address: string, env: Record<string, string> = {}, keys: Sealer = sealer): Promise<LiveHarness> {
+/**
+ * `inProcessWorker`: the engine runs the worker itself, as `npm start` does (eager starts on the shared
+ * connection); by default the worker is separate, as with `npm run worker` beside an API process.
+ */
+export async function startLiveHarness(
+  orm: Orm,
+  address: string,
+  env: Record<string, string> = {},
+  keys: Sealer = sealer,
+  opts: { inProcessWorker?: boolean } = {},
+): Promise<LiveHarness> {
   quietTemporalRuntime();
   const bundle = await workflowBundle();
   const taskQueue = `live-${randomUUID()}`;
   const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', ...env, TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: taskQueue });
   const base = { config, orm, log: pino({ level: 'silent' }), sealer: keys, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
-  const engine = new TemporalEngine(base, { admissionIntervalMs: 200, sweepIntervalMs: 1_000, startGraceMs: 2_000 });
-  const native = await NativeConnection.connect({ address });
-  const worker = await createRunWorker(base, {
-    connection: native,
-    namespace: config.temporal.namespace,
-    taskQueue,
-    workflowBundle: { code: bundle.code },
-    hooks: { onRunEnded: () => engine.admitSoon() },
-    shutdownGraceTime: '2 seconds',
-  });
-  const running = worker.run();
+  const timing = { admissionIntervalMs: 200, sweepIntervalMs: 1_000, startGraceMs: 2_000 };
+  const engine = new TemporalEngine(base, { ...timing, worker: opts.inProcessWorker === true });
+  const separate = opts.inProcessWorker ? null : await startSeparateWorker(engine, base, bundle.code);
   await engine.start();
   const connection = await Connection.connect({ address });
   const client = new Client({ connection, namespace: config.temporal.namespace });
@@ -59,10 +61,30 @@ export async function startLiveHarness(orm: Orm, address: string, env: Record<st
     client,
     async close() {
       await engine.stop();
+      await separate?.close();
+      await connection.close();
+    },
+  };
+}
+
+/** A worker of its own beside the engine, as `npm run worker` runs beside an API process. */
+async function startSeparateWorker(engine: TemporalEngine, deps: Omit<Deps, 'engine'>, code: string): Promise<{ close(): Promise<void> }> {
+  const { address, namespace, taskQueue } = deps.config.temporal;
+  const native = await NativeConnection.connect({ address });
+  const worker = await createRunWorker(deps, {
+    connection: native,
+    namespace,
+    taskQueue,
+    workflowBundle: { code },
+    hooks: { onRunEnded: () => engine.admitSoon() },
+    shutdownGraceTime: '2 seconds',
+  });
+  const running = worker.run();
+  return {
+    async close() {
       worker.shutdown();
       await running;
       await native.close();
-      await connection.close();
     },
   };
 }

@@ -9,7 +9,8 @@ import type { temporal } from '@temporalio/proto';
  * - each signal received: 1;
  * - each command the workflow issued that is billed: an activity scheduled, a timer started, a
  *   search-attribute upsert, a memo change, a signal to another workflow, a continue-as-new: 1 each; a
- *   child workflow: 2; markers (local activities, side effects): 1 per workflow task that has any;
+ *   child workflow: 2; markers (local activities, patches, side effects): 1 per workflow task that has
+ *   any; the TemporalChangeVersion upsert that comes with a patch: nothing;
  * - each activity retry (an attempt after the first): 1.
  *
  * Not billed: the workflow's completion, failure or cancellation, a cancellation request, timers that
@@ -45,11 +46,18 @@ function typeName(eventType: unknown): string {
   return typeof eventType === 'number' ? (EVENT_TYPES[eventType] ?? String(eventType)) : String(eventType);
 }
 
+/** The upsert Temporal makes of the patches a workflow uses (TemporalChangeVersion), which is not billed. */
+function onlyChangeVersion(e: temporal.api.history.v1.IHistoryEvent): boolean {
+  const fields = Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {});
+  return fields.length > 0 && fields.every((name) => name === 'TemporalChangeVersion');
+}
+
 export function countActions(history: History): ActionCount {
   const billed: string[] = [];
   const markerTasks = new Set<string>();
   for (const e of history.events ?? []) {
     const type = typeName(e.eventType);
+    if (type === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES' && onlyChangeVersion(e)) continue;
     if (type === 'EVENT_TYPE_WORKFLOW_EXECUTION_STARTED' || ONE.has(type)) billed.push(type);
     else if (type === 'EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED') billed.push(type, type);
     else if (type === 'EVENT_TYPE_MARKER_RECORDED') {

@@ -43,7 +43,7 @@ async function listed(h: LiveHarness, query: string, want: string): Promise<stri
 
 if (address) {
   test(
-    'a three-step template run costs one activity in its real history: the driver starts, computes and completes it in one go',
+    'a three-step template run is one workflow task in its real history: the driver starts, computes and completes it in one local activity',
     countTemporal(async () => {
       const { workflowId } = await seedWorkflow(orm, [
         { id: 'name', kind: 'input.text', required: true } as GraphNode,
@@ -56,10 +56,30 @@ if (address) {
         const runId = await startSeededRun(h.deps, workflowId, { name: 'Ada' });
         await workflowClosed(h, runId);
         assert.is(await runStatusOf(orm, runId), 'completed');
-        const history = await h.client.workflow.getHandle(runId).fetchHistory();
-        const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name] : []));
-        assert.equal(activities, ['advanceRun']);
+        const events = (await h.client.workflow.getHandle(runId).fetchHistory()).events ?? [];
+        assert.not.ok(events.some((e) => e.activityTaskScheduledEventAttributes), 'no activity task');
+        assert.is(events.filter((e) => e.workflowTaskScheduledEventAttributes).length, 1, 'one workflow task');
+        const markers = events.flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
+        assert.equal(markers, ['core_patch', 'core_local_activity'], 'the patch and advanceRun');
       });
+    }),
+  );
+
+  test(
+    'with the worker in the engine\'s process, a run starts eagerly: its first workflow task comes with the start\'s answer',
+    countTemporal(async () => {
+      const { workflowId } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
+      const h = await startLiveHarness(orm, address!, {}, undefined, { inProcessWorker: true });
+      try {
+        const runId = await startSeededRun(h.deps, workflowId);
+        await workflowClosed(h, runId);
+        assert.is(await runStatusOf(orm, runId), 'completed');
+        const [started, scheduled, taken] = (await h.client.workflow.getHandle(runId).fetchHistory()).events ?? [];
+        assert.is(started?.workflowExecutionStartedEventAttributes?.eagerExecutionAccepted, true, 'the server accepted the eager start');
+        assert.ok(scheduled?.workflowTaskScheduledEventAttributes && taken?.workflowTaskStartedEventAttributes, 'the first task is taken with the start');
+      } finally {
+        await h.close();
+      }
     }),
   );
 

@@ -9,17 +9,45 @@ import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
 import { quietTemporalRuntime, workflowBundle } from './support.ts';
 
 /**
- * Golden replay tests: the histories in test/fixtures/histories/*.json (recorded from real executions on
- * a dev server by record.ts) are replayed against the bundled workflows/ with Worker.runReplayHistory.
- * Replay re-executes the workflow code and checks every command it issues (activity types and order,
- * timers, cancellations, completion) against the recorded events. A change to the workflow that alters
- * the command sequence fails these tests (see the negative tests at the end).
+ * Golden replay tests: the histories in test/fixtures/histories/ (recorded from real executions on a dev
+ * server by record.ts) are replayed against the bundled workflows/ with Worker.runReplayHistory. Replay
+ * re-executes the workflow code and checks every command it issues (activity and local activity types
+ * and order, timers, cancellations, completion) against the recorded events. A change to the workflow
+ * that alters the command sequence fails these tests (see the negative tests at the end).
+ *
+ * Two sets, both replayed: `activities/`, recorded before the database work became local activities
+ * (the `DB_ACTIVITIES_LOCAL` patch; runs started then still replay with activities), and
+ * `local-activities/`, recorded by the workflow as it is.
  */
 
 quietTemporalRuntime();
 
-const DIR = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
-const load = (name: string): { events: Record<string, unknown>[] } => JSON.parse(readFileSync(`${DIR}${name}.json`, 'utf8'));
+type History = { events: Record<string, unknown>[] };
+const SETS = ['activities', 'local-activities'] as const;
+type FixtureSet = (typeof SETS)[number];
+const dir = (set: FixtureSet) => fileURLToPath(new URL(`../fixtures/histories/${set}/`, import.meta.url));
+const load = (set: FixtureSet, name: string): History => JSON.parse(readFileSync(`${dir(set)}${name}.json`, 'utf8'));
+
+/** A local activity marker's data (its type and id; the marker records no arguments), or null for any other event. */
+function localActivityOf(e: Record<string, unknown>): { activity_type: string } | null {
+  const marker = e.markerRecordedEventAttributes as { markerName: string; details: { data: { payloads: { data: string }[] } } } | undefined;
+  if (marker?.markerName !== 'core_local_activity') return null;
+  return JSON.parse(Buffer.from(marker.details.data.payloads[0]!.data, 'base64').toString('utf8'));
+}
+
+/** The activity types a history scheduled, and its local activities' types, each in order. */
+function activityTypes(history: History): { scheduled: string[]; local: string[] } {
+  return {
+    scheduled: history.events.flatMap((e) => {
+      const type = (e.activityTaskScheduledEventAttributes as { activityType?: { name: string } } | undefined)?.activityType?.name;
+      return type ? [type] : [];
+    }),
+    local: history.events.flatMap((e) => {
+      const la = localActivityOf(e);
+      return la ? [la.activity_type] : [];
+    }),
+  };
+}
 
 async function replay(history: unknown, workflowId: string, workflowsPath?: string): Promise<void> {
   const bundle = await workflowBundle(workflowsPath);
@@ -49,19 +77,34 @@ const SCENARIOS: Record<string, string> = {
 };
 const NAMES = Object.keys(SCENARIOS);
 
-test('the committed histories are exactly the scenarios record.ts records', () => {
-  const files = readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
-  assert.equal(files, NAMES.map((n) => `${n}.json`).sort());
+test('each set of committed histories is exactly the scenarios record.ts records', () => {
+  for (const set of SETS) {
+    const files = readdirSync(dir(set)).filter((f) => f.endsWith('.json')).sort();
+    assert.equal(files, NAMES.map((n) => `${n}.json`).sort(), set);
+  }
 });
 
-for (const name of NAMES) {
-  test(`the recorded history of ${SCENARIOS[name]} replays without a determinism violation`, async () => {
-    const history = load(name);
-    const types = history.events.map((e) => String(e.eventType));
-    assert.ok(types.at(-1)!.match(/WORKFLOW_EXECUTION_(COMPLETED|CANCELED|FAILED)$/), 'the history runs to the end of the workflow');
-    await replay(history, name);
-  });
+for (const set of SETS) {
+  for (const name of NAMES) {
+    test(`the history of ${SCENARIOS[name]} recorded with ${set} replays without a determinism violation`, async () => {
+      const history = load(set, name);
+      const types = history.events.map((e) => String(e.eventType));
+      assert.ok(types.at(-1)!.match(/WORKFLOW_EXECUTION_(COMPLETED|CANCELED|FAILED)$/), 'the history runs to the end of the workflow');
+      await replay(history, `${set}-${name}`);
+    });
+  }
 }
+
+test('the histories recorded with local activities have no database activity task, those before the patch no local activity', () => {
+  for (const name of NAMES) {
+    const before = activityTypes(load('activities', name));
+    assert.equal(before.local, [], name);
+    assert.ok(before.scheduled.includes('advanceRun'), name);
+    const after = activityTypes(load('local-activities', name));
+    assert.equal(after.scheduled.filter((type) => type !== 'executeStep'), [], name);
+    assert.ok(after.local.includes('advanceRun'), name);
+  }
+});
 
 let captureBundle: Promise<string> | undefined;
 
@@ -72,49 +115,68 @@ test('every activity argument recorded in the golden histories is exactly what t
     logger: new DefaultLogger('ERROR'),
   }).then((b) => b.code);
   const code = await captureBundle;
-  for (const name of NAMES) {
-    const history = load(name);
-    const sent: [string, unknown[]][] = [];
-    await Worker.runReplayHistory(
-      {
-        workflowBundle: { code },
-        replayName: `capture-${name}`,
-        sinks: { capture: { activity: { fn: (_info, type: string, args: unknown[]) => void sent.push([type, args]), callDuringReplay: true } } },
-      },
-      history,
-      name,
-    );
-    const recorded = history.events
-      .map((e) => e.activityTaskScheduledEventAttributes as { activityType: { name: string }; input: { payloads: { data: string }[] } } | undefined)
-      .filter((a) => a !== undefined)
-      .map((a) => [a.activityType.name, a.input.payloads.map((p) => JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')))] as [string, unknown[]]);
-    assert.ok(recorded.length > 0);
-    assert.equal(JSON.parse(JSON.stringify(sent)), recorded, `${name}: the workflow sends the recorded arguments`);
+  for (const set of SETS) {
+    for (const name of NAMES) {
+      const history = load(set, name);
+      const sent: [string, unknown[]][] = [];
+      const local: string[] = [];
+      await Worker.runReplayHistory(
+        {
+          workflowBundle: { code },
+          replayName: `capture-${set}-${name}`,
+          sinks: {
+            capture: {
+              activity: { fn: (_info, type: string, args: unknown[]) => void sent.push([type, args]), callDuringReplay: true },
+              localActivity: { fn: (_info, type: string) => void local.push(type), callDuringReplay: true },
+            },
+          },
+        },
+        history,
+        name,
+      );
+      const recorded = history.events
+        .map((e) => e.activityTaskScheduledEventAttributes as { activityType: { name: string }; input: { payloads: { data: string }[] } } | undefined)
+        .filter((a) => a !== undefined)
+        .map((a) => [a.activityType.name, a.input.payloads.map((p) => JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')))] as [string, unknown[]]);
+      assert.ok(recorded.length + local.length > 0);
+      assert.equal(JSON.parse(JSON.stringify(sent)), recorded, `${set}/${name}: the workflow sends the recorded arguments`);
+      assert.equal(local, activityTypes(history).local, `${set}/${name}: the workflow runs the recorded local activities`);
+    }
   }
 });
 
-test('the histories cover timers, the signal, every way to close and a parallel step', () => {
-  const all = NAMES.map((name) => JSON.stringify(load(name)));
-  const joined = all.join('\n');
-  for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"credentialsSupplied"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
-    'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED', 'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED', 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED']) {
-    assert.ok(joined.includes(needle), needle);
+test('an execution whose start carried no trace context makes no workflow spans (the tracing interceptors stay out of it)', async () => {
+  const bundle = await workflowBundle();
+  const exported: unknown[] = [];
+  const sinks = { exporter: { export: { fn: (_info: unknown, spans: unknown[]) => void exported.push(...spans), callDuringReplay: true } } };
+  await Worker.runReplayHistory({ workflowBundle: { code: bundle.code }, replayName: 'untraced', sinks }, load('local-activities', 'delay'), 'untraced');
+  assert.equal(exported, []);
+});
+
+test('each set of histories covers timers, the signal, every way to close and a parallel step', () => {
+  for (const set of SETS) {
+    const joined = NAMES.map((name) => JSON.stringify(load(set, name))).join('\n');
+    for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"credentialsSupplied"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
+      'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED', 'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED', 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED']) {
+      assert.ok(joined.includes(needle), `${set}: ${needle}`);
+    }
+    const firstSteps = load(set, 'parallel-steps').events.filter(
+      (e) => (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId?: string } | undefined)?.workflowTaskCompletedEventId,
+    );
+    const byTask = new Map<string, number>();
+    for (const e of firstSteps) {
+      const id = (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId: string }).workflowTaskCompletedEventId;
+      byTask.set(id, (byTask.get(id) ?? 0) + 1);
+    }
+    assert.ok([...byTask.values()].some((n) => n === 2), `${set}: two step activities scheduled by one workflow task`);
   }
-  const failure = load('parallel-steps').events;
-  const firstSteps = failure.filter((e) => (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId?: string } | undefined)?.workflowTaskCompletedEventId);
-  const byTask = new Map<string, number>();
-  for (const e of firstSteps) {
-    const id = (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId: string }).workflowTaskCompletedEventId;
-    byTask.set(id, (byTask.get(id) ?? 0) + 1);
-  }
-  assert.ok([...byTask.values()].some((n) => n === 2), 'two step activities scheduled by one workflow task');
 });
 
 // ---------------------------------------------------------------------------------------------------
 // Negative: altered histories and an altered workflow must fail replay.
 
 test('a history with another activity type where the driver ran fails replay with a DeterminismViolationError', async () => {
-  const history = load('completed');
+  const history = load('activities', 'completed');
   const step = history.events.find(
     (e) => (e.activityTaskScheduledEventAttributes as { activityType?: { name: string } } | undefined)?.activityType?.name === 'advanceRun',
   )!;
@@ -124,11 +186,21 @@ test('a history with another activity type where the driver ran fails replay wit
   assert.match(String((err as Error).message), /completeRun/);
 });
 
+test('a history with another local activity type where the driver ran fails replay with a DeterminismViolationError', async () => {
+  const history = load('local-activities', 'completed');
+  const marker = history.events.find((e) => localActivityOf(e)?.activity_type === 'advanceRun')!;
+  const payload = (marker.markerRecordedEventAttributes as { details: { data: { payloads: { data: string }[] } } }).details.data.payloads[0]!;
+  payload.data = Buffer.from(JSON.stringify({ ...localActivityOf(marker), activity_type: 'completeRun' })).toString('base64');
+  const err = await replayError(history, 'altered-local-activity');
+  assert.instance(err, DeterminismViolationError);
+  assert.match(String((err as Error).message), /completeRun/);
+});
+
 /**
  * The history without the events `drop` selects, renumbered the way a server would have numbered it
  * (every `…EventId` reference follows).
  */
-function without(history: { events: Record<string, unknown>[] }, drop: (e: Record<string, unknown>) => boolean): { events: Record<string, unknown>[] } {
+function without(history: History, drop: (e: Record<string, unknown>) => boolean): History {
   const kept = history.events.filter((e) => !drop(e));
   const ids = new Map(kept.map((e, i) => [String(e.eventId), String(i + 1)]));
   const renumber = (v: unknown): unknown => {
@@ -140,7 +212,7 @@ function without(history: { events: Record<string, unknown>[] }, drop: (e: Recor
 }
 
 test('a delay history without its durable timer fails replay with a DeterminismViolationError', async () => {
-  const history = load('delay');
+  const history = load('local-activities', 'delay');
   const timers = history.events.filter((e) => String(e.eventType).match(/TIMER_(STARTED|FIRED)$/));
   // The admission wait's timer is started and cancelled; the delay's is started and fired.
   const fired = timers.find((e) => e.eventType === 'EVENT_TYPE_TIMER_FIRED')!;
@@ -152,7 +224,7 @@ test('a delay history without its durable timer fails replay with a DeterminismV
 });
 
 test('a history whose workflow ends cancelled where the code completes fails replay', async () => {
-  const history = load('completed');
+  const history = load('local-activities', 'completed');
   const last = history.events.at(-1)!;
   delete last.workflowExecutionCompletedEventAttributes;
   last.eventType = 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED';
@@ -162,9 +234,11 @@ test('a history whose workflow ends cancelled where the code completes fails rep
 
 test('a workflow changed to issue another command sequence fails to replay the golden histories', async () => {
   const altered = fileURLToPath(new URL('../fixtures/histories/altered-workflow.ts', import.meta.url));
-  for (const name of ['completed', 'cancel-during-delay']) {
-    const err = await replayError(load(name), `altered-code-${name}`, altered);
-    assert.instance(err, DeterminismViolationError, name);
+  for (const set of SETS) {
+    for (const name of ['completed', 'cancel-during-delay']) {
+      const err = await replayError(load(set, name), `altered-code-${set}-${name}`, altered);
+      assert.instance(err, DeterminismViolationError, `${set}/${name}`);
+    }
   }
 });
 

@@ -1,5 +1,6 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { NativeConnection } from '@temporalio/worker';
 import { ConfigError, type Config } from '../../config/config.ts';
 import { clientTracingInterceptors } from '../../observability/temporal-tracing.ts';
 import { withStoredTrace } from '../../observability/tracing.ts';
@@ -63,6 +64,16 @@ export type TemporalAddress = Pick<Config['temporal'], 'address' | 'namespace' |
 
 const SIGNALS = { credentialsSupplied: credentialsSuppliedSignal } as const;
 
+export interface TemporalRunClientOptions {
+  /**
+   * A worker for the task queue runs in this process on the connection `workerConnection()` gives:
+   * starts then ask for eager execution, and the server hands the run's first workflow task to that
+   * worker in the start's answer instead of through the task queue. Eager start needs the client and
+   * the worker on one NativeConnection.
+   */
+  eagerStart?: boolean;
+}
+
 /**
  * The real client: connects lazily (the first call), with `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE` /
  * `TEMPORAL_TASK_QUEUE`. Workflow ids are run ids and may never be reused (REJECT_DUPLICATE): a run has
@@ -70,18 +81,33 @@ const SIGNALS = { credentialsSupplied: credentialsSuppliedSignal } as const;
  */
 export class TemporalRunClient implements RunWorkflowClient {
   readonly #config: TemporalAddress;
+  readonly #eagerStart: boolean;
   #client: Promise<Client> | null = null;
-  #connection: Connection | null = null;
+  #connection: Connection | NativeConnection | null = null;
   /** Calls in flight: close() waits for them (see there). */
   readonly #calls = new Set<Promise<unknown>>();
 
-  constructor(config: TemporalAddress) {
+  constructor(config: TemporalAddress, opts: TemporalRunClientOptions = {}) {
     this.#config = config;
+    this.#eagerStart = opts.eagerStart ?? false;
+  }
+
+  /** The connection this client starts workflows on, for the process's worker (eagerStart only). */
+  async workerConnection(): Promise<NativeConnection> {
+    if (!this.#eagerStart) throw new Error('the client has no worker connection without eagerStart');
+    await this.#get();
+    return this.#connection as NativeConnection;
+  }
+
+  async #connect(): Promise<Connection | NativeConnection> {
+    if (!this.#eagerStart) return Connection.connect({ address: this.#config.address, connectTimeout: '5 seconds' });
+    const { NativeConnection } = await import('@temporalio/worker');
+    return NativeConnection.connect({ address: this.#config.address });
   }
 
   #get(): Promise<Client> {
     this.#client ??= (async () => {
-      const connection = await Connection.connect({ address: this.#config.address, connectTimeout: '5 seconds' });
+      const connection = await this.#connect();
       this.#connection = connection;
       return new Client({ connection, namespace: this.#config.namespace, interceptors: { workflow: await clientTracingInterceptors() } });
     })().catch((err: unknown) => {
@@ -131,7 +157,11 @@ export class TemporalRunClient implements RunWorkflowClient {
     const client = await this.#get();
     try {
       const args: RunWorkflowArgs = { runId: memo.runId, ...(opts.admitted ? { admitted: true } : {}), ...deadlineOf(memo) };
-      await client.workflow.start<typeof runWorkflow>(RUN_WORKFLOW_TYPE, { ...this.#options(memo), args: [args] });
+      await client.workflow.start<typeof runWorkflow>(RUN_WORKFLOW_TYPE, {
+        ...this.#options(memo),
+        args: [args],
+        ...(this.#eagerStart ? { requestEagerStart: true } : {}),
+      });
       return 'started';
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError) return 'already_started';
@@ -204,7 +234,7 @@ export class TemporalRunClient implements RunWorkflowClient {
   async prepare(): Promise<void> {
     const { address, namespace } = this.#config;
     const hint = 'start one with `npm run temporal`, or set TEMPORAL_ADDRESS';
-    let connection: Connection;
+    let connection: Connection | NativeConnection;
     try {
       await this.#get();
       connection = this.#connection!;

@@ -74,6 +74,14 @@ export function installTemporalRuntime(log: Logger, metricsAddress?: string): vo
   }
 }
 
+/**
+ * Workflow-task slots: a run's workflow task holds its slot while the task's local activities run, and
+ * an eager start needs a free slot to take its first task, so one per run in flight and some room.
+ */
+export function workflowTaskSlots(runCapacity: number): number {
+  return Math.max(2 * runCapacity + 10, 40);
+}
+
 /** A Temporal worker for the run workflow and its activities, bound to `deps`. Used by `npm run worker`, `npm start` and the tests. */
 export async function createRunWorker(deps: RunsDeps, opts: RunWorkerOptions): Promise<Worker> {
   return Worker.create({
@@ -82,6 +90,7 @@ export async function createRunWorker(deps: RunsDeps, opts: RunWorkerOptions): P
     taskQueue: opts.taskQueue,
     workflowBundle: opts.workflowBundle ?? (await runWorkflowBundle()),
     activities: createActivities(deps, opts.hooks),
+    maxConcurrentWorkflowTaskExecutions: workflowTaskSlots(deps.config.runCapacity),
     ...(await workerTracingOptions()),
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10 seconds') as `${number} seconds`,
   });

@@ -1,4 +1,4 @@
-import type { Connection } from '@temporalio/client';
+import type { ConnectionLike } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import { searchAttributes } from '../../../workflows/definitions.ts';
 
@@ -18,7 +18,7 @@ export function devServerSearchAttributeArgs(): string[] {
 }
 
 /** Adds the missing attributes; returns the names it added. */
-export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
+export async function ensureSearchAttributes(connection: Pick<ConnectionLike, 'operatorService'>, namespace: string): Promise<string[]> {
   const existing = await connection.operatorService.listSearchAttributes({ namespace });
   const known = new Set(Object.keys(existing.customAttributes ?? {}));
   const missing = SEARCH_ATTRIBUTE_NAMES.filter((name) => !known.has(name));

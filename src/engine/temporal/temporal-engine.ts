@@ -95,7 +95,7 @@ export class TemporalEngine implements EnginePort {
   readonly #ownsClient: boolean;
   readonly #withWorker: boolean;
   readonly #onWorkerFailed: ((err: unknown) => void) | undefined;
-  #worker: { worker: Worker; connection: NativeConnection; running: Promise<void> } | null = null;
+  #worker: { worker: Worker; connection: NativeConnection; ownConnection: boolean; running: Promise<void> } | null = null;
   #workerFailed = false;
 
   #state: 'new' | 'running' | 'stopped' = 'new';
@@ -112,7 +112,8 @@ export class TemporalEngine implements EnginePort {
   constructor(deps: RunsDeps, opts: TemporalEngineOptions = {}) {
     this.#deps = deps;
     this.#ownsClient = !opts.client;
-    this.client = opts.client ?? new TemporalRunClient(deps.config.temporal);
+    // With a worker here, the client starts workflows on the worker's connection (eager start).
+    this.client = opts.client ?? new TemporalRunClient(deps.config.temporal, { eagerStart: opts.worker ?? false });
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
     this.#admissionIntervalMs = opts.admissionIntervalMs ?? 1_000;
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? 5_000;
@@ -127,6 +128,8 @@ export class TemporalEngine implements EnginePort {
 
   async start(): Promise<void> {
     if (this.#state === 'running') return;
+    // The runtime before any native connection (the client's is one when it shares the worker's).
+    if (this.#withWorker) (await import('./run-worker.ts')).installTemporalRuntime(this.#deps.log, this.#deps.config.metrics.temporalAddress);
     // A wrong address or namespace stops the start here, with one clear line (ConfigError); a server
     // not up yet is waited for a bounded time.
     await prepareWhenReachable(this.client, this.#deps.config.temporal.connect, this.#deps.log);
@@ -161,10 +164,12 @@ export class TemporalEngine implements EnginePort {
   /** The in-process worker: the same worker `npm run worker` runs, sharing this process's deps. */
   async #startWorker(): Promise<void> {
     const { NativeConnection } = await import('@temporalio/worker');
-    const { createRunWorker, installTemporalRuntime } = await import('./run-worker.ts');
+    const { createRunWorker } = await import('./run-worker.ts');
     const { address, namespace, taskQueue } = this.#deps.config.temporal;
-    installTemporalRuntime(this.#deps.log, this.#deps.config.metrics.temporalAddress);
-    const connection = await NativeConnection.connect({ address });
+    // The client's own connection when it is ours (eager start); a client given by a test has its own.
+    const shared = this.#ownsClient && this.client instanceof TemporalRunClient ? this.client : null;
+    const connection = shared ? await shared.workerConnection() : await NativeConnection.connect({ address });
+    const ownConnection = shared === null;
     try {
       const worker = await createRunWorker(this.#deps, {
         connection,
@@ -177,9 +182,9 @@ export class TemporalEngine implements EnginePort {
         this.#deps.log.fatal({ err }, 'the in-process Temporal worker stopped; runs no longer progress in this process');
         this.#onWorkerFailed?.(err);
       });
-      this.#worker = { worker, connection, running };
+      this.#worker = { worker, connection, ownConnection, running };
     } catch (err) {
-      await connection.close().catch(() => undefined);
+      if (ownConnection) await connection.close().catch(() => undefined);
       throw err;
     }
   }
@@ -190,7 +195,8 @@ export class TemporalEngine implements EnginePort {
     this.#worker = null;
     if (w.worker.getState() === 'RUNNING') w.worker.shutdown();
     await w.running;
-    await w.connection.close().catch(() => undefined);
+    // A shared connection is closed with the client, after this.
+    if (w.ownConnection) await w.connection.close().catch(() => undefined);
   }
 
   /**
