@@ -213,6 +213,21 @@ async function main(): Promise<void> {
     }
   }
 
+  // When each run's events were published (after their commit, before any reader is told), for the
+  // streams part's published → received latency: run id → [last sequence, wall ms, …].
+  let published = new Map<string, number[]>();
+  if (opts.publishTimes) {
+    const bus = deps.bus;
+    const publish = bus.publish.bind(bus);
+    bus.publish = (runId: string, lastSequence: number) => {
+      const at = wallNow();
+      let times = published.get(runId);
+      if (!times) published.set(runId, (times = []));
+      times.push(lastSequence, at);
+      publish(runId, lastSequence);
+    };
+  }
+
   let floor: Awaited<ReturnType<typeof startFloor>> | null = null;
   if (opts.floor) {
     const [key] = await harness().execute<{ id: string }[]>(`select ${HARNESS} id from api_keys where key_hash = ?`, [hashApiKey(BENCH_KEY)]);
@@ -309,6 +324,11 @@ async function main(): Promise<void> {
     },
     floorBroadcast: (c) => floor!.broadcast(c.marker),
     clock: () => wallNow(),
+    publishes: () => {
+      const out = Object.fromEntries(published);
+      published = new Map();
+      return out;
+    },
     profileStart: async () => {
       session = new Session();
       session.connect();
