@@ -184,8 +184,8 @@ async function main(): Promise<void> {
     // The acceptance publishes nothing (nobody can follow a run before its id is answered): a run is
     // tracked from its first publish.
     const seen = new Set<string>();
-    bus.publish = (runId: string, lastSequence: number) => {
-      publish(runId, lastSequence);
+    bus.publish = (runId, lastSequence, events) => {
+      publish(runId, lastSequence, events);
       if (!seen.has(runId)) {
         seen.add(runId);
         tracked.add(runId);
@@ -219,12 +219,12 @@ async function main(): Promise<void> {
   if (opts.publishTimes) {
     const bus = deps.bus;
     const publish = bus.publish.bind(bus);
-    bus.publish = (runId: string, lastSequence: number) => {
+    bus.publish = (runId, lastSequence, events) => {
       const at = wallNow();
       let times = published.get(runId);
       if (!times) published.set(runId, (times = []));
       times.push(lastSequence, at);
-      publish(runId, lastSequence);
+      publish(runId, lastSequence, events);
     };
   }
 
@@ -315,11 +315,11 @@ async function main(): Promise<void> {
     },
     memory: () => memory(),
     appendLive: async (c) => {
-      const last = await harness().transactional((tx) =>
+      const written = await harness().transactional((tx) =>
         appendRunEvents(tx, c.runId, [{ type: 'node.output.delta', nodeId: 'bench', data: { text: c.marker } }]),
       );
       const t = wallNow();
-      deps.bus.publish(c.runId, last);
+      deps.bus.publish(c.runId, written.last, written.events);
       return t;
     },
     floorBroadcast: (c) => floor!.broadcast(c.marker),

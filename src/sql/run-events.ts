@@ -14,14 +14,17 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
 /**
  * A CTE inserting the events given as three parallel arrays ($types text[], $nodes text[], $data text[]
  * of JSON texts) as one batch ending at the run's new last sequence: `u` is the CTE that updated the run,
- * returning its id and new last_sequence. No events, no row. `returning`: the CTE returns the batch's
- * last sequence, so a later CTE can make it run first (an unreferenced CTE runs after the statement's
- * main query).
+ * returning its id and new last_sequence. No events, no row. It returns the batch's `ts`, which the
+ * statement answers as EVENTS_TS so that the writer can hand its events to live readers as the log holds them.
  */
-export const runEventsCte = (types: string, nodes: string, data: string, opts: { returning?: boolean } = {}) => `e as (
+export const runEventsCte = (types: string, nodes: string, data: string) => `e as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
   select u.id, u.last_sequence, ${sameLength(types, nodes, data)}, ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
-    from u where cardinality(${types}::text[]) > 0${opts.returning ? '\n  returning last_sequence' : ''})`;
+    from u where cardinality(${types}::text[]) > 0
+  returning ts)`;
+
+/** The column of a writing statement's row holding runEventsCte's `ts` (null when it wrote no events). */
+export const EVENTS_TS = `(select ts from e) as events_ts`;
 
 /**
  * The types, or null (refused by the column's NOT NULL, so the whole statement writes nothing) when the

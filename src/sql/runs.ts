@@ -1,7 +1,7 @@
 import { statement } from '../db/statement.ts';
 import { BundleSchema, RunEventBatchSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
-import { runEventsCte } from './run-events.ts';
+import { EVENTS_TS, runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
 
@@ -63,7 +63,7 @@ export const FINISH_RUN = statement(
       where id = c.run_id returning id, charge_usd, last_sequence),
    ${runEventsCte('$7', '$8', '$9')},
    s as (delete from run_secrets where run_id = $1)
-   select * from u`,
+   select u.*, ${EVENTS_TS} from u`,
   [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
 );
 
