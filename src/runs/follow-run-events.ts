@@ -61,8 +61,19 @@ export interface RunEventSink {
  * follows the terminal event or an error; `stop()` (the caller's side going away) ends it silently.
  */
 export function followRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number, sink: RunEventSink): RunFollower {
-  const follower = new RunFollower(deps, runId, afterSequence, sink);
-  follower.start();
+  const follower = watchRunEvents(deps, runId, afterSequence);
+  follower.start(sink);
+  return follower;
+}
+
+/**
+ * A follower subscribed, its first read of the log on its way, that delivers nothing until `start`:
+ * the SSE stream begins its replay while it takes its slot and writes its snapshot. `stop()` it if it
+ * never starts.
+ */
+export function watchRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number): RunFollower {
+  const follower = new RunFollower(deps, runId, afterSequence);
+  follower.subscribe();
   return follower;
 }
 
@@ -79,6 +90,9 @@ export class RunFollower {
   #since = 0;
   /** The newest carried events, in order, contiguous, at most a page: the pump delivers them without a read when they continue `#last`. */
   #carried: PublicRunEvent[] | null = null;
+  /** The read begun at subscription, until the pump takes it. */
+  #first: SharedRead | null = null;
+  #sink: RunEventSink | null = null;
   #closed = false;
   #reading = false;
   #unsubscribe: (() => void) | null = null;
@@ -87,21 +101,26 @@ export class RunFollower {
     private readonly deps: Pick<Deps, 'bus' | 'orm'>,
     private readonly runId: string,
     afterSequence: number,
-    private readonly sink: RunEventSink,
   ) {
     this.#last = afterSequence;
     this.#told = afterSequence;
   }
 
-  start(): void {
+  subscribe(): void {
     this.#unsubscribe = this.deps.bus.subscribe(this.runId, (seq, events) => this.#notified(seq, events));
     this.#since = ++clock;
+    this.#first = readPage(this.deps, this.runId, this.#last, this.#told);
+  }
+
+  start(sink: RunEventSink): void {
+    this.#sink = sink;
     void this.#pump();
   }
 
   stop(): void {
     this.#closed = true;
     this.#carried = null;
+    this.#first = null;
     this.#unsubscribe?.();
     this.#unsubscribe = null;
   }
@@ -130,21 +149,23 @@ export class RunFollower {
   }
 
   async #pump(): Promise<void> {
-    if (this.#closed || this.#reading) return; // a running pump sees the new `told` before it stops
+    const sink = this.#sink;
+    if (this.#closed || this.#reading || !sink) return; // a running pump sees the new `told` before it stops
     this.#reading = true;
     try {
       for (;;) {
-        const knew = this.#told;
-        const carried = this.#takeCarried();
-        const read = carried ? null : readPage(this.deps, this.runId, this.#last, knew);
+        const first = this.#first;
+        this.#first = null;
+        const carried = first ? null : this.#takeCarried();
+        const read = carried ? null : (first ?? readPage(this.deps, this.runId, this.#last, this.#told));
         const page = carried ?? (await read!.page);
         for (const ev of page) {
           if (this.#closed) return;
           this.#last = ev.sequence;
-          await this.sink.deliver(ev);
+          await sink.deliver(ev);
           if (TERMINAL_EVENT_TYPES.has(ev.type)) {
             this.stop();
-            this.sink.end();
+            sink.end();
             return;
           }
         }
@@ -152,12 +173,12 @@ export class RunFollower {
         if (read && (page.length === PAGE || read.began < this.#since)) continue;
         // Announced but not seen: read again, unless this read already knew of it and found nothing
         // (then only a later notification can help, and a loop here would spin).
-        if (this.#last >= this.#told || (read && page.length === 0 && knew >= this.#told)) return;
+        if (this.#last >= this.#told || (read && page.length === 0 && read.knows >= this.#told)) return;
       }
     } catch (err) {
       if (!this.#closed) {
         this.stop();
-        this.sink.end(err);
+        sink.end(err);
       }
     } finally {
       this.#reading = false;
