@@ -46,7 +46,6 @@ async function openMany(port: number, pathOf: (i: number) => string, key: (i: nu
 
 export async function streams(): Promise<void> {
   await executingStreams();
-  if (process.env.BENCH_ONLY_EXECUTING) return;
   // The floor first, in its own server process, so neither RSS figure reuses pages freed by the other.
   log(`streams: opening ${STREAMS} bare node:http SSE responses (the floor, own server process)`);
   const floorChild = await startChild('null');
