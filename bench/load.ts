@@ -262,3 +262,69 @@ export function openSse(port: number, path: string, key: string | null): Promise
     );
   });
 }
+
+/** A follower of one run's stream, as a client of the API sees it. */
+export interface RunStreamClient {
+  /** Wall clock (ms) when the snapshot arrived: events written after it reach the client live. */
+  openedAt: number;
+  /** The events received, in order (the replay and the live ones): sequence, `ts` and arrival (wall clock, ms). */
+  sequences: number[];
+  written: number[];
+  arrived: number[];
+  /** Resolves when the response ends (after the terminal event) or fails. */
+  ended: Promise<void>;
+  close(): void;
+}
+
+/**
+ * GET /runs/{id}/stream through node:http (which undoes the chunked framing), resolved once the snapshot
+ * arrived; each later `id:`/`data:` frame is parsed for its sequence and `ts`.
+ */
+export function followRunStream(port: number, path: string, key: string): Promise<RunStreamClient> {
+  return new Promise((resolve, reject) => {
+    let endStream!: () => void;
+    const client: RunStreamClient = {
+      openedAt: NaN,
+      sequences: [],
+      written: [],
+      arrived: [],
+      ended: new Promise<void>((r) => (endStream = r)),
+      close: () => req.destroy(),
+    };
+    let buffer = '';
+    const req = request({ host: '127.0.0.1', port, path, agent: false, headers: { accept: 'text/event-stream', authorization: `Bearer ${key}` } }, (res) => {
+      if (res.statusCode !== 200) {
+        reject(new Error(`stream refused: ${res.statusCode}`));
+        res.resume();
+        return;
+      }
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        const at = wallNow();
+        buffer += chunk;
+        for (let cut = buffer.indexOf('\n\n'); cut >= 0; cut = buffer.indexOf('\n\n')) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          if (frame.startsWith('event: snapshot')) {
+            client.openedAt = at;
+            resolve(client);
+            continue;
+          }
+          const data = frame.indexOf('\ndata: ');
+          if (frame.startsWith(':') || data < 0) continue;
+          const event = JSON.parse(frame.slice(data + 7)) as { sequence: number; ts: string };
+          client.sequences.push(event.sequence);
+          client.written.push(Date.parse(event.ts));
+          client.arrived.push(at);
+        }
+      });
+      res.on('end', endStream);
+      res.on('error', endStream);
+    });
+    req.on('error', (err) => {
+      reject(err);
+      endStream();
+    });
+    req.end();
+  });
+}

@@ -7,7 +7,7 @@ import { hammer, type LoadResult } from './load.ts';
 import { cpuMeter } from './machine.ts';
 import { aborted, kinds, notes, profiles, steps, type StepReport } from './results.ts';
 import { CAPACITY, DATABASE_URL, DB_LOCAL, log, PROFILE, sleep, WARMUP } from './settings.ts';
-import { sqlKind, type ProfileSummary, type Row, type StepStats } from './shared.ts';
+import { sqlKind, wallNow, type ProfileSummary, type Row, type StepStats } from './shared.ts';
 
 /** What every part of `npm run bench` measures with: fresh databases, server children, measured steps. */
 
@@ -29,16 +29,20 @@ export async function closeChild(child: ServerChild): Promise<void> {
   aborted.requests += child.abortedRequests;
 }
 
-export async function startChild(engine: 'null' | 'embedded', extra: { keys?: string[]; accounts?: string[]; track?: boolean } = {}): Promise<ServerChild> {
+export async function startChild(
+  engine: 'null' | 'embedded',
+  extra: { keys?: string[]; accounts?: string[]; track?: boolean; runCapacity?: number; publishTimes?: boolean } = {},
+): Promise<ServerChild> {
   const db = await freshDatabase();
   const child = await ServerChild.start({
     engine,
     ...db,
-    runCapacity: CAPACITY,
+    runCapacity: extra.runCapacity ?? CAPACITY,
     extraKeys: extra.keys ?? [],
     extraAccounts: extra.accounts ?? [],
     floor: true,
     track: extra.track ?? false,
+    publishTimes: extra.publishTimes ?? false,
   });
   return child;
 }
@@ -112,6 +116,18 @@ function dbSampler(): { stop(ops: number): Promise<{ waits: string; perOp: strin
       return { waits: locks.length ? `${text}; waiting on a lock: ${locks.map(([q, n]) => `${q} ${(n / samples).toFixed(1)}`).join(', ')}` : text, perOp };
     },
   };
+}
+
+/** The server child's wall clock minus the driver's (ms), from the quickest of 20 round trips. */
+export async function clockOffset(child: ServerChild): Promise<number> {
+  let best = { rtt: Infinity, offset: 0 };
+  for (let i = 0; i < 20; i++) {
+    const t0 = wallNow();
+    const tc = await child.call<number>({ cmd: 'clock' });
+    const t1 = wallNow();
+    if (t1 - t0 < best.rtt) best = { rtt: t1 - t0, offset: tc - (t0 + t1) / 2 };
+  }
+  return best.offset;
 }
 
 /** Waits until the server ran no SQL for 250 ms (requests of the previous step may still be queued). */

@@ -184,8 +184,8 @@ async function main(): Promise<void> {
     // The acceptance publishes nothing (nobody can follow a run before its id is answered): a run is
     // tracked from its first publish.
     const seen = new Set<string>();
-    bus.publish = (runId: string, lastSequence: number) => {
-      publish(runId, lastSequence);
+    bus.publish = (runId, lastSequence, events) => {
+      publish(runId, lastSequence, events);
       if (!seen.has(runId)) {
         seen.add(runId);
         tracked.add(runId);
@@ -211,6 +211,21 @@ async function main(): Promise<void> {
         }
       };
     }
+  }
+
+  // When each run's events were published (after their commit, before any reader is told), for the
+  // streams part's published → received latency: run id → [last sequence, wall ms, …].
+  let published = new Map<string, number[]>();
+  if (opts.publishTimes) {
+    const bus = deps.bus;
+    const publish = bus.publish.bind(bus);
+    bus.publish = (runId, lastSequence, events) => {
+      const at = wallNow();
+      let times = published.get(runId);
+      if (!times) published.set(runId, (times = []));
+      times.push(lastSequence, at);
+      publish(runId, lastSequence, events);
+    };
   }
 
   let floor: Awaited<ReturnType<typeof startFloor>> | null = null;
@@ -300,15 +315,20 @@ async function main(): Promise<void> {
     },
     memory: () => memory(),
     appendLive: async (c) => {
-      const last = await harness().transactional((tx) =>
+      const written = await harness().transactional((tx) =>
         appendRunEvents(tx, c.runId, [{ type: 'node.output.delta', nodeId: 'bench', data: { text: c.marker } }]),
       );
       const t = wallNow();
-      deps.bus.publish(c.runId, last);
+      deps.bus.publish(c.runId, written.last, written.events);
       return t;
     },
     floorBroadcast: (c) => floor!.broadcast(c.marker),
     clock: () => wallNow(),
+    publishes: () => {
+      const out = Object.fromEntries(published);
+      published = new Map();
+      return out;
+    },
     profileStart: async () => {
       session = new Session();
       session.connect();

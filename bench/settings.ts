@@ -27,6 +27,8 @@ export const ONLY = new Set((env.BENCH_ONLY ?? `hotpath,accept,metrics,e2e,poll,
 export const DATABASE_URL = env.DATABASE_URL || undefined;
 export const DB_LOCAL = DATABASE_URL ? /@(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(DATABASE_URL) || !/@/.test(DATABASE_URL) : true;
 export const LIVE_EVENTS = 5;
+/** Runs executing at once, a stream each, in the streams part's live-delivery step. */
+export const LIVE_RUNS = Math.round(num('BENCH_LIVE_RUNS', 2000));
 
 export const HEADERS = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' };
 export const runBody = (workflow: string) => JSON.stringify({ workflow, inputs: { name: 'Ada' } });

@@ -9,6 +9,8 @@ export const WORKFLOW_3 = '00000000-0000-4000-8000-0000000bf003';
 export const VERSION_3 = '00000000-0000-4000-8000-0000bf003001';
 export const WORKFLOW_1 = '00000000-0000-4000-8000-0000000bf001';
 export const VERSION_1 = '00000000-0000-4000-8000-0000bf001001';
+/** Steps between short delays: a run that keeps writing events for a few seconds (the streams part). */
+export const WORKFLOW_LIVE = '00000000-0000-4000-8000-0000000bf005';
 /** Fixed so every child process of one run (and the floor) seals and fingerprints alike. */
 export const BENCH_ENCRYPTION_KEY = '6262656e6368206b65792c206e6f7420612073656372657420617420616c6c21';
 
@@ -49,6 +51,8 @@ export interface ChildOptions {
    * nothing waits for runs, so the tracking's checks cost neither the server process nor Postgres there.
    */
   track: boolean;
+  /** Record when each run's events were published on the bus (the `publishes` command answers them). */
+  publishTimes?: boolean;
 }
 
 export interface ChildReady {
@@ -103,6 +107,8 @@ export type Command =
   | { id: number; cmd: 'appendLive'; runId: string; marker: string }
   | { id: number; cmd: 'floorBroadcast'; marker: string }
   | { id: number; cmd: 'clock' }
+  /** The publishes recorded since the last call (publishTimes): run id → [last sequence, wall ms, …]. */
+  | { id: number; cmd: 'publishes' }
   | { id: number; cmd: 'profileStart' }
   | { id: number; cmd: 'profileStop' }
   | { id: number; cmd: 'sql'; text: string; params?: unknown[] }

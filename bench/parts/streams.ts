@@ -1,24 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_MAX_STREAMS_PER_KEY as MAX_STREAMS_PER_KEY } from '../../src/config/config.ts';
-import type { ServerChild } from '../child.ts';
 import { httpJson, openSse, pool, type SseClient } from '../load.ts';
-import { closeChild, countKinds, measured, rate, ratio, startChild } from '../measure.ts';
+import { clockOffset, closeChild, countKinds, measured, rate, ratio, startChild } from '../measure.ts';
 import { facts, notes, rows } from '../results.ts';
 import { HOT, LIVE_EVENTS, log, runBody, sleep, STREAMS } from '../settings.ts';
 import { BENCH_KEY, summarise, wallNow, WORKFLOW_3, type MemoryStats } from '../shared.ts';
+import { executingStreams } from './executing-streams.ts';
 
 // Part 4 of `npm run bench` (bench/run.ts): N concurrent SSE streams, their memory and live-event latency, vs bare node:http SSE.
-
-async function clockOffset(child: ServerChild): Promise<number> {
-  let best = { rtt: Infinity, offset: 0 };
-  for (let i = 0; i < 20; i++) {
-    const t0 = wallNow();
-    const tc = await child.call<number>({ cmd: 'clock' });
-    const t1 = wallNow();
-    if (t1 - t0 < best.rtt) best = { rtt: t1 - t0, offset: tc - (t0 + t1) / 2 };
-  }
-  return best.offset;
-}
 
 async function liveLatency(clients: SseClient[], publish: (marker: string) => Promise<number>, offset: number): Promise<{ ms: number[]; missing: number }> {
   const ms: number[] = [];
@@ -56,6 +45,7 @@ async function openMany(port: number, pathOf: (i: number) => string, key: (i: nu
 }
 
 export async function streams(): Promise<void> {
+  await executingStreams();
   // The floor first, in its own server process, so neither RSS figure reuses pages freed by the other.
   log(`streams: opening ${STREAMS} bare node:http SSE responses (the floor, own server process)`);
   const floorChild = await startChild('null');

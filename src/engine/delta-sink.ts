@@ -56,13 +56,13 @@ export class DeltaSink {
     this.#chain = this.#chain.then(async () => {
       if (this.#error) return;
       try {
-        const last = await fencedWrite(fork(this.deps), this.runId, {
+        const written = await fencedWrite(fork(this.deps), this.runId, {
           statuses: ['running', 'suspended'],
           absentResults: [this.nodeId],
           events: batch.map((text) => ({ type: 'node.output.delta', nodeId: this.nodeId, data: { text } })),
         });
-        if (last === null) throw new RunNotWritable();
-        publish(this.deps, this.runId, last);
+        if (written === null) throw new RunNotWritable();
+        publish(this.deps, this.runId, written);
       } catch (error) {
         this.#error = error;
         throw error;

@@ -85,14 +85,14 @@ async function executeAsync(
     .reduce((n, e) => n + String(json<{ text?: string }>(e.data)?.text ?? '').length, 0);
 
   if (!startedBefore) {
-    const last = await fencedWrite(em, runId, {
+    const started = await fencedWrite(em, runId, {
       statuses: ['running'],
       absentResults: [nodeId],
       computeLimitSteps: 1,
       events: [{ type: 'node.started', nodeId }],
     });
-    if (last === null) return explainRefusal(deps, runId, nodeId);
-    publish(deps, runId, last);
+    if (started === null) return explainRefusal(deps, runId, nodeId);
+    publish(deps, runId, started);
   }
 
   const ctx = await executionContext(deps, em, runId, run, graph, node, signal);
@@ -120,15 +120,15 @@ async function executeAsync(
   if (outcome.status === 'needs_credentials') {
     // Fenced on no credentials for this provider having been supplied meanwhile (they would otherwise
     // arrive before the suspension and never resume it).
-    const last = await fencedWrite(em, runId, {
+    const suspended = await fencedWrite(em, runId, {
       statuses: ['running'],
       absentResults: [nodeId],
       noCredentialFor: outcome.provider,
       move: { to: 'suspend', reason: 'wait_signal', resumeAt: null },
       events: [...leftover, { type: 'run.suspended', data: { status: 'suspended', reason: 'wait_signal' } }],
     });
-    if (last !== null) {
-      publish(deps, runId, last);
+    if (suspended !== null) {
+      publish(deps, runId, suspended);
       return { type: 'suspended', reason: 'wait_signal' };
     }
     const now = await readRun(em, runId);
@@ -142,14 +142,14 @@ async function executeAsync(
   const result = resultOf(outcome);
   const compute =
     result.status === 'completed' ? { extra: await usageCost(em, run.credentialMode, outcome.status === 'completed' ? outcome.usage : undefined) } : null;
-  const last = await fencedWrite(em, runId, {
+  const recorded = await fencedWrite(em, runId, {
     statuses: ['running', 'suspended'],
     absentResults: [nodeId],
     ...recordResult(nodeId, result, compute),
     events: [...leftover, resultEvent(nodeId, result)],
   });
-  if (last === null) return explainRefusal(deps, runId, nodeId);
-  publish(deps, runId, last);
+  if (recorded === null) return explainRefusal(deps, runId, nodeId);
+  publish(deps, runId, recorded);
   return { type: 'recorded', result };
 }
 

@@ -7,6 +7,7 @@ import { applyActionsIn } from './free-actions.ts';
 import { finishRun, type Finish, type FinishedRun } from './finish-run.ts';
 import { recordEntries, writeBatch } from './record-batch.ts';
 import { startAndComplete } from './start-and-complete.ts';
+import type { Written } from './written.ts';
 
 /** Completion: a run ends as the interpreter decided, with its last writes in the same transaction. */
 
@@ -46,16 +47,20 @@ export async function completeRun(
   return { completed: done !== null };
 
   async function complete(tx: Em): Promise<FinishedRun | null> {
+    let before: Written | null = null;
     if (entries) {
-      const written = await writeBatch(tx, runId, entries);
-      if (written === null) {
+      before = await writeBatch(tx, runId, entries);
+      if (before === null) {
         refused = true;
         return null;
       }
     } else if (actions.length) {
       const applied = await applyActionsIn(tx, runId, actions, true);
-      if (applied.last === null) return null;
+      if (!applied.applied) return null;
+      before = applied.written;
     }
-    return finishRun(tx, runId, finish);
+    const finished = await finishRun(tx, runId, finish);
+    // One transaction under the run's row lock: the batch's events and the terminal one follow each other.
+    return finished && { ...finished, events: [...(before?.events ?? []), ...(finished.events ?? [])] };
   }
 }

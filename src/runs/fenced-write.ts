@@ -6,6 +6,7 @@ import type { Usd } from '../domain/money.ts';
 import type { NewRunEvent } from '../domain/run-steps.ts';
 import type { RunsDeps } from './deps.ts';
 import { announceFinished, type FinishedRun } from './finish-run.ts';
+import { writtenBy, type Written } from './written.ts';
 import { RUN_STATUSES, type RunPhase, type RunStatus } from '../domain/run-status.ts';
 
 /**
@@ -14,7 +15,8 @@ import { RUN_STATUSES, type RunPhase, type RunStatus } from '../domain/run-statu
  * process never records a result, an event or a charge twice, and nothing changes a terminal run. Event
  * sequences are allocated by bumping `runs.last_sequence` in the same statement that inserts the events
  * (a data-modifying CTE), so they stay gap-free per run. Bus notifications are published only after
- * commit.
+ * commit, with the events written (Written): live readers of this process deliver them without reading
+ * the log back.
  */
 
 export interface FencedWrite {
@@ -51,18 +53,18 @@ export interface ProgressChange {
 /**
  * One fenced update of the run row that allocates the events' sequences (bumping last_sequence) and
  * inserts the events, as a single statement (FENCED_WRITE, a data-modifying CTE): atomic without a
- * transaction, and one round trip. Returns the new last sequence, or null when the fence did not hold
- * (nothing written).
+ * transaction, and one round trip. Returns what it wrote, or null when the fence did not hold (nothing
+ * written).
  */
-export async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<number | null> {
+export async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<Written | null> {
   const [row] = await query(em, FENCED_WRITE, fencedParams(runId, w));
-  return row ? Number(row.last_sequence) : null;
+  return row ? writtenBy(row, w.events) : null;
 }
 
-/** fencedWrite returning the run's state columns and what funding reads (new values), or null. */
-export async function fencedWriteState(em: Em, runId: string, w: FencedWrite): Promise<Record<string, unknown> | null> {
+/** fencedWrite returning the run's state columns and what funding reads (new values) with what it wrote, or null. */
+export async function fencedWriteState(em: Em, runId: string, w: FencedWrite): Promise<{ row: Record<string, unknown>; written: Written } | null> {
   const [row] = await query(em, FENCED_WRITE_STATE, fencedParams(runId, w));
-  return row ?? null;
+  return row ? { row, written: writtenBy(row, w.events) } : null;
 }
 
 /** FENCED_WRITE's parameters, in the order src/sql/fenced-write.ts documents. */
@@ -94,8 +96,9 @@ export function eventArrays(events: NewRunEvent[]): [string[], (string | null)[]
   return [events.map((e) => e.type), events.map((e) => e.nodeId ?? null), events.map((e) => JSON.stringify(e.data ?? {}))];
 }
 
-export function publish(deps: RunsDeps, runId: string, last: number | null | undefined): void {
-  if (typeof last === 'number' && last > 0) deps.bus.publish(runId, last);
+/** After the commit of `written`: live readers told, with its events. */
+export function publish(deps: RunsDeps, runId: string, written: Written | null | undefined): void {
+  if (written && written.last > 0) deps.bus.publish(runId, written.last, written.events);
 }
 
 /** After a committed terminal transition: counted and logged, live readers and (when outbox rows were written) the webhook dispatcher told. */
@@ -113,10 +116,10 @@ export function recordResult(nodeId: string, result: NodeResult, compute: 'step'
 
 /**
  * Appends events to a run's log whatever its status (tests, benchmarks, tools), through the same
- * statement as every other run write. Returns the new last sequence; throws when the run does not exist.
+ * statement as every other run write. Returns what it wrote; throws when the run does not exist.
  */
-export async function appendRunEvents(em: Em, runId: string, events: NewRunEvent[]): Promise<number> {
-  const last = await fencedWrite(em, runId, { statuses: RUN_STATUSES, events });
-  if (last === null) throw new Error(`run ${runId} does not exist`);
-  return last;
+export async function appendRunEvents(em: Em, runId: string, events: NewRunEvent[]): Promise<Written> {
+  const written = await fencedWrite(em, runId, { statuses: RUN_STATUSES, events });
+  if (written === null) throw new Error(`run ${runId} does not exist`);
+  return written;
 }

@@ -7,6 +7,8 @@ import { isTerminal } from '../domain/run-status.ts';
 import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
 import { runFinished } from '../observability/metrics.ts';
 import type { RunsDeps } from './deps.ts';
+import type { PublicRunEvent } from './run-views.ts';
+import { writtenBy } from './written.ts';
 
 /**
  * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
@@ -35,6 +37,8 @@ export interface Finish {
 
 export interface FinishedRun {
   last: number;
+  /** The events its transaction wrote up to `last`, in order, when the writer has them all (live readers take them as they are). */
+  events?: PublicRunEvent[];
   webhooks: number;
   status: Finish['status'];
   outcome: string | null;
@@ -48,7 +52,7 @@ export interface FinishedRun {
 export function announceFinished(deps: Pick<RunsDeps, 'bus' | 'log' | 'webhooks'>, runId: string, f: FinishedRun): void {
   runFinished(f.status, f.outcome);
   deps.log.info({ runId, accountId: f.accountId, status: f.status, outcome: f.outcome }, 'run finished');
-  deps.bus.publish(runId, f.last);
+  deps.bus.publish(runId, f.last, f.events);
   if (f.webhooks > 0) deps.webhooks?.notify();
 }
 
@@ -96,7 +100,8 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
 
   // The terminal state, its charge (computed by the statement), its event and the deletion of the run's secrets in one statement.
   const [updated] = await query(tx, FINISH_RUN, [runId, ...terminalColumns(fin), fin.charge, [type], [null], [JSON.stringify(data)]]);
-  return settleFinished(tx, runId, fin, updated!, settle, row.workflowId);
+  const finished = await settleFinished(tx, runId, fin, updated!, settle, row.workflowId);
+  return { ...finished, events: writtenBy(updated!, [{ type, data }]).events };
 }
 
 /**

@@ -53,13 +53,27 @@ export interface RunEventSink {
  * Replay-then-tail of a run's log, shared by the SSE stream and the GraphQL subscription. It subscribes
  * to the bus before the first read, and every read starts after the last delivered sequence, so an event
  * committed between the replay and the subscription is neither lost nor delivered twice. It keeps
- * reading while it has been told of a sequence it has not delivered yet. No read happens while a
- * delivery is pending, so a slow client holds one page at most, never an unbounded queue. `end` follows
- * the terminal event or an error; `stop()` (the caller's side going away) ends it silently.
+ * reading while it has been told of a sequence it has not delivered yet. Events a publish of this
+ * process carries (src/runs/written.ts) are delivered as they are when they continue what it delivered,
+ * so a caught-up follower of a run executed here reads nothing; any gap, and every notification from
+ * another process, is a read of the log. No read happens while a delivery is pending, and it holds at
+ * most one page of carried events, so a slow client holds little, never an unbounded queue. `end`
+ * follows the terminal event or an error; `stop()` (the caller's side going away) ends it silently.
  */
 export function followRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number, sink: RunEventSink): RunFollower {
-  const follower = new RunFollower(deps, runId, afterSequence, sink);
-  follower.start();
+  const follower = watchRunEvents(deps, runId, afterSequence);
+  follower.start(sink);
+  return follower;
+}
+
+/**
+ * A follower subscribed, its first read of the log on its way, that delivers nothing until `start`:
+ * the SSE stream begins its replay while it takes its slot and writes its snapshot. `stop()` it if it
+ * never starts.
+ */
+export function watchRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number): RunFollower {
+  const follower = new RunFollower(deps, runId, afterSequence);
+  follower.subscribe();
   return follower;
 }
 
@@ -74,6 +88,11 @@ export class RunFollower {
   #told: number;
   /** When it subscribed, on `clock`: a page from a read begun earlier is followed by one more read. */
   #since = 0;
+  /** The newest carried events, in order, contiguous, at most a page: the pump delivers them without a read when they continue `#last`. */
+  #carried: PublicRunEvent[] | null = null;
+  /** The read begun at subscription, until the pump takes it. */
+  #first: SharedRead | null = null;
+  #sink: RunEventSink | null = null;
   #closed = false;
   #reading = false;
   #unsubscribe: (() => void) | null = null;
@@ -82,57 +101,84 @@ export class RunFollower {
     private readonly deps: Pick<Deps, 'bus' | 'orm'>,
     private readonly runId: string,
     afterSequence: number,
-    private readonly sink: RunEventSink,
   ) {
     this.#last = afterSequence;
     this.#told = afterSequence;
   }
 
-  start(): void {
-    this.#unsubscribe = this.deps.bus.subscribe(this.runId, (seq) => this.#notified(seq));
+  subscribe(): void {
+    this.#unsubscribe = this.deps.bus.subscribe(this.runId, (seq, events) => this.#notified(seq, events));
     this.#since = ++clock;
+    this.#first = readPage(this.deps, this.runId, this.#last, this.#told);
+  }
+
+  start(sink: RunEventSink): void {
+    this.#sink = sink;
     void this.#pump();
   }
 
   stop(): void {
     this.#closed = true;
+    this.#carried = null;
+    this.#first = null;
     this.#unsubscribe?.();
     this.#unsubscribe = null;
   }
 
-  #notified(seq: number): void {
+  #notified(seq: number, events?: readonly PublicRunEvent[]): void {
     if (seq > this.#told) this.#told = seq;
+    if (events?.length) this.#carry(events);
     if (seq > this.#last) void this.#pump();
   }
 
+  /**
+   * Keeps carried events: after those kept when they continue them, else instead of them (whether they
+   * continue what is delivered is known only when the pump takes them, after a page in hand or a read).
+   */
+  #carry(events: readonly PublicRunEvent[]): void {
+    const kept = this.#carried;
+    if (kept && events[0]!.sequence === kept[kept.length - 1]!.sequence + 1 && kept.length + events.length <= PAGE) kept.push(...events);
+    else this.#carried = events.length <= PAGE ? [...events] : null;
+  }
+
+  /** The kept carried events after the last delivered one, if they continue it. */
+  #takeCarried(): PublicRunEvent[] | null {
+    const kept = this.#carried?.filter((ev) => ev.sequence > this.#last);
+    this.#carried = null;
+    return kept?.length && kept[0]!.sequence === this.#last + 1 ? kept : null;
+  }
+
   async #pump(): Promise<void> {
-    if (this.#closed || this.#reading) return; // a running pump sees the new `told` before it stops
+    const sink = this.#sink;
+    if (this.#closed || this.#reading || !sink) return; // a running pump sees the new `told` before it stops
     this.#reading = true;
     try {
       for (;;) {
-        const knew = this.#told;
-        const read = readPage(this.deps, this.runId, this.#last, knew);
-        const page = await read.page;
+        const first = this.#first;
+        this.#first = null;
+        const carried = first ? null : this.#takeCarried();
+        const read = carried ? null : (first ?? readPage(this.deps, this.runId, this.#last, this.#told));
+        const page = carried ?? (await read!.page);
         for (const ev of page) {
           if (this.#closed) return;
           this.#last = ev.sequence;
-          await this.sink.deliver(ev);
+          await sink.deliver(ev);
           if (TERMINAL_EVENT_TYPES.has(ev.type)) {
             this.stop();
-            this.sink.end();
+            sink.end();
             return;
           }
         }
         if (this.#closed) return;
-        if (page.length === PAGE || read.began < this.#since) continue;
+        if (read && (page.length === PAGE || read.began < this.#since)) continue;
         // Announced but not seen: read again, unless this read already knew of it and found nothing
         // (then only a later notification can help, and a loop here would spin).
-        if (this.#last >= this.#told || (page.length === 0 && knew >= this.#told)) return;
+        if (this.#last >= this.#told || (read && page.length === 0 && read.knows >= this.#told)) return;
       }
     } catch (err) {
       if (!this.#closed) {
         this.stop();
-        this.sink.end(err);
+        sink.end(err);
       }
     } finally {
       this.#reading = false;

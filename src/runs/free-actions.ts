@@ -3,6 +3,7 @@ import type { Action, FreeAction } from '../domain/graph/interpreter.ts';
 import { freeActionEffects, pendingActions } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, publish } from './fenced-write.ts';
+import type { Written } from './written.ts';
 import { isTerminal, type RunStatus } from '../domain/run-status.ts';
 import { graphOf, readRun, runMeta } from './run-state.ts';
 
@@ -15,7 +16,7 @@ export interface ApplyResult {
 }
 
 /** One statement, fenced on none of the actions being recorded yet: the common case. */
-async function applyActionsFast(em: Em, runId: string, actions: FreeAction[]): Promise<number | null> {
+async function applyActionsFast(em: Em, runId: string, actions: FreeAction[]): Promise<Written | null> {
   const meta = await runMeta(em, runId);
   if (!meta) return null;
   const fx = freeActionEffects(await graphOf(em, meta.versionId), actions);
@@ -29,31 +30,33 @@ async function applyActionsFast(em: Em, runId: string, actions: FreeAction[]): P
 }
 
 /** Under the run row lock: drops what an earlier attempt already recorded, records the rest. */
-async function applyActionsLocked(tx: Em, runId: string, actions: FreeAction[]): Promise<{ last: number | null; status: RunStatus | null }> {
+async function applyActionsLocked(tx: Em, runId: string, actions: FreeAction[]): Promise<Applied> {
   const run = await readRun(tx, runId, true);
-  if (!run) return { last: null, status: null };
-  if (isTerminal(run.status) || run.status === 'pending') return { last: null, status: run.status };
+  if (!run) return { applied: false, written: null, status: null };
+  if (isTerminal(run.status) || run.status === 'pending') return { applied: false, written: null, status: run.status };
   const todo = pendingActions(run.progress, actions);
-  if (todo.length === 0) return { last: 0, status: run.status };
+  if (todo.length === 0) return { applied: true, written: null, status: run.status };
   const fx = freeActionEffects(await graphOf(tx, run.versionId), todo);
-  const last = await fencedWrite(tx, runId, {
+  const written = await fencedWrite(tx, runId, {
     statuses: ['running', 'suspended'],
     progress: { results: fx.results, addTimers: fx.addTimers, removeTimers: fx.removeTimers },
     events: fx.events,
   });
-  return { last, status: run.status };
+  return { applied: written !== null, written, status: run.status };
 }
 
-export async function applyActionsIn(
-  em: Em,
-  runId: string,
-  actions: FreeAction[],
-  inTransaction: boolean,
-): Promise<{ last: number | null; status: RunStatus | null }> {
+/** Whether the actions are recorded (now or before), and what this call wrote (null: nothing). */
+interface Applied {
+  applied: boolean;
+  written: Written | null;
+  status: RunStatus | null;
+}
+
+export async function applyActionsIn(em: Em, runId: string, actions: FreeAction[], inTransaction: boolean): Promise<Applied> {
   const free = actions.filter((a) => (a as Action).type !== 'execute');
-  if (free.length === 0) return { last: 0, status: null };
+  if (free.length === 0) return { applied: true, written: null, status: null };
   const fast = await applyActionsFast(em, runId, free);
-  if (fast !== null) return { last: fast, status: null };
+  if (fast !== null) return { applied: true, written: fast, status: null };
   return inTransaction ? applyActionsLocked(em, runId, free) : em.transactional((tx) => applyActionsLocked(tx, runId, free));
 }
 
@@ -65,6 +68,6 @@ export async function applyActionsIn(
  */
 export async function applyActions(deps: RunsDeps, runId: string, actions: FreeAction[]): Promise<ApplyResult> {
   const r = await applyActionsIn(fork(deps), runId, actions, false);
-  publish(deps, runId, r.last);
-  return { applied: r.last !== null, status: r.status };
+  publish(deps, runId, r.written);
+  return { applied: r.applied, status: r.status };
 }

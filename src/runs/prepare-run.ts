@@ -3,6 +3,7 @@ import type { BatchEntry } from '../domain/run-steps.ts';
 import { fundRun } from '../billing/fund-run.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, fencedWriteState, publish, publishTerminal } from './fenced-write.ts';
+import { together, type Written } from './written.ts';
 import { finishRun, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
 import { ADMITTED_PHASES, type RunStatus } from '../domain/run-status.ts';
@@ -29,20 +30,20 @@ export async function prepareRun(deps: RunsDeps, runId: string): Promise<Prepare
   const em = fork(deps);
   // Fast path, one transaction: start the run, then fund it (the wallet row is locked only for the
   // last statements). When funding fails the transaction is rolled back and the careful path runs.
-  let started: { last: number; state: RunState } | null = null;
+  let started: { written: Written; state: RunState } | null = null;
   try {
     started = await em.transactional(async (tx) => {
-      const run = await startAdmitted(tx, runId);
-      if (!run) return null;
-      const funding = await fundRun(tx, fundingArgs(runId, run));
+      const start = await startAdmitted(tx, runId);
+      if (!start) return null;
+      const funding = await fundRun(tx, fundingArgs(runId, start.row));
       if (!funding.ok) throw new FundingFailed();
-      return { last: Number(run.last_sequence), state: await stateFromRow(tx, runId, run) };
+      return { written: start.written, state: await stateFromRow(tx, runId, start.row) };
     });
   } catch (error) {
     if (!(error instanceof FundingFailed)) throw error;
   }
   if (started !== null) {
-    publish(deps, runId, started.last);
+    publish(deps, runId, started.written);
     return { status: 'running', started: true, state: started.state };
   }
   return prepareCarefully(deps, runId);
@@ -55,7 +56,7 @@ class FundingFailed extends Error {}
  * transaction funds it. Returns the run's state columns (and what funding needs), or null when the run
  * is not an admitted pending run.
  */
-export async function startAdmitted(tx: Em, runId: string, entries: BatchEntry[] = []): Promise<Record<string, unknown> | null> {
+export async function startAdmitted(tx: Em, runId: string, entries: BatchEntry[] = []): Promise<{ row: Record<string, unknown>; written: Written } | null> {
   // A batch rides in the same statement: its results, compute and events after run.started.
   const batch = entries.length ? await batchWrite(tx, runId, entries) : null;
   if (entries.length && !batch) return null;
@@ -80,7 +81,7 @@ export function fundingArgs(runId: string, run: Record<string, unknown>) {
 
 /** The general path: run.preparing, funding, then run.started or the terminal run.failed. */
 async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareResult> {
-  let last: number | null = null;
+  let started: Written | null = null;
   let failed: FinishedRun | null = null;
   const result = await fork(deps).transactional(async (tx): Promise<PrepareResult> => {
     const [run] = await query(tx, LOCK_RUN_TO_PREPARE, [runId]);
@@ -97,14 +98,17 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
       failed = await finishRun(tx, runId, { status: 'failed', charge: 'none', reason: funding.reason });
       return { status: 'failed', started: false };
     }
-    last = await fencedWrite(tx, runId, {
-      statuses: ['pending'],
-      move: { to: 'start' },
-      events: [{ type: 'run.started', data: { status: 'running' } }],
-    });
+    started = together(
+      preparing,
+      await fencedWrite(tx, runId, {
+        statuses: ['pending'],
+        move: { to: 'start' },
+        events: [{ type: 'run.started', data: { status: 'running' } }],
+      }),
+    );
     return { status: 'running', started: true };
   });
   if (result.status === 'failed') publishTerminal(deps, runId, failed);
-  else publish(deps, runId, last);
+  else publish(deps, runId, started);
   return result;
 }

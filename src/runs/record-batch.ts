@@ -4,6 +4,7 @@ import { freeActionEffects, syncStepEvents, type BatchEntry, type NewRunEvent, t
 import type { NodeResult } from '../domain/graph/types.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, publish, type FencedWrite } from './fenced-write.ts';
+import type { Written } from './written.ts';
 import { applyActions } from './free-actions.ts';
 import { recordKnownSyncStep } from './record-step.ts';
 import { graphOf, runMeta } from './run-state.ts';
@@ -14,9 +15,9 @@ import { graphOf, runMeta } from './run-state.ts';
  * The batch as ONE fenced write: every node in it must have no result yet (and no started timer), the run
  * must be running, and the compute limit must hold at each step as it would step by step. Compute grows
  * only with completed steps, so the last step's check is the binding one: compute + (completed steps
- * before it + 1) × step_usd ≤ limit. Returns the new last sequence, or null when the fence did not hold.
+ * before it + 1) × step_usd ≤ limit. Returns what it wrote, or null when the fence did not hold.
  */
-export async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): Promise<number | null> {
+export async function writeBatch(em: Em, runId: string, entries: BatchEntry[]): Promise<Written | null> {
   const w = await batchWrite(em, runId, entries);
   return w ? fencedWrite(em, runId, w) : null;
 }
@@ -70,9 +71,9 @@ export async function batchWrite(em: StatementEm, runId: string, entries: BatchE
  */
 export async function recordBatch(deps: RunsDeps, runId: string, batch: StepBatch): Promise<{ recorded: boolean }> {
   if (batch.entries.length === 0) return { recorded: true };
-  const last = await writeBatch(fork(deps), runId, batch.entries);
-  if (last !== null) {
-    publish(deps, runId, last);
+  const written = await writeBatch(fork(deps), runId, batch.entries);
+  if (written !== null) {
+    publish(deps, runId, written);
     return { recorded: true };
   }
   return { recorded: await recordEntries(deps, runId, batch) };

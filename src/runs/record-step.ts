@@ -81,15 +81,15 @@ export async function executeSyncStep(
   const nodeId = node.id;
   const { result, deltas } = computeTimedSyncStep(graph, node, results, inputs);
   const events = syncStepEvents(nodeId, result, deltas);
-  const last = await fencedWrite(em, runId, {
+  const written = await fencedWrite(em, runId, {
     statuses: ['running'],
     absentResults: [nodeId],
     computeLimitSteps: 1,
     ...recordResult(nodeId, result, result.status === 'completed' ? 'step' : null),
     events,
   });
-  if (last !== null) {
-    publish(deps, runId, last);
+  if (written !== null) {
+    publish(deps, runId, written);
     return { type: 'recorded', result };
   }
   return explainRefusal(deps, runId, nodeId);

@@ -1,12 +1,16 @@
+import type { PublicRunEvent } from './run-views.ts';
+
 /**
- * Tells live readers (SSE, GraphQL subscriptions) that a run's log grew. It carries only the run id and
- * its newest sequence: readers re-read the log from their own cursor, so a missed or duplicated
- * notification can delay an event but never lose or repeat one. A reader subscribes first and then
- * reads the log, so what was written before it subscribed needs no notification.
+ * Tells live readers (SSE, GraphQL subscriptions) that a run's log grew: the run id and its newest
+ * sequence, and within the process that wrote them the events themselves. A reader delivers carried
+ * events only when they continue what it delivered; otherwise it re-reads the log from its own cursor,
+ * so a missed or duplicated notification can delay an event but never lose or repeat one. A reader
+ * subscribes first and then reads the log, so what was written before it subscribed needs no notification.
  */
 export interface RunEventBus {
-  publish(runId: string, lastSequence: number): void;
-  subscribe(runId: string, listener: (lastSequence: number) => void): () => void;
+  /** After a commit: `events`, when given, are that commit's events, in order, ending at `lastSequence` (never sent to other processes). */
+  publish(runId: string, lastSequence: number, events?: readonly PublicRunEvent[]): void;
+  subscribe(runId: string, listener: RunEventListener): () => void;
   /**
    * After a cancel committed: tells the other processes on the database, whose engines may be executing
    * the run (this process's engine is told directly). Nothing to do within one process.
@@ -25,6 +29,8 @@ export interface RunEventBus {
   onCancel(listener: (runId: string) => void): () => void;
   close(): Promise<void>;
 }
+
+export type RunEventListener = (lastSequence: number, events?: readonly PublicRunEvent[]) => void;
 
 /** Items in one run-events notification: a NOTIFY payload holds 8000 bytes, and an item takes about 45. */
 export const ITEMS_PER_NOTIFICATION = 150;

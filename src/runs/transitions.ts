@@ -28,13 +28,13 @@ async function currentStatus(em: Em, runId: string): Promise<RunStatus | null> {
 /** running → suspended (`run.suspended` with the reason). A run already suspended is left as it is. */
 export async function suspendRun(deps: RunsDeps, runId: string, args: SuspendArgs): Promise<TransitionResult> {
   const em = fork(deps);
-  const last = await fencedWrite(em, runId, {
+  const written = await fencedWrite(em, runId, {
     statuses: ['running'],
     move: { to: 'suspend', reason: args.reason, resumeAt: args.resumeAt },
     events: [{ type: 'run.suspended', data: { status: 'suspended', reason: args.reason } }],
   });
-  publish(deps, runId, last);
-  return { changed: last !== null, status: last !== null ? 'suspended' : await currentStatus(em, runId) };
+  publish(deps, runId, written);
+  return { changed: written !== null, status: written !== null ? 'suspended' : await currentStatus(em, runId) };
 }
 
 /**
@@ -43,14 +43,14 @@ export async function suspendRun(deps: RunsDeps, runId: string, args: SuspendArg
  */
 export async function resumeRun(deps: RunsDeps, runId: string, opts: { reason?: 'wait_timer' | 'wait_signal' } = {}): Promise<TransitionResult> {
   const em = fork(deps);
-  const last = await fencedWrite(em, runId, {
+  const written = await fencedWrite(em, runId, {
     statuses: ['suspended'],
     suspendedFor: opts.reason,
     move: { to: 'resume' },
     events: [{ type: 'run.resumed', data: { status: 'running' } }],
   });
-  publish(deps, runId, last);
-  return { changed: last !== null, status: last !== null ? 'running' : await currentStatus(em, runId) };
+  publish(deps, runId, written);
+  return { changed: written !== null, status: written !== null ? 'running' : await currentStatus(em, runId) };
 }
 
 /** Ends a run as failed with a reason (compute charged), e.g. a graph that cannot make progress. */

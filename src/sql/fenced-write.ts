@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { RunEventBatchSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
-import { runEventsCte } from './run-events.ts';
+import { EVENTS_TS, runEventsCte } from './run-events.ts';
 import { STATE_COLUMNS } from './runs.ts';
 
 /**
@@ -40,9 +40,9 @@ const fencedWriteText = (returning: string) => `with written as (
     and ($8::text is null or not exists (select 1 from run_secrets s where s.run_id = runs.id and s.kind = 'provider_credential' and s.name = $8::text))
   returning ${returning}),
 ${runEventsCte('written', '$17', '$18', '$19')}
-select * from written`;
+select written.*, ${EVENTS_TS} from written`;
 
-/** The fenced write, returning the run's id and new last sequence (no row: a fence did not hold). */
+/** The fenced write, returning the run's id, new last sequence and its events' `ts` (no row: a fence did not hold). */
 export const FENCED_WRITE = statement('fenced_write', fencedWriteText('id, last_sequence'), [RunSchema, RunSecretSchema, RunEventBatchSchema]);
 
 /** The fenced write returning the run's state columns and what funding reads (an admitted run's start). */

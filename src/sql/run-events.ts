@@ -14,12 +14,18 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
 /**
  * A CTE, `inserted_events`, inserting the events given as three parallel arrays ($types text[], $nodes
  * text[], $data text[] of JSON texts) as one batch ending at the run's new last sequence. `updatedRun`
- * names the CTE that updated the run, returning its id and new last_sequence. No events, no row.
+ * names the CTE that updated the run, returning its id and new last_sequence. No events, no row. It
+ * returns the batch's `ts`, which the statement answers as EVENTS_TS so that the writer can hand its
+ * events to live readers as the log holds them.
  */
 export const runEventsCte = (updatedRun: string, types: string, nodes: string, data: string) => `inserted_events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
   select ${updatedRun}.id, ${updatedRun}.last_sequence, ${sameLength(types, nodes, data)}, ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
-    from ${updatedRun} where cardinality(${types}::text[]) > 0)`;
+    from ${updatedRun} where cardinality(${types}::text[]) > 0
+  returning ts)`;
+
+/** The column of a writing statement's row holding runEventsCte's `ts` (null when it wrote no events). */
+export const EVENTS_TS = `(select ts from inserted_events) as events_ts`;
 
 /**
  * The types, or null (refused by the column's NOT NULL, so the whole statement writes nothing) when the

@@ -2,7 +2,7 @@ import { statement } from '../db/statement.ts';
 import { BundleSchema, RunEventBatchSchema, RunLabelSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
 import { liveRun } from './run-predicates.ts';
-import { runEventsCte } from './run-events.ts';
+import { EVENTS_TS, runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
 
@@ -64,7 +64,7 @@ export const FINISH_RUN = statement(
       where id = charged.run_id returning id, charge_usd, last_sequence),
    ${runEventsCte('finished', '$7', '$8', '$9')},
    deleted_secrets as (delete from run_secrets where run_id = $1)
-   select * from finished`,
+   select finished.*, ${EVENTS_TS} from finished`,
   [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
 );
 

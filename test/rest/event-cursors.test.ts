@@ -26,7 +26,8 @@ async function start(t: TestApp): Promise<string> {
 }
 
 async function emit(t: TestApp, runId: string, events: { type: string; nodeId?: string; data?: Record<string, string> }[]) {
-  const last = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, runId, events));
+  // Told of the sequence only, as another process's bus tells it: the stream reads the log.
+  const { last } = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, runId, events));
   t.deps.bus.publish(runId, last);
 }
 

@@ -4,6 +4,7 @@ import { EventSource } from 'eventsource';
 import { appendRunEvents } from '../../src/runs/fenced-write.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
 import { followRunEvents } from '../../src/runs/follow-run-events.ts';
+import { readEvents, type PublicRunEvent } from '../../src/runs/run-views.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
@@ -23,8 +24,8 @@ async function start(t: TestApp, key = 'wr_test_bob', inputs: Record<string, unk
 
 /** Plays the engine's part: appends events and publishes them like a committed step would. */
 async function emit(t: TestApp, runId: string, events: { type: string; nodeId?: string; data?: Record<string, string> }[]) {
-  const last = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, runId, events));
-  t.deps.bus.publish(runId, last);
+  const written = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, runId, events));
+  t.deps.bus.publish(runId, written.last, written.events);
 }
 
 async function finish(t: TestApp, runId: string) {
@@ -277,36 +278,66 @@ t('resuming with Last-Event-ID or afterSequence replays only later events; Last-
   assert.is(byQuery.frames[1].id, '4');
 });
 
-t('followers of one run at the same cursor share one log read per event, and each gets every event once in order', async ({ t }) => {
-  const id = await start(t);
-  let reads = 0;
+/** `count` followers of a run from its start, over the test app's database with its log reads counted. */
+function countedFollowers(t: TestApp, id: string, count: number) {
+  const reads = { count: 0 };
   const orm = logReadsThrough(t, (read) => {
-    reads++;
+    reads.count++;
     return read();
   });
-  const deps = { orm, bus: t.deps.bus };
-  const FOLLOWERS = 200;
-  const got: number[][] = Array.from({ length: FOLLOWERS }, () => []);
-  const ended: Promise<void>[] = [];
-  for (let i = 0; i < FOLLOWERS; i++) {
-    ended.push(new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, { deliver: (ev) => void got[i]!.push(ev.sequence), end: (err) => (err ? reject(err) : resolve()) })));
-  }
+  const got: PublicRunEvent[][] = Array.from({ length: count }, () => []);
+  const ended = got.map(
+    (events) =>
+      new Promise<void>((resolve, reject) =>
+        followRunEvents({ orm, bus: t.deps.bus }, id, 0, { deliver: (ev) => void events.push(ev), end: (err) => (err ? reject(err) : resolve()) }),
+      ),
+  );
   const caughtUp = async (n: number) => {
     for (let i = 0; i < 500 && !got.every((g) => g.length >= n); i++) await new Promise((r) => setTimeout(r, 10));
   };
+  return { reads, got, ended: Promise.all(ended), caughtUp };
+}
+
+t('followers of one run at the same cursor share one log read per event, and each gets every event once in order', async ({ t }) => {
+  const id = await start(t);
+  const FOLLOWERS = 200;
+  const { reads, got, ended, caughtUp } = countedFollowers(t, id, FOLLOWERS);
   await caughtUp(1); // run.queued replayed
-  assert.ok(reads <= 2, `the replay took ${reads} reads`);
-  reads = 0;
+  assert.ok(reads.count <= 2, `the replay took ${reads.count} reads`);
+  reads.count = 0;
   for (let i = 0; i < 5; i++) {
-    await emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i}` } }]);
+    // Told of the sequence only, as another process's bus tells it: each notification is a read.
+    const { last } = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i}` } }]));
+    t.deps.bus.publish(id, last);
     await caughtUp(2 + i);
   }
   await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
   await finish(t, id);
-  await Promise.all(ended);
-  for (const g of got) assert.equal(g, [1, 2, 3, 4, 5, 6, 7]);
+  await ended;
+  for (const g of got) assert.equal(g.map((ev) => ev.sequence), [1, 2, 3, 4, 5, 6, 7]);
   // 6 notifications; one follower reading alone would make one read each, 200 would make 1200.
-  assert.ok(reads <= 12, `${reads} log reads for 6 events to ${FOLLOWERS} followers`);
+  assert.ok(reads.count <= 12, `${reads.count} log reads for 6 events to ${FOLLOWERS} followers`);
+});
+
+t('a follower delivers the events a publish of this process carries without reading the log, as the log holds them, and reads across a gap', async ({ t }) => {
+  const id = await start(t);
+  const { reads, got, ended, caughtUp } = countedFollowers(t, id, 2);
+  await caughtUp(1); // run.queued, read from the log
+  reads.count = 0;
+  await emit(t, id, [{ type: 'node.started', nodeId: 'say' }, { type: 'node.output.delta', nodeId: 'say', data: { text: 'a' } }]);
+  await emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: 'b' } }]);
+  await caughtUp(4);
+  assert.is(reads.count, 0, 'carried events were delivered without a read');
+  // Written but never published (as if its notification were lost): the next carried event does not continue it.
+  await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: 'c' } }]));
+  await emit(t, id, [{ type: 'node.completed', nodeId: 'say' }]);
+  await caughtUp(6);
+  assert.ok(reads.count >= 1, 'the gap was read from the log');
+  await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
+  await finish(t, id);
+  await ended;
+  const log = await readEvents(t.deps.orm.em.fork() as never, id, 0, 100);
+  for (const events of got) assert.equal(events, log);
 });
 
 t('a follower that joins while an older read of the log is running still gets an event committed between that read and its subscription', async ({ t }) => {

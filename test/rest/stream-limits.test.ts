@@ -82,6 +82,35 @@ limited('the key over its limit gets 429 too_many_streams with Retry-After, wher
   }
 });
 
+limited('a stream refused its slot leaves no follower of the run behind (its replay had begun), and a closed one neither', async ({ t }) => {
+  const run = await startRun(t);
+  const bus = t.deps.bus;
+  const subscribe = bus.subscribe.bind(bus);
+  let following = 0;
+  bus.subscribe = (runId, listener) => {
+    const off = subscribe(runId, listener);
+    following++;
+    return () => {
+      following--;
+      off();
+    };
+  };
+  const open: Open[] = [];
+  try {
+    for (let i = 0; i < 3; i++) open.push(await openEventually(t.base, run, 'wr_test_bob'));
+    assert.equal(open.map((s) => s.status), [200, 200, 200]);
+    assert.is(following, 3);
+    assert.is((await openStream(t.base, run, 'wr_test_bob')).status, 429);
+    assert.is(following, 3, 'the refused stream unsubscribed');
+    for (const s of open.splice(0)) s.close();
+    for (let i = 0; i < 100 && following > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.is(following, 0, 'closed streams unsubscribed');
+  } finally {
+    bus.subscribe = subscribe;
+    for (const s of open) s.close();
+  }
+});
+
 limited.run();
 
 const unlimited = suite<{ t: TestApp }>('stream limits: MAX_STREAMS_PER_KEY=0');

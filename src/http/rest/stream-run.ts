@@ -2,9 +2,9 @@ import type { ServerResponse } from 'node:http';
 import { notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../logger.ts';
 import { requestRateLimited, sseStreamOpen } from '../../observability/metrics.ts';
-import { fork, type Deps } from '../../services/deps.ts';
+import { fork } from '../../services/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
-import { followRunEvents, type RunEventSink, type RunFollower } from '../../runs/follow-run-events.ts';
+import { watchRunEvents, type RunEventSink, type RunFollower } from '../../runs/follow-run-events.ts';
 import { queueOf } from '../../runs/queue-positions.ts';
 import { assertOutputsFit, findAccountRun, toPublicRun, type PublicRunEvent } from '../../runs/run-views.ts';
 import { keyHolder, type StreamSlots } from '../../services/streams/stream-slots.ts';
@@ -36,10 +36,17 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const run = await findAccountRun(em, c.principal.accountId, runId);
   if (!run) throw notFound('run');
   assertOutputsFit(run, deps.config.maxOutputBytes);
+  // The replay's first read of the log goes out now, beside taking the slot and writing the snapshot.
+  const follower = isTerminal(run.status) ? null : watchRunEvents(deps, runId, cursor);
   const holder = keyHolder(c.principal.apiKeyId);
-  await c.streams.acquire(holder);
-  // From here the stream owns the slot: it gives it back when it closes, whatever happens next.
-  const stream = new RunStream(res, runId, c.principal.accountId, holder, c.ctx.requestId, c.streams, c.heartbeats, deps.log);
+  try {
+    await c.streams.acquire(holder);
+  } catch (err) {
+    follower?.stop();
+    throw err;
+  }
+  // From here the stream owns the slot and the follower: it gives them back when it closes, whatever happens next.
+  const stream = new RunStream(res, runId, c.principal.accountId, holder, c.ctx.requestId, c.streams, c.heartbeats, deps.log, follower);
   if (res.destroyed || req.socket.destroyed) stream.close();
 
   res.writeHead(200, {
@@ -51,8 +58,8 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   res.socket?.setNoDelay(true);
 
   await stream.send(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
-  if (isTerminal(run.status)) return stream.end();
-  stream.follow(deps, cursor);
+  if (!follower) return stream.end();
+  stream.follow();
 }
 
 /**
@@ -62,7 +69,8 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
  */
 class RunStream implements RunEventSink, Heartbeating {
   #closed = false;
-  #follower: RunFollower | null = null;
+  /** Frames written in this tick wait in the response until it ends: a page of events leaves in one write. */
+  #corked = false;
   /** Resolves the pending write's wait for `drain` (also on close). */
   #drained: (() => void) | null = null;
 
@@ -75,18 +83,25 @@ class RunStream implements RunEventSink, Heartbeating {
     private readonly slots: StreamSlots,
     private readonly heartbeats: HeartbeatTicker,
     private readonly log: Logger,
+    private follower: RunFollower | null,
   ) {
     res.on('close', () => this.close());
     sseStreamOpen(1);
   }
 
-  follow(deps: Pick<Deps, 'bus' | 'orm'>, after: number): void {
-    if (!this.#closed) this.#follower = followRunEvents(deps, this.runId, after, this);
+  /** After the snapshot: the events, from the follower's first page on. */
+  follow(): void {
+    if (!this.#closed) this.follower?.start(this);
   }
 
   async send(frame: string): Promise<void> {
     if (this.#closed) return;
     this.heartbeats.touch(this);
+    if (!this.#corked) {
+      this.#corked = true;
+      this.res.cork();
+      process.nextTick(() => this.#uncork());
+    }
     // Backpressure: a slow client makes its own stream wait, never the engine or other streams.
     if (this.res.write(frame)) return;
     await new Promise<void>((resolve) => {
@@ -94,6 +109,12 @@ class RunStream implements RunEventSink, Heartbeating {
       this.res.once('drain', resolve);
     });
     this.#drained = null;
+  }
+
+  #uncork(): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.res.uncork();
   }
 
   deliver(ev: PublicRunEvent): Promise<void> {
@@ -109,6 +130,8 @@ class RunStream implements RunEventSink, Heartbeating {
     if (err) this.log.warn({ requestId: this.requestId, err, runId: this.runId, accountId: this.accountId }, 'stream ended by an error');
     if (this.#closed) return;
     this.close();
+    // The frames held by the cork leave first: the response's own cork would hold them past its end.
+    if (this.#corked) this.#uncork();
     this.res.end();
   }
 
@@ -118,8 +141,8 @@ class RunStream implements RunEventSink, Heartbeating {
     this.#closed = true;
     sseStreamOpen(-1);
     this.heartbeats.drop(this);
-    this.#follower?.stop();
-    this.#follower = null;
+    this.follower?.stop();
+    this.follower = null;
     this.slots.release(this.holder);
     this.#drained?.();
   }

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import type { RunEventBus } from '../../runs/run-event-bus.ts';
+import type { RunEventBus, RunEventListener } from '../../runs/run-event-bus.ts';
+import type { PublicRunEvent } from '../../runs/run-views.ts';
 
 /** The bus of one process (src/runs/run-event-bus.ts says what a bus promises); pg-bus.ts spans processes. */
 export type { RunEventBus };
@@ -12,11 +13,11 @@ export class InProcessRunEventBus implements RunEventBus {
     this.#emitter.setMaxListeners(0);
   }
 
-  publish(runId: string, lastSequence: number): void {
-    this.#emitter.emit(runId, lastSequence);
+  publish(runId: string, lastSequence: number, events?: readonly PublicRunEvent[]): void {
+    this.#emitter.emit(runId, lastSequence, events);
   }
 
-  subscribe(runId: string, listener: (lastSequence: number) => void): () => void {
+  subscribe(runId: string, listener: RunEventListener): () => void {
     this.#emitter.on(runId, listener);
     return () => this.#emitter.off(runId, listener);
   }

@@ -2,6 +2,8 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '../../logger.ts';
 import type { RunEventBus } from './bus.ts';
+import type { RunEventListener } from '../../runs/run-event-bus.ts';
+import type { PublicRunEvent } from '../../runs/run-views.ts';
 import { ITEMS_PER_NOTIFICATION, notificationItems } from '../../runs/run-event-bus.ts';
 import { NOTIFY_EACH, NOTIFY_ONE, RUN_LAST_SEQUENCES } from '../../sql/run-notifications.ts';
 import type { Statement } from '../../db/statement.ts';
@@ -20,10 +22,11 @@ import type { Statement } from '../../db/statement.ts';
  * notification the bus would send at once anyway, which a settlement may carry (claimNotify,
  * docs/round-trips.md#notifications-carried-by-settlements): at most one such transaction per gap.
  *
- * Like the in-process bus it only says "the log of run X grew to N": readers re-read the log from their
- * own cursor, so a late, duplicated or coalesced notification never loses or repeats an event. After a
- * lost connection it reconnects with backoff, LISTENs again, publishes what was pending and tells every
- * local subscriber its run's current `last_sequence`, so nothing missed during the gap stays unseen.
+ * To other processes it only says "the log of run X grew to N" (the events a publish carries go to this
+ * process's readers only): readers there re-read the log from their own cursor, so a late, duplicated or
+ * coalesced notification never loses or repeats an event. After a lost connection it reconnects with
+ * backoff, LISTENs again, publishes what was pending and tells every local subscriber its run's current
+ * `last_sequence`, so nothing missed during the gap stays unseen.
  *
  * The same connection LISTENs on `run_cancels`: a cancel committed by one process reaches the embedded
  * engine executing the run in another at once (a cancel missed while disconnected is found by the
@@ -45,7 +48,6 @@ export interface PostgresRunEventBusOptions {
   notifyGapMs?: number;
 }
 
-type Listener = (lastSequence: number) => void;
 
 export class PostgresRunEventBus implements RunEventBus {
   readonly #opts: PostgresRunEventBusOptions;
@@ -176,8 +178,8 @@ export class PostgresRunEventBus implements RunEventBus {
     }
   }
 
-  publish(runId: string, lastSequence: number): void {
-    this.#emitter.emit(runId, lastSequence);
+  publish(runId: string, lastSequence: number, events?: readonly PublicRunEvent[]): void {
+    this.#emitter.emit(runId, lastSequence, events);
     if (this.#closed) return;
     const told = this.#notified.get(runId);
     if (told !== undefined) {
@@ -207,7 +209,7 @@ export class PostgresRunEventBus implements RunEventBus {
     }
   }
 
-  subscribe(runId: string, listener: Listener): () => void {
+  subscribe(runId: string, listener: RunEventListener): () => void {
     this.#ensureListening();
     this.#emitter.on(runId, listener);
     return () => this.#emitter.off(runId, listener);

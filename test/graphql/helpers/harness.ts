@@ -137,7 +137,7 @@ export async function startHarness(env: Record<string, string> = {}, opts: Harne
       return run.id;
     },
     async appendEvents(runId, events) {
-      const last = await em().transactional((tx) => appendRunEvents(tx as unknown as Em, runId, events));
+      const { last } = await em().transactional((tx) => appendRunEvents(tx as unknown as Em, runId, events));
       app.deps.bus.publish(runId, last);
       return last;
     },
