@@ -96,14 +96,16 @@ if (address) {
         const runId = await startSeededRun(h.deps, workflowId);
         await eventually('the run waiting in its delay', async () => (await runStatusOf(orm, runId)) === 'suspended', 60_000);
         const handle = h.client.workflow.getHandle(runId);
-        const history = await handle.fetchHistory();
-        const firstTask = (history.events ?? []).find((e) => e.workflowTaskCompletedEventAttributes);
+        // The run is suspended by a local activity inside the workflow task, before that task completes.
+        const firstTask = await eventually('the first workflow task completed', async () =>
+          ((await handle.fetchHistory()).events ?? []).find((e) => e.workflowTaskCompletedEventAttributes),
+        );
         const before = (await handle.describe()).runId;
         await h.client.workflowService.resetWorkflowExecution({
           namespace: 'default',
           workflowExecution: { workflowId: runId, runId: before },
           reason: 'reset from the test',
-          workflowTaskFinishEventId: firstTask!.eventId,
+          workflowTaskFinishEventId: firstTask.eventId,
           requestId: randomUUID(),
         });
         // The reset's terminated execution is listed as closed by Temporal; the run is not failed for it.
