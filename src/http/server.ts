@@ -131,8 +131,9 @@ export class HttpServer {
   close(graceMs = 3000): Promise<void> {
     return new Promise((resolve) => {
       if (!this.server.listening) return resolve();
+      // Not unref'd: whoever awaits the close must see it settle, even when nothing else keeps the
+      // process alive (the timer is cleared as soon as the server has closed).
       const force = setTimeout(() => this.server.closeAllConnections(), graceMs);
-      force.unref();
       this.server.close(() => {
         clearTimeout(force);
         resolve();
