@@ -82,6 +82,16 @@ t('createdAfter (inclusive) and createdBefore (exclusive) bound the creation tim
   assert.equal(await allPages(t, `createdAfter=${encodeURIComponent('2026-03-01T01:03:00+01:00')}`), expected(made, within(3, null)));
   assert.equal(await allPages(t, 'createdBefore=2026-03-01t00:03:00z'), expected(made, within(null, 3)));
   assert.equal(await allPages(t, `createdAfter=${at(5)}&createdBefore=${at(2)}`), []);
+  // Offsets RFC 3339 allows and Postgres does not read (beyond ±15:59), and instants beyond Postgres's
+  // years, mean what they say: 2026-03-01T00:03Z written with a -21:05 offset; every run is after year 1.
+  assert.equal(await allPages(t, `createdAfter=${encodeURIComponent('2026-02-28T02:58:00-21:05')}`), expected(made, within(3, null)));
+  assert.equal(await allPages(t, `createdAfter=${encodeURIComponent('0001-01-01T00:00:00+23:59')}`), expected(made, within(null, null)));
+  assert.equal(await allPages(t, `createdBefore=${encodeURIComponent('0001-01-01T00:00:00+23:59')}`), []);
+  assert.equal(await allPages(t, `createdBefore=${encodeURIComponent('9999-12-31T23:59:59-23:59')}`), expected(made, within(null, null)));
+  // Microseconds are kept: a bound a fraction of a millisecond after a run's creation still includes it.
+  const first = made.reduce((a, b) => (a.createdAt <= b.createdAt ? a : b));
+  const justAfter = `${new Date(first.createdAt).toISOString().slice(0, 23)}9Z`;
+  assert.ok((await allPages(t, `createdBefore=${justAfter}`)).includes(first.id));
   // With status: every run here is pending.
   assert.equal(await allPages(t, `status=pending&createdAfter=${at(6)}`), expected(made, within(6, null)));
   assert.equal(await allPages(t, `status=completed&metadata[env]=prod`), []);

@@ -108,4 +108,26 @@ t('metadata is not part of the idempotency fingerprint: a replay answers the ori
   assert.is(other.status, 409);
 });
 
+t('Cancel-After: the values the document states are taken and shown as the deadline; anything else is 400 invalid_request saying why', async ({ t }) => {
+  for (const [header, seconds] of [['30s', 30], ['86400s', 86400], ['1440m', 86400], ['24h', 86400], ['1h', 3600]] as const) {
+    const sent = Date.now();
+    const res = await start(t, {}, { 'Cancel-After': header });
+    assert.is(res.status, 202, `${header}: ${res.text}`);
+    const run = (await t.call('GET', `/runs/${res.body.run.id}`, { key: KEY })).body;
+    const after = (Date.parse(run.deadline) - sent) / 1000;
+    assert.ok(after >= seconds - 1 && after < seconds + 5, `${header}: deadline ${run.deadline}, sent ${new Date(sent).toISOString()}`);
+  }
+  const malformed = /Cancel-After must be a duration such as 30s, 5m or 1h/;
+  const tooLong = /Cancel-After must be at most 24 hours/;
+  for (const [header, message] of [
+    ['', malformed], ['0s', malformed], ['05m', malformed], ['30', malformed], ['1.5h', malformed], ['5 m', malformed], ['5M', malformed],
+    ['25h', tooLong], ['1441m', tooLong], ['86401s', tooLong], ['999999h', tooLong],
+  ] as const) {
+    const res = await start(t, {}, { 'Cancel-After': header });
+    assert.is(res.status, 400, `${JSON.stringify(header)}: ${res.text}`);
+    assert.is(res.body.error.code, 'invalid_request');
+    assert.match(res.body.error.message, message, JSON.stringify(header));
+  }
+});
+
 t.run();

@@ -6,6 +6,7 @@ import { parse } from 'yaml';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { OpenAPIBackend } from 'openapi-backend';
+import { CANCEL_AFTER_PATTERN, cancelAfterSeconds } from '../../src/domain/run-deadline.ts';
 
 /**
  * Checks openapi/openapi.yaml: it parses, every component schema compiles as JSON Schema 2020-12,
@@ -321,6 +322,22 @@ test('parameters declare their real rule as their schema: integers with ranges, 
   assert.equal(param('/runs/{run_id}/events', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991, default: 0 });
   assert.equal(param('/runs/{id}/stream', 'get', 'afterSequence').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991 });
   assert.equal(param('/runs/{id}/stream', 'get', 'Last-Event-ID').schema, { type: 'integer', minimum: 0, maximum: 9007199254740991 });
+  // Cancel-After's pattern is the service's whole rule (src/domain/run-deadline.ts): the same text, and the same answers.
+  const cancelAfter = new RegExp(param('/runs', 'post', 'Cancel-After').schema.pattern);
+  assert.is(cancelAfter.source, new RegExp(CANCEL_AFTER_PATTERN).source);
+  for (const unit of ['s', 'm', 'h', 'd', '']) {
+    for (let n = 0; n <= 90_000; n += n < 2_000 ? 1 : 97) {
+      for (const text of [`${n}${unit}`, `0${n}${unit}`]) {
+        let taken = true;
+        try {
+          cancelAfterSeconds(text);
+        } catch {
+          taken = false;
+        }
+        assert.is(cancelAfter.test(text), taken, text);
+      }
+    }
+  }
   const names = (opPath: string, m: string) => doc.paths[opPath][m].parameters.map((r: Json) => resolve(r).name);
   assert.equal(names('/workflows', 'get'), ['offset', 'limit', 'q', 'runModel', 'access']);
   assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow', 'metadata', 'createdAfter', 'createdBefore']);

@@ -3,6 +3,7 @@ import ajvFormats from 'ajv-formats';
 import type { Context } from 'openapi-backend';
 import { ApiError, notFound } from '../../domain/errors.ts';
 import { UUID } from '../../domain/ids.ts';
+import { cancelAfterRefusal } from '../../domain/run-deadline.ts';
 
 /**
  * Request validation against openapi/openapi.yaml (docs/design/rules.md, "Request parameters"): the
@@ -46,6 +47,8 @@ export function validationError(api: Context): ApiError {
   const name = decodePointer(raw);
   const parameter = parameters.find((p) => p.in === where && (where === 'header' ? p.name.toLowerCase() : p.name) === name);
   const refuse = (message: string) => (CURSORS.has(name) ? new ApiError('invalid_cursor', message) : new ApiError('invalid_request', message));
+  // The document's pattern is the whole rule; the refusal says which part was missed.
+  if (where === 'header' && name === 'cancel-after') return cancelAfterRefusal(String(api.request.headers['cancel-after'] ?? ''));
   const given = (api.request.query as Record<string, unknown>)[name];
   // A member of an object parameter (`metadata[KEY]`): its value, or its key (propertyNames).
   const key = member === undefined ? failure?.propertyName : decodePointer(member);

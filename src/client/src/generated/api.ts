@@ -1207,7 +1207,8 @@ export interface components {
          *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
          *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
          *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
-         *     than 24 hours: 400 `invalid_request`.
+         *     than 24 hours: 400 `invalid_request`. The pattern states exactly the values taken: 1–86400 `s`,
+         *     1–1440 `m` or 1–24 `h`, without leading zeros.
          */
         CancelAfter: string;
         /**
@@ -1527,7 +1528,8 @@ export interface operations {
                  *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
                  *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
                  *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
-                 *     than 24 hours: 400 `invalid_request`.
+                 *     than 24 hours: 400 `invalid_request`. The pattern states exactly the values taken: 1–86400 `s`,
+                 *     1–1440 `m` or 1–24 `h`, without leading zeros.
                  */
                 "Cancel-After"?: components["parameters"]["CancelAfter"];
             };
