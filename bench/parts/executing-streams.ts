@@ -93,8 +93,10 @@ export async function executingStreams(): Promise<void> {
       p99: s.p99,
       baseline: '—',
       ratio: '—',
-      target: `p99 ≤ ${TARGET_P99_MS} ms`,
-      verdict: r.broken === 0 && s.p99 <= TARGET_P99_MS ? 'met' : 'MISS',
+      // Delivery is what follows the commit; `ts` is taken inside the writing transaction, so written →
+      // received also holds that transaction's wait for its locks and commit (informative).
+      target: what === 'published' ? `p99 ≤ ${TARGET_P99_MS} ms` : '(informative: includes the writing transaction)',
+      verdict: r.broken > 0 ? 'MISS' : what === 'written' ? '' : s.p99 <= TARGET_P99_MS ? 'met' : 'MISS',
     });
   }
   if (r.broken) notes.push(`Streams of executing runs: ${r.broken} of ${LIVE_RUNS} streams missed, repeated or reordered an event.`);
