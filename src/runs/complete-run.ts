@@ -4,7 +4,7 @@ import { chargeFor, type StepBatch } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
 import { applyActionsIn } from './free-actions.ts';
-import { finishRun, type Finish, type FinishedRun } from './finish-run.ts';
+import { finishedAfter, finishRun, type Finish, type FinishedRun } from './finish-run.ts';
 import { recordEntries, writeBatch } from './record-batch.ts';
 import { startAndComplete } from './start-and-complete.ts';
 import type { Written } from './written.ts';
@@ -60,7 +60,6 @@ export async function completeRun(
       before = applied.written;
     }
     const finished = await finishRun(tx, runId, finish);
-    // One transaction under the run's row lock: the batch's events and the terminal one follow each other.
-    return finished && { ...finished, events: [...(before?.events ?? []), ...(finished.events ?? [])] };
+    return finished && finishedAfter(before, finished);
   }
 }

@@ -8,7 +8,7 @@ import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
 import { runFinished } from '../observability/metrics.ts';
 import type { RunsDeps } from './deps.ts';
 import type { PublicRunEvent } from './run-views.ts';
-import { writtenBy } from './written.ts';
+import { together, writtenBy, type Written } from './written.ts';
 
 /**
  * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
@@ -43,6 +43,15 @@ export interface FinishedRun {
   status: Finish['status'];
   outcome: string | null;
   accountId: string;
+}
+
+/**
+ * `finished` with the events its transaction wrote before it (`before`, null: none): one transaction
+ * under the run's row lock, so those and the terminal event follow each other, and live readers take them
+ * all as they are.
+ */
+export function finishedAfter(before: Written | null, finished: FinishedRun): FinishedRun {
+  return { ...finished, events: together(before, { last: finished.last, events: finished.events ?? [] })!.events };
 }
 
 /**

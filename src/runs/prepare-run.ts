@@ -4,7 +4,7 @@ import { fundRun } from '../billing/fund-run.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { fencedWrite, fencedWriteState, publish, publishTerminal } from './fenced-write.ts';
 import { together, type Written } from './written.ts';
-import { finishRun, type FinishedRun } from './finish-run.ts';
+import { finishedAfter, finishRun, type FinishedRun } from './finish-run.ts';
 import { batchWrite } from './record-batch.ts';
 import { ADMITTED_PHASES, type RunStatus } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
@@ -95,7 +95,8 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
     if (preparing === null) return { status: 'pending', started: false };
     const funding = await fundRun(tx, fundingArgs(runId, run));
     if (!funding.ok) {
-      failed = await finishRun(tx, runId, { status: 'failed', charge: 'none', reason: funding.reason });
+      const finished = await finishRun(tx, runId, { status: 'failed', charge: 'none', reason: funding.reason });
+      failed = finished && finishedAfter(preparing, finished);
       return { status: 'failed', started: false };
     }
     started = together(
