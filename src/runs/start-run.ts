@@ -6,7 +6,7 @@ import { countStepNodes } from '../domain/graph/validate.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { resolveInputs } from '../domain/inputs.ts';
 import { jsonLimitProblem } from '../domain/json-limits.ts';
-import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
+import { checkMetadata } from '../domain/run-metadata.ts';
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
 import { displayedRunPrice, toDb } from '../domain/money.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
@@ -84,7 +84,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     const read = kept ?? (await readWorkflow(em, principal, workflowId, req.rate, cache));
     let run: RunToAccept;
     try {
-      run = { ...(await checkRun(em, deps, principal, read.row, body.inputs, requestedVersion, metadata)), cancelAfterSeconds: cancelAfter };
+      run = await checkRun(em, deps, principal, read.row, body.inputs, requestedVersion, { metadata, cancelAfterSeconds: cancelAfter });
     } catch (err) {
       // A refusal is never decided from a kept read: the workflow may have changed since.
       if (!kept || !(err instanceof ApiError)) throw err;
@@ -119,7 +119,7 @@ async function checkRun(
   row: WorkflowRow,
   inputs: unknown,
   requestedVersion: string | null,
-  metadata: RunMetadata,
+  caller: Pick<RunToAccept, 'metadata' | 'cancelAfterSeconds'>,
 ): Promise<RunToAccept> {
   const pricing = await getPricing(em);
   const access = accessOf(row, principal.accountId, pricing);
@@ -138,8 +138,7 @@ async function checkRun(
     access,
     versionId: version.id,
     inputs: resolved.inputs,
-    metadata,
-    cancelAfterSeconds: null,
+    ...caller,
     displayedPriceUsd: toDb(displayed),
     stepUsd: pricing.stepUsd,
   };

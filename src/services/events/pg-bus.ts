@@ -48,7 +48,6 @@ export interface PostgresRunEventBusOptions {
   notifyGapMs?: number;
 }
 
-
 export class PostgresRunEventBus implements RunEventBus {
   readonly #opts: PostgresRunEventBusOptions;
   readonly #emitter = new EventEmitter();
