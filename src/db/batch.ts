@@ -1,7 +1,7 @@
 import { query, type Statement, type StatementEm } from './statement.ts';
 
 /**
- * One set-based statement answering many callers (docs/architecture.md#batches). A statement written
+ * One set-based statement answering many callers (docs/round-trips.md#batches). A statement written
  * over arrays (`unnest($1::uuid[], …) with ordinality`) takes a single call as a batch of one; while
  * one execution is on its way to Postgres, the calls that arrive meanwhile wait and then go together as
  * the next execution. N calls then cost one round trip, one executor start and one commit, and rows

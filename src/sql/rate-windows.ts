@@ -19,7 +19,7 @@ export const SHIFTED_WINDOW = `(select greatest(w.second, excluded.second) as se
                              offset 0) d)`;
 
 /**
- * The POST /runs window of an API key (docs/operations.md#rate-limit): one row per key holding 60
+ * The POST /runs window of an API key (docs/design/rules.md#rate-limit): one row per key holding 60
  * one-second buckets, `counts[60]` for the second `second` (epoch seconds) and `counts[i]` for
  * `second - 60 + i`, and their sum `total`, so a request costs the same whatever the key's limit.
  *
