@@ -1,16 +1,19 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startService } from '../helpers/service-process.ts';
+import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /**
  * The production start (docs/operations.md "Build and production start"): `npm start` builds dist/ when
  * it is missing or stale and runs the compiled service as npm's only child, one node process (no sh,
  * no tsx), so the SIGTERM npm forwards stops it; `node dist/src/main.js` serves from the compiled output
- * alone (the demo catalog, the OpenAPI document and the docs page's assets resolve there).
+ * alone (the demo catalog, the OpenAPI document and the docs page's assets resolve there), and its
+ * Temporal worker runs the workflow bundle the build wrote.
  */
 
 /** pid, command line and children of a live process, from /proc. */
@@ -90,5 +93,32 @@ test('node dist/src/main.js serves from the compiled output: demo catalog, OpenA
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+const address = temporalAddress('db: production start');
+if (address) {
+  test(
+    '[temporal] compiled with ENGINE=temporal: the worker loads dist/workflow-bundle.js and a demo run completes',
+    countTemporal(async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'wr-dist-temporal-'));
+      const env = { DATA_DIR: dir, DATABASE_URL: '', ENGINE: 'temporal', TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: `dist-${randomUUID()}`, LOG_LEVEL: 'warn' };
+      const svc = startService(env, { command: [process.execPath, 'dist/src/main.js'] });
+      try {
+        const url = await svc.url;
+        // Compiled, workflows/ has no .ts to bundle from (dist/workflows holds .js): only the built file can run.
+        const res = await fetch(`${url}/v1/runs`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer wr_demo_key', 'content-type': 'application/json', prefer: 'wait=30' },
+          body: JSON.stringify({ workflow: '00000000-0000-4000-8000-00000000f001', inputs: { name: 'Ada', tone: 'casual' } }),
+        });
+        assert.is(res.status, 200, svc.output());
+        assert.is(((await res.json()) as { status: string }).status, 'completed');
+        assert.is(await svc.stop(), 0);
+      } finally {
+        svc.child.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }),
+  );
+}
 
 test.run();
