@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, cpSync, mkdirSync, openSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { bundleWorkflows } from '../engine/temporal/workflow-bundle.ts';
 import { DATA_DIRS, DIST, filesUnder, ROOT, SOURCE_DIRS, STAMP } from './output.ts';
@@ -25,7 +25,7 @@ export async function build(): Promise<void> {
 
     for (const dir of DATA_DIRS) cpSync(join(ROOT, dir), join(out, dir), { recursive: true });
     for (const dir of SOURCE_DIRS) {
-      for (const file of filesUnder(join(ROOT, dir))) {
+      for (const file of filesUnder(ROOT, dir)) {
         if (file.endsWith('.ts') || file.endsWith('.md')) continue;
         const target = join(out, relative(ROOT, file));
         mkdirSync(dirname(target), { recursive: true });
@@ -36,8 +36,8 @@ export async function build(): Promise<void> {
     const { code } = await bundleWorkflows();
     writeFileSync(join(out, 'workflow-bundle.js'), code);
 
-    closeSync(openSync(join(out, '.built'), 'w'));
-    // Sources saved while this build ran are newer than the stamp: the next start builds again.
+    // Dated when the build began: a source saved while it ran is newer, and the next start builds again.
+    writeFileSync(join(out, '.built'), '');
     utimesSync(join(out, '.built'), started, started);
     rmSync(DIST, { recursive: true, force: true });
     try {

@@ -1,5 +1,5 @@
 import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -18,15 +18,17 @@ export const DATA_DIRS = ['catalog', 'openapi'];
 /** Compiled by tsc (tsconfig.build.json); their other files (docs assets) are copied beside the output. */
 export const SOURCE_DIRS = ['src', 'workflows'];
 /** Not part of the service's output: the client is its own package, src/build runs from source. */
-export const EXCLUDED = [join(ROOT, 'src', 'client'), join(ROOT, 'src', 'build')];
+const EXCLUDED = ['src/client', 'src/build'];
 const INPUT_FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
 
-/** Every file under `dir`, skipping EXCLUDED. */
-export function* filesUnder(dir: string): Generator<string> {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (EXCLUDED.includes(path)) continue;
-    if (entry.isDirectory()) yield* filesUnder(path);
+/** Every file under `root`/`dir` (and, with `withFolders`, every folder, `dir` first), skipping EXCLUDED. */
+export function* filesUnder(root: string, dir: string, withFolders = false): Generator<string> {
+  const top = join(root, dir);
+  if (withFolders) yield top;
+  for (const entry of readdirSync(top, { withFileTypes: true })) {
+    const path = join(top, entry.name);
+    if (EXCLUDED.includes(relative(root, path))) continue;
+    if (entry.isDirectory()) yield* filesUnder(root, relative(root, path), withFolders);
     else if (entry.isFile()) yield path;
   }
 }
@@ -36,15 +38,16 @@ function modified(path: string): number {
 }
 
 /**
- * True when there is no complete build or any input is newer than it. A stat per input file (a few
- * hundred), no hashing: cheap enough for every `npm start`.
+ * True when `root` has no complete build or any input is newer than it: a file, or a folder (deleting
+ * or renaming a file changes its folder's mtime). A stat per entry (a few hundred), no hashing: cheap
+ * enough for every `npm start`.
  */
-export function outputIsStale(): boolean {
-  const built = modified(STAMP);
+export function outputIsStale(root = ROOT): boolean {
+  const built = modified(join(root, relative(ROOT, STAMP)));
   if (!built) return true;
-  for (const file of INPUT_FILES) if (modified(join(ROOT, file)) > built) return true;
+  for (const file of INPUT_FILES) if (modified(join(root, file)) > built) return true;
   for (const dir of [...SOURCE_DIRS, ...DATA_DIRS]) {
-    for (const file of filesUnder(join(ROOT, dir))) if (modified(file) > built) return true;
+    for (const path of filesUnder(root, dir, true)) if (modified(path) > built) return true;
   }
   return false;
 }
