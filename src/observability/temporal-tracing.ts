@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { InjectedSinks, WorkerInterceptors } from '@temporalio/worker';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -11,9 +10,6 @@ import { tracingPipeline } from './tracing.ts';
  * trace the workflow and hand the context to each activity, and the activity interceptor makes each
  * activity's span the parent of the steps, provider calls and writes it does.
  */
-
-/** The module the workflow bundle includes as its interceptors. */
-export const WORKFLOW_TRACING_INTERCEPTORS = fileURLToPath(new URL('../../workflows/tracing-interceptors.ts', import.meta.url));
 
 /** The client's workflow interceptors: none when tracing is off. */
 export async function clientTracingInterceptors(): Promise<WorkflowClientInterceptor[]> {

@@ -18,6 +18,8 @@ export interface ServiceProcess {
 export interface StartOptions {
   /** The entry point; default src/main.ts (`npm start`). */
   entry?: string;
+  /** The whole command instead (e.g. `npm start`, `node dist/src/main.js`); default node through tsx on `entry`. */
+  command?: [string, ...string[]];
   /** The line that says the process is up; its first group (or the whole match) is what `url` resolves to. */
   ready?: RegExp;
   /** How long the ready line may take; default 60 s. */
@@ -26,7 +28,8 @@ export interface StartOptions {
 
 export function startService(env: Record<string, string>, opts: StartOptions = {}): ServiceProcess {
   const ready = opts.ready ?? /listening on (http:\/\/[^\s]+)/;
-  const child = spawn(process.execPath, ['--import', 'tsx', opts.entry ?? 'src/main.ts'], {
+  const [file, ...args] = opts.command ?? [process.execPath, '--import', 'tsx', opts.entry ?? 'src/main.ts'];
+  const child = spawn(file, args, {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
 import { quietTemporalRuntime, silentLogger, workflowBundle } from './support.ts';
 
 /**

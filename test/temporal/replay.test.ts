@@ -5,7 +5,7 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
 import { quietTemporalRuntime, workflowBundle } from './support.ts';
 
 /**

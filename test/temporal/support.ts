@@ -1,6 +1,6 @@
 import type { Logger } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { WORKFLOW_BUNDLE_OPTIONS, WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { WORKFLOW_BUNDLE_OPTIONS, WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
 
 /**
  * Shared by the Temporal test files (one uvu process runs them all): the SDK runtime is installed once,

@@ -1,13 +1,10 @@
-import { fileURLToPath } from 'node:url';
 import type { LogLevel, LogMetadata } from '@temporalio/common';
-import { bundleWorkflowCode, makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Logger } from '../../logger.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
-import { WORKFLOW_TRACING_INTERCEPTORS, workerTracingOptions } from '../../observability/temporal-tracing.ts';
+import { workerTracingOptions } from '../../observability/temporal-tracing.ts';
 import { createActivities, type ActivityHooks } from './activities.ts';
-
-/** The workflows module the worker bundles (`workflows/index.ts`). */
-export const WORKFLOWS_PATH = fileURLToPath(new URL('../../../workflows/index.ts', import.meta.url));
+import { runWorkflowBundle, type WorkflowBundle } from './workflow-bundle.ts';
 
 export interface RunWorkerOptions {
   connection: NativeConnection;
@@ -16,26 +13,9 @@ export interface RunWorkerOptions {
   hooks?: ActivityHooks;
   /** How long running activities get to finish on shutdown before Temporal retries them elsewhere. */
   shutdownGraceTime?: string;
-  /** A prebuilt bundle of workflows/; by default the process's one bundle (built on first use). */
-  workflowBundle?: { code: string };
+  /** A prebuilt bundle of workflows/; by default the built file or the process's one bundle (src/engine/temporal/workflow-bundle.ts). */
+  workflowBundle?: WorkflowBundle;
 }
-
-/** What the bundle is built from: the workflows and the tracing interceptors (always, see docs/tracing.md). */
-export const WORKFLOW_BUNDLE_OPTIONS = { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_TRACING_INTERCEPTORS] };
-
-let bundle: Promise<{ code: string }> | undefined;
-
-/** workflows/ bundled once per process: every worker of the process (tests start many) shares it. */
-export function runWorkflowBundle(): Promise<{ code: string }> {
-  bundle ??= bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet }).catch((err: unknown) => {
-    bundle = undefined;
-    throw err;
-  });
-  return bundle;
-}
-
-const nothing = () => undefined;
-const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
 
 let runtimeInstalled = false;
 

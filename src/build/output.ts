@@ -1,0 +1,53 @@
+import { readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The compiled output (`npm run build`, docs/operations.md "Build and production start") and what it is
+ * built from. Run from source with plain node (src/build/start.ts runs before any output exists), so
+ * only erasable TypeScript here.
+ */
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const DIST = join(ROOT, 'dist');
+/** Written last by a build; its mtime is the moment the build started reading its sources. */
+export const STAMP = join(DIST, '.built');
+
+/** Folders read at run time by path (the demo catalog, the OpenAPI document); copied into the output so the compiled modules find them. */
+export const DATA_DIRS = ['catalog', 'openapi'];
+/** Compiled by tsc (tsconfig.build.json); their other files (docs assets) are copied beside the output. */
+export const SOURCE_DIRS = ['src', 'workflows'];
+/** Not part of the service's output: the client is its own package, src/build runs from source. */
+const EXCLUDED = ['src/client', 'src/build'];
+const INPUT_FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
+
+/** Every file under `root`/`dir` (and, with `withFolders`, every folder, `dir` first), skipping EXCLUDED. */
+export function* filesUnder(root: string, dir: string, withFolders = false): Generator<string> {
+  const top = join(root, dir);
+  if (withFolders) yield top;
+  for (const entry of readdirSync(top, { withFileTypes: true })) {
+    const path = join(top, entry.name);
+    if (EXCLUDED.includes(relative(root, path))) continue;
+    if (entry.isDirectory()) yield* filesUnder(root, relative(root, path), withFolders);
+    else if (entry.isFile()) yield path;
+  }
+}
+
+function modified(path: string): number {
+  return statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+}
+
+/**
+ * True when `root` has no complete build or any input is newer than it: a file, or a folder (deleting
+ * or renaming a file changes its folder's mtime). A stat per entry (a few hundred), no hashing: cheap
+ * enough for every `npm start`.
+ */
+export function outputIsStale(root = ROOT): boolean {
+  const built = modified(join(root, relative(ROOT, STAMP)));
+  if (!built) return true;
+  for (const file of INPUT_FILES) if (modified(join(root, file)) > built) return true;
+  for (const dir of [...SOURCE_DIRS, ...DATA_DIRS]) {
+    for (const path of filesUnder(root, dir, true)) if (modified(path) > built) return true;
+  }
+  return false;
+}

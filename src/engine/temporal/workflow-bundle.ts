@@ -1,0 +1,44 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode } from '@temporalio/worker';
+
+/**
+ * The workflow code a worker runs: workflows/ bundled by webpack with the tracing interceptors (always,
+ * see docs/tracing.md). `npm run build` writes it once to dist/ (src/build/build.ts); a compiled worker
+ * loads that file, so no production start runs webpack. From the source tree (dev, tests) the same
+ * relative path names no file and the bundle is built on first use, once per process. Only erasable
+ * TypeScript here: the build runs this module from source with plain node.
+ */
+
+/** The workflows module the bundle is built from (`workflows/index.ts`). */
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../../../workflows/index.ts', import.meta.url));
+
+/** The module the bundle includes as its workflow interceptors (src/observability/temporal-tracing.ts). */
+export const WORKFLOW_TRACING_INTERCEPTORS = fileURLToPath(new URL('../../../workflows/tracing-interceptors.ts', import.meta.url));
+
+export const WORKFLOW_BUNDLE_OPTIONS = { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_TRACING_INTERCEPTORS] };
+
+/** Where the build writes the bundle: dist/workflow-bundle.js, seen from dist/src/engine/temporal/. */
+export const PREBUILT_WORKFLOW_BUNDLE = fileURLToPath(new URL('../../../workflow-bundle.js', import.meta.url));
+
+export type WorkflowBundle = { code: string } | { codePath: string };
+
+const nothing = () => undefined;
+const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
+
+/** Bundles workflows/ from source (webpack); what the build writes and what dev and tests run. */
+export function bundleWorkflows(): Promise<{ code: string }> {
+  return bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet });
+}
+
+let bundle: Promise<WorkflowBundle> | undefined;
+
+/** The built file when there is one, else workflows/ bundled once per process (tests start many workers). */
+export function runWorkflowBundle(): Promise<WorkflowBundle> {
+  if (existsSync(PREBUILT_WORKFLOW_BUNDLE)) return Promise.resolve({ codePath: PREBUILT_WORKFLOW_BUNDLE });
+  bundle ??= bundleWorkflows().catch((err: unknown) => {
+    bundle = undefined;
+    throw err;
+  });
+  return bundle;
+}
