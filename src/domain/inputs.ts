@@ -28,7 +28,8 @@ export function inputNodes(graph: Graph): InputNode[] {
 export function resolveInputs(graph: Graph, raw: unknown): InputsResult {
   const nodes = inputNodes(graph);
   const errors: InputErrorDetail[] = [];
-  if (raw !== undefined && raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) {
+  // Absent is no inputs; null is refused like any other non-object (the document allows no null).
+  if (raw !== undefined && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
     return { ok: false, errors: [{ input: 'inputs', message: 'inputs must be an object keyed by input nodeId or name' }] };
   }
   const given = (raw ?? {}) as Record<string, JsonValue>;
