@@ -28,6 +28,8 @@ export function requestAjv(_ajv: unknown, options: Options): Ajv2020 {
 
 const CURSORS = new Set(['afterSequence', 'last-event-id']);
 const NO_NUL = '^[^\\x00]*$';
+/** The document's pattern of an idempotency key: a character that JavaScript's trim() keeps. */
+const NOT_BLANK = '[^\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]';
 
 interface Parameter {
   name: string;
@@ -99,6 +101,7 @@ function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): 
   if (schema?.type === 'object' && failure?.keyword === 'type') return 'must be given as name[KEY]=VALUE pairs';
   // The document states "no NUL" as a pattern, so fuzzers draw only storable text; said in words here.
   if (failure?.keyword === 'pattern' && schema?.pattern === NO_NUL) return 'must not contain NUL characters';
+  if (failure?.keyword === 'pattern' && schema?.pattern === NOT_BLANK) return 'must not be empty after trimming surrounding whitespace';
   return failure?.message ?? 'is invalid';
 }
 

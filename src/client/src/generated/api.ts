@@ -1199,8 +1199,8 @@ export interface components {
         /**
          * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
          *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
-         *     At most 255 characters as sent and non-empty after trimming surrounding whitespace; case-sensitive;
-         *     else 400 `invalid_request`.
+         *     At most 255 characters as sent and non-empty after trimming surrounding whitespace (the pattern: one
+         *     character that is not whitespace); case-sensitive; else 400 `invalid_request`.
          */
         IdempotencyKey: string;
         /**
@@ -1513,8 +1513,8 @@ export interface operations {
                 /**
                  * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
                  *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
-                 *     At most 255 characters as sent and non-empty after trimming surrounding whitespace; case-sensitive;
-                 *     else 400 `invalid_request`.
+                 *     At most 255 characters as sent and non-empty after trimming surrounding whitespace (the pattern: one
+                 *     character that is not whitespace); case-sensitive; else 400 `invalid_request`.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
