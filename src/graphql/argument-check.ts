@@ -1,17 +1,22 @@
 import {
-  BREAK,
   getArgumentValues,
+  getNamedType,
   getVariableValues,
   GraphQLError,
+  isInterfaceType,
+  isObjectType,
   isUnionType,
-  TypeInfo,
-  visit,
-  visitWithTypeInfo,
+  Kind,
   type DocumentNode,
+  type FieldNode,
+  type GraphQLField,
+  type GraphQLNamedType,
   type GraphQLSchema,
+  type OperationTypeNode,
+  type SelectionSetNode,
 } from 'graphql';
 import { isStorableText } from '../domain/json-limits.ts';
-import { selectOperation } from './limits.ts';
+import { fragmentsOf, selectOperation } from './limits.ts';
 
 /**
  * The adapter's argument check, run once the operation and its variables are known and before anything
@@ -67,36 +72,57 @@ export function argumentError(
   variables: Record<string, unknown> | null | undefined,
 ): GraphQLError | null {
   const op = selectOperation(document, operationName);
-  if (!op) return null;
+  const root = op && rootType(schema, op.operation);
+  if (!op || !root) return null;
   const coerced = getVariableValues(schema, op.variableDefinitions ?? [], variables ?? {});
   if (coerced.errors) return null; // execution reports bad variables itself
-  const typeInfo = new TypeInfo(schema);
-  let found: GraphQLError | null = null;
-  visit(
-    document,
-    visitWithTypeInfo(typeInfo, {
-      // Other operations of the document do not run; fragments are checked wherever they are used.
-      OperationDefinition: (node) => (node === op ? undefined : false),
-      Field(node) {
-        const field = typeInfo.getFieldDef();
-        if (!field || !node.arguments?.length) return undefined;
-        let args: Record<string, unknown>;
-        try {
-          args = getArgumentValues(field, node, coerced.coerced);
-        } catch {
-          return undefined; // execution reports the bad argument
+  const fragments = fragmentsOf(document);
+  const seen = new Set<string>();
+  // Each selection set with the type it selects from; a fragment is checked once wherever it is spread.
+  const work: [SelectionSetNode, GraphQLNamedType | undefined][] = [[op.selectionSet, root]];
+  while (work.length) {
+    const [set, parent] = work.pop()!;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.INLINE_FRAGMENT) {
+        work.push([sel.selectionSet, sel.typeCondition ? schema.getType(sel.typeCondition.name.value) : parent]);
+      } else if (sel.kind === Kind.FRAGMENT_SPREAD) {
+        const frag = fragments[sel.name.value];
+        if (frag && !seen.has(frag.name.value)) {
+          seen.add(frag.name.value);
+          work.push([frag.selectionSet, schema.getType(frag.typeCondition.name.value)]);
         }
-        for (const [name, value] of Object.entries(args)) {
-          const at = unstorableAt(value, name);
-          if (at !== null) {
-            found = refuse(`argument "${at}" of field "${field.name}" must not contain NUL characters or unpaired UTF-16 surrogates`);
-            return BREAK;
-          }
+      } else {
+        const field = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[sel.name.value] : undefined;
+        if (!field) continue; // introspection, __typename, or unknown (validation reports those)
+        if (sel.arguments?.length) {
+          const err = fieldArgumentError(schema, field, sel, coerced.coerced);
+          if (err) return err;
         }
-        if (field.name === '_entities') found = entityTypenameError(schema, args.representations);
-        return found ? BREAK : undefined;
-      },
-    }),
-  );
-  return found;
+        if (sel.selectionSet) work.push([sel.selectionSet, getNamedType(field.type)]);
+      }
+    }
+  }
+  return null;
 }
+
+function fieldArgumentError(
+  schema: GraphQLSchema,
+  field: GraphQLField<unknown, unknown>,
+  node: FieldNode,
+  variables: Record<string, unknown>,
+): GraphQLError | null {
+  let args: Record<string, unknown>;
+  try {
+    args = getArgumentValues(field, node, variables);
+  } catch {
+    return null; // execution reports the bad argument
+  }
+  for (const [name, value] of Object.entries(args)) {
+    const at = unstorableAt(value, name);
+    if (at !== null) return refuse(`argument "${at}" of field "${field.name}" must not contain NUL characters or unpaired UTF-16 surrogates`);
+  }
+  return field.name === '_entities' ? entityTypenameError(schema, args.representations) : null;
+}
+
+const rootType = (schema: GraphQLSchema, operation: OperationTypeNode) =>
+  operation === 'query' ? schema.getQueryType() : operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();

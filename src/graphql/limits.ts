@@ -75,7 +75,7 @@ export function parseFailure(err: unknown): GraphQLError {
 
 type Fragments = Record<string, FragmentDefinitionNode>;
 
-function fragmentsOf(document: DocumentNode): Fragments {
+export function fragmentsOf(document: DocumentNode): Fragments {
   const out: Fragments = {};
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) out[d.name.value] = d;
   return out;
