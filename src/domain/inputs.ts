@@ -1,6 +1,7 @@
 import type { InputErrorDetail } from './errors.ts';
 import { inputType, isInputKind, type Graph, type InputNode, type JsonValue } from './graph/types.ts';
 import { canonicalJson } from './canonical-json.ts';
+import { inexactNumberIn, parseJson, type InexactNumber } from './exact-json.ts';
 
 /**
  * POST /runs input rules 1–5: keys by nodeId (preferred) or exact name, unknown keys rejected, names
@@ -27,7 +28,8 @@ export function inputNodes(graph: Graph): InputNode[] {
 export function resolveInputs(graph: Graph, raw: unknown): InputsResult {
   const nodes = inputNodes(graph);
   const errors: InputErrorDetail[] = [];
-  if (raw !== undefined && raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) {
+  // Absent is no inputs; null is refused like any other non-object (the document allows no null).
+  if (raw !== undefined && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
     return { ok: false, errors: [{ input: 'inputs', message: 'inputs must be an object keyed by input nodeId or name' }] };
   }
   const given = (raw ?? {}) as Record<string, JsonValue>;
@@ -82,11 +84,21 @@ export function resolveInputs(graph: Graph, raw: unknown): InputsResult {
       }
       continue;
     }
-    const c = coerce(node, s.value, false);
+    // Before any type rule: a number the body's parse marked is not the value the caller sent.
+    const inexact = inexactNumberIn(s.value);
+    const c: Coerced = inexact ? { ok: false, message: inexactMessage(inexact) } : coerce(node, s.value, false);
     if (c.ok) values[node.id] = c.value;
     else errors.push({ input: s.key, message: `input "${s.key}": ${c.message}` });
   }
   return errors.length ? { ok: false, errors } : { ok: true, inputs: { values, passwordIds } };
+}
+
+const SHOWN_DIGITS = 40;
+
+/** Why a number is refused, showing (the start of) its text. */
+function inexactMessage(n: InexactNumber): string {
+  const shown = n.source.length > SHOWN_DIGITS ? `${n.source.slice(0, SHOWN_DIGITS)}…` : n.source;
+  return `the number ${shown} cannot be held exactly (numbers are 64-bit floats: up to 15 significant digits, magnitudes below 1.8e308)`;
 }
 
 type Coerced = { ok: true; value: JsonValue } | { ok: false; message: string };
@@ -112,11 +124,14 @@ function coerce(node: InputNode, value: JsonValue, fromDefault: boolean): Coerce
     }
     case 'json': {
       if (typeof value !== 'string') return { ok: true, value };
+      let parsed: unknown;
       try {
-        return { ok: true, value: JSON.parse(value) as JsonValue };
+        parsed = parseJson(value);
       } catch {
         return { ok: false, message: 'expected a JSON value (a string must contain valid JSON)' };
       }
+      const inexact = inexactNumberIn(parsed);
+      return inexact ? { ok: false, message: `its JSON text holds ${inexactMessage(inexact)}` } : { ok: true, value: parsed as JsonValue };
     }
     case 'file':
       return coerceMedia(value);

@@ -15,6 +15,20 @@ export function isStorableText(s: string): boolean {
   return !UNSTORABLE.test(s);
 }
 
+/** A text's length in Unicode code points, as JSON Schema's maxLength counts it. */
+export function countCharacters(text: string): number {
+  let n = text.length;
+  // A pair of UTF-16 surrogates is one character.
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n--;
+      i++;
+    }
+  }
+  return n;
+}
+
 /** A buyer-safe description of why `value` (parsed JSON) breaks those limits, or null when it does not. */
 export function jsonLimitProblem(value: unknown, maxDepth = MAX_JSON_DEPTH): string | null {
   const stack: [unknown, number][] = [[value, 1]];

@@ -1,5 +1,5 @@
 import { invalidRequest } from './errors.ts';
-import { isStorableText } from './json-limits.ts';
+import { countCharacters, isStorableText } from './json-limits.ts';
 
 /**
  * A run's metadata: the caller's labels, sent on `POST /runs` and matched by `GET /runs?metadata[KEY]=VALUE`
@@ -14,12 +14,11 @@ export const MAX_METADATA_KEYS = 16;
 export const MAX_METADATA_KEY = 64;
 export const MAX_METADATA_VALUE = 512;
 
-const characters = (text: string) => [...text].length;
 
-/** The metadata of a request (`where`: how the request names it), checked; `{}` when absent or null. */
+/** The metadata of a request (`where`: how the request names it), checked; `{}` when absent (null is refused: the document allows none). */
 export function checkMetadata(value: unknown, where = 'metadata'): RunMetadata {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) throw invalidRequest(`${where} must be an object of string keys to string values`);
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalidRequest(`${where} must be an object of string keys to string values`);
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length > MAX_METADATA_KEYS) {
     const extra = JSON.stringify(entries[MAX_METADATA_KEYS]![0]);
@@ -28,9 +27,9 @@ export function checkMetadata(value: unknown, where = 'metadata'): RunMetadata {
   for (const [key, entry] of entries) {
     const label = `${where} key ${JSON.stringify(key)}`;
     if (key.length === 0) throw invalidRequest(`${where} keys must not be empty`);
-    if (characters(key) > MAX_METADATA_KEY) throw invalidRequest(`${label} is longer than ${MAX_METADATA_KEY} characters`);
+    if (countCharacters(key) > MAX_METADATA_KEY) throw invalidRequest(`${label} is longer than ${MAX_METADATA_KEY} characters`);
     if (typeof entry !== 'string') throw invalidRequest(`${label} must have a string value`);
-    if (characters(entry) > MAX_METADATA_VALUE) throw invalidRequest(`the value of ${label} is longer than ${MAX_METADATA_VALUE} characters`);
+    if (countCharacters(entry) > MAX_METADATA_VALUE) throw invalidRequest(`the value of ${label} is longer than ${MAX_METADATA_VALUE} characters`);
     if (!isStorableText(key) || !isStorableText(entry)) {
       throw invalidRequest(`${label} must not contain NUL characters or unpaired UTF-16 surrogates`);
     }

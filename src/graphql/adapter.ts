@@ -8,9 +8,11 @@ import {
   specifiedRules,
   subscribe,
   validate,
+  type DocumentNode,
   type ExecutionArgs,
   type ExecutionResult,
   type GraphQLFormattedError,
+  type GraphQLSchema,
   type ValidationRule,
 } from 'graphql';
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
@@ -19,6 +21,7 @@ import { readBody } from '../http/respond.ts';
 import type { HttpServer, RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../services/deps.ts';
+import { argumentError } from './argument-check.ts';
 import { createContext, type GraphqlContext } from './context.ts';
 import { formatGraphQLError } from './errors.ts';
 import { costError, depthLimitRule, PARSE_OPTIONS, parseQuery } from './limits.ts';
@@ -76,12 +79,22 @@ export function validationRules(production: boolean): ValidationRule[] {
   return [depthLimitRule(), ...(production ? [NoSchemaIntrospectionCustomRule] : [])];
 }
 
-/** Apollo plugin: the cost budget, checked once the operation and its variables are known. */
-const costPlugin: ApolloServerPlugin<GraphqlContext> = {
+/** The checks that need the operation and its variables: its arguments (argument-check.ts), then the cost budget. */
+function operationError(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName: string | null | undefined,
+  variables: Record<string, unknown> | null | undefined,
+): GraphQLError | null {
+  return argumentError(schema, document, operationName, variables) ?? costError(schema, document, operationName, variables);
+}
+
+/** Apollo plugin: operationError, before anything executes. */
+const operationPlugin: ApolloServerPlugin<GraphqlContext> = {
   async requestDidStart() {
     return {
       async didResolveOperation({ schema, document, operationName, request }) {
-        const err = costError(schema, document, operationName, request.variables);
+        const err = operationError(schema, document, operationName, request.variables);
         if (err) throw err;
       },
     };
@@ -104,7 +117,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
     validationRules: validationRules(production),
     formatError: format,
     // Apollo's landing page loads its Sandbox from a CDN; browsers get GraphiQL from this server instead.
-    plugins: [tracingPlugin, costPlugin, ApolloServerPluginLandingPageDisabled()],
+    plugins: [tracingPlugin, operationPlugin, ApolloServerPluginLandingPageDisabled()],
   });
   await apollo.start();
 
@@ -123,7 +136,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   const guarded =
     (run: (args: ExecutionArgs) => unknown) =>
     (args: ExecutionArgs): ExecutionResult | Promise<unknown> | unknown => {
-      const err = costError(args.schema, args.document, args.operationName, args.variableValues as Record<string, unknown> | undefined);
+      const err = operationError(args.schema, args.document, args.operationName, args.variableValues as Record<string, unknown> | undefined);
       return err ? { errors: [err] } : run(args);
     };
   const sse = createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>({

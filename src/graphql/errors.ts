@@ -55,7 +55,8 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, err: unknow
       const g = toGraphQLError(o) as GraphQLError;
       return { message: g.message, locations: formatted.locations, path: formatted.path, extensions: g.extensions };
     }
-    const { stacktrace: _s, ...extensions } = (formatted.extensions ?? {}) as Record<string, unknown>;
+    // `http` is a status hint for Apollo (which drops it); the stream has no status to set.
+    const { stacktrace: _s, http: _h, ...extensions } = (formatted.extensions ?? {}) as Record<string, unknown>;
     // Apollo relabels every validation error GRAPHQL_VALIDATION_FAILED; our rules' own codes
     // (QUERY_TOO_DEEP) win, so both endpoints answer the same code.
     if (o instanceof GraphQLError && typeof o.extensions?.code === 'string') extensions.code = o.extensions.code;

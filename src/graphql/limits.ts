@@ -75,7 +75,7 @@ export function parseFailure(err: unknown): GraphQLError {
 
 type Fragments = Record<string, FragmentDefinitionNode>;
 
-function fragmentsOf(document: DocumentNode): Fragments {
+export function fragmentsOf(document: DocumentNode): Fragments {
   const out: Fragments = {};
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) out[d.name.value] = d;
   return out;
@@ -121,7 +121,7 @@ export function depthLimitRule(max = MAX_DEPTH): ValidationRule {
   };
 }
 
-function selectOperation(document: DocumentNode, operationName?: string | null): OperationDefinitionNode | undefined {
+export function selectOperation(document: DocumentNode, operationName?: string | null): OperationDefinitionNode | undefined {
   const ops = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
   return operationName ? ops.find((o) => o.name?.value === operationName) : ops.length === 1 ? ops[0] : undefined;
 }

@@ -1,3 +1,4 @@
+import { DATE_TIME_RULE, readDateTime } from '../domain/date-time.ts';
 import { invalidRequest } from '../domain/errors.ts';
 import { checkMetadata } from '../domain/run-metadata.ts';
 import type { RunStatus } from '../domain/run-status.ts';
@@ -46,16 +47,17 @@ const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
 const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
 
 /**
- * An RFC 3339 date-time (the document checks its form) as the UTC instant Postgres reads, or null when
- * absent. Converted here because RFC 3339 takes offsets up to ±23:59 and Postgres only up to ±15:59, and
- * clamped to years Postgres writes (no run was created outside them, so the filter means the same).
+ * An RFC 3339 date-time (src/domain/date-time.ts; the document's validation refused anything else) as
+ * the UTC instant Postgres reads, or null when absent. Converted here because RFC 3339 takes offsets up
+ * to ±23:59 and Postgres only up to ±15:59, and clamped to years Postgres writes (no run was created
+ * outside them, so the filter means the same).
  */
 function instant(value: string | undefined, name: string): string | null {
   if (value === undefined) return null;
-  // The fraction is kept as written (Postgres keeps microseconds, a Date milliseconds).
-  const fraction = /\.([0-9]+)/.exec(value)?.[1];
-  const at = Date.parse(value.toUpperCase().replace(/\.[0-9]+/, ''));
-  if (Number.isNaN(at)) throw invalidRequest(`${name} must be a date-time such as 2026-01-31T12:00:00Z`);
+  const read = readDateTime(value);
+  if (!read) throw invalidRequest(`${name} ${DATE_TIME_RULE}`);
+  const at = read.epochMs;
   if (at < EARLIEST || at > LATEST) return new Date(Math.min(LATEST, Math.max(EARLIEST, at))).toISOString();
-  return `${new Date(at).toISOString().slice(0, 19)}${fraction ? `.${fraction}` : ''}Z`;
+  // The fraction is kept as written (Postgres keeps microseconds, a Date milliseconds).
+  return `${new Date(at).toISOString().slice(0, 19)}${read.fraction ? `.${read.fraction}` : ''}Z`;
 }

@@ -5,7 +5,7 @@ import type { Graph } from '../domain/graph/types.ts';
 import { countStepNodes } from '../domain/graph/validate.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { resolveInputs } from '../domain/inputs.ts';
-import { jsonLimitProblem } from '../domain/json-limits.ts';
+import { countCharacters, jsonLimitProblem } from '../domain/json-limits.ts';
 import { checkMetadata } from '../domain/run-metadata.ts';
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
 import { displayedRunPrice, toDb } from '../domain/money.ts';
@@ -60,16 +60,16 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   const problem = jsonLimitProblem(req.body);
   if (problem) throw invalidRequest(problem);
   const body = req.body as Record<string, unknown>;
-  const workflowId = body.workflow ?? body.workflowId;
-  if (workflowId === undefined || workflowId === null || workflowId === '') {
+  // The document allows no null for any field: a field is given with its type or left out.
+  for (const field of ['workflow', 'workflowId', 'version'] as const) {
+    if (body[field] !== undefined && typeof body[field] !== 'string') throw invalidRequest(`"${field}" must be a UUID string`);
+  }
+  const workflowId = (body.workflow ?? body.workflowId) as string | undefined;
+  if (workflowId === undefined || workflowId === '') {
     throw new ApiError('missing_workflow', 'the body needs "workflow" (the workflow id)');
   }
-  if (typeof workflowId !== 'string') throw invalidRequest('"workflow" must be a UUID string');
   const idempotencyKey = pickIdempotencyKey(req.idempotencyHeader, body.idempotencyKey);
-  if (body.version !== undefined && body.version !== null && typeof body.version !== 'string') {
-    throw invalidRequest('"version" must be a UUID string');
-  }
-  const requestedVersion = (body.version as string | null | undefined) ?? null;
+  const requestedVersion = (body.version as string | undefined) ?? null;
   const metadata = checkMetadata(body.metadata);
   const cancelAfter = cancelAfterSeconds(req.cancelAfterHeader);
 
@@ -191,18 +191,19 @@ async function readAhead(deps: Deps, principal: Principal, workflowId: string): 
 
 /** Header or body; equal after trimming when both are present (idempotency rule 1). */
 export function pickIdempotencyKey(header: string | undefined, bodyKey: unknown): string | null {
-  if (bodyKey !== undefined && bodyKey !== null && typeof bodyKey !== 'string') {
-    throw invalidRequest('idempotencyKey must be a string');
+  if (bodyKey !== undefined && typeof bodyKey !== 'string') throw invalidRequest('idempotencyKey must be a string');
+  // As sent, as the document's maxLength counts: in characters (code points), not UTF-16 units.
+  for (const sent of [header, bodyKey]) {
+    if (sent !== undefined && countCharacters(sent) > MAX_KEY) throw invalidRequest(`the idempotency key must be at most ${MAX_KEY} characters`);
   }
   const h = header?.trim();
-  const b = typeof bodyKey === 'string' ? bodyKey.trim() : undefined;
-  if (header !== undefined && bodyKey !== undefined && bodyKey !== null && h !== b) {
+  const b = bodyKey?.trim();
+  if (h !== undefined && b !== undefined && h !== b) {
     throw invalidRequest('the Idempotency-Key header and the body idempotencyKey differ');
   }
-  const key = header !== undefined ? h : b;
+  const key = h ?? b;
   if (key === undefined) return null;
   if (key.length === 0) throw invalidRequest('the idempotency key must not be empty');
-  if (key.length > MAX_KEY) throw invalidRequest(`the idempotency key must be at most ${MAX_KEY} characters`);
   return key;
 }
 

@@ -59,10 +59,8 @@ t('metadata round-trips through GET /runs/{id}, the list row, the SSE snapshot a
 });
 
 t('a run sent without metadata shows {}', async ({ t }) => {
-  for (const body of [{}, { metadata: null }]) {
-    const id = (await start(t, body)).body.run.id;
-    assert.equal((await t.call('GET', `/runs/${id}`, { key: KEY })).body.metadata, {});
-  }
+  const id = (await start(t, {})).body.run.id;
+  assert.equal((await t.call('GET', `/runs/${id}`, { key: KEY })).body.metadata, {});
 });
 
 t('metadata beyond its limits is 400 invalid_request naming the offending key, and writes nothing', async ({ t }) => {
@@ -79,6 +77,7 @@ t('metadata beyond its limits is 400 invalid_request naming the offending key, a
     [{ '': 'v' }, /keys must not be empty/],
     [['a'], /must be an object/],
     ['text', /must be an object/],
+    [null, /must be an object/],
   ];
   for (const [metadata, message] of cases) {
     const res = await start(t, { metadata });

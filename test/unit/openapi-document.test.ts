@@ -514,6 +514,10 @@ test('near misses are rejected', () => {
   bad('StartRunRequest', { workflow: 'not-a-uuid' }, 'workflow not a UUID');
   bad('RunCompletedWebhookPayload', { type: 'run.failed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun }, 'another webhook type');
   bad('StartRunRequest', { workflow: WF_ID, idempotencyKey: 'x'.repeat(256) }, 'idempotency key over 255');
+  bad('StartRunRequest', { workflow: WF_ID, idempotencyKey: ' \t\u3000\ufeff' }, 'idempotency key blank once trimmed');
+  bad('StartRunRequest', { workflow: WF_ID, metadata: null }, 'metadata null');
+  bad('StartRunRequest', { workflow: WF_ID, idempotencyKey: null }, 'idempotency key null');
+  ok('StartRunRequest', { workflow: WF_ID, idempotencyKey: `${'😀'.repeat(253)} x` });
   bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'https://a.test/x.png', base64: 'aGk=', mimeType: 'image/png', filename: 'x.png' }, 'url and base64 both');
   bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'http://a.test/x.png', mimeType: 'image/png', filename: 'x.png' }, 'plain http');
   bad('RunEventsPage', { id: RUN_ID, events: [] }, 'hasMore is required');

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../domain/errors.ts';
+import { parseJson } from '../../domain/exact-json.ts';
 import { cancelRun } from '../../runs/cancel-run.ts';
 import { getRun } from '../../runs/get-run.ts';
 import { listRunEvents } from '../../runs/list-run-events.ts';
@@ -26,14 +27,14 @@ const q = (c: RestCall): Record<string, string | number | undefined> => c.api.re
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
-/** A JSON request body: its media type, then its text, then its parse. */
+/** A JSON request body: its media type, then its text, then its parse (numbers a double cannot hold marked, src/domain/exact-json.ts). */
 async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(req, 'content-type') ?? '')) {
     throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
   }
   const text = await readBody(req);
   try {
-    return JSON.parse(text);
+    return parseJson(text);
   } catch {
     throw new ApiError('invalid_json', 'the request body is not valid JSON');
   }

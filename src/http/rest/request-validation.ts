@@ -2,6 +2,7 @@ import { Ajv2020, type ErrorObject, type Options } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import type { Context } from 'openapi-backend';
 import { ApiError, notFound } from '../../domain/errors.ts';
+import { DATE_TIME_RULE, isDateTime } from '../../domain/date-time.ts';
 import { UUID } from '../../domain/ids.ts';
 import { cancelAfterRefusal } from '../../domain/run-deadline.ts';
 
@@ -20,11 +21,15 @@ export function requestAjv(_ajv: unknown, options: Options): Ajv2020 {
   ajvFormats.default(ajv);
   // The service's UUID text form: ajv-formats also takes a `urn:uuid:` prefix, which Postgres does not.
   ajv.addFormat('uuid', UUID);
+  // ajv-formats also takes `±hh`, `±hhmm` and a space for the `T`, which RFC 3339 does not.
+  ajv.addFormat('date-time', isDateTime);
   return ajv;
 }
 
 const CURSORS = new Set(['afterSequence', 'last-event-id']);
 const NO_NUL = '^[^\\x00]*$';
+/** The document's pattern of an idempotency key: a character that JavaScript's trim() keeps. */
+const NOT_BLANK = '[^\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]';
 
 interface Parameter {
   name: string;
@@ -64,6 +69,26 @@ export function validationError(api: Context): ApiError {
   return refuse(`${label} ${ruleOf(parameter?.schema, failure)}`);
 }
 
+/** An integer as the document means it: decimal digits, no sign on 0, no leading zero, point, exponent or space. */
+const INTEGER_TEXT = /^(?:0|-?[1-9][0-9]*)$/;
+
+/**
+ * Ajv reads a parameter's text for an integer schema as JavaScript's Number() does (`0x10`, `1e1`, ` 10`,
+ * `+10`, `10.0`, `-0` and `5\n` all pass); the document takes integers written plainly. Run once the
+ * document's validation passed: the refusal of an integer parameter whose text is not written so.
+ */
+export function integerTextError(api: Context, query: URLSearchParams, headers: Record<string, string | string[] | undefined>): ApiError | null {
+  for (const parameter of (api.operation.parameters ?? []) as Parameter[]) {
+    if (parameter.schema?.type !== 'integer') continue;
+    const text = parameter.in === 'query' ? query.get(parameter.name) : parameter.in === 'header' ? headers[parameter.name.toLowerCase()] : undefined;
+    if (typeof text !== 'string' || INTEGER_TEXT.test(text)) continue;
+    const message = `${parameter.name} ${ruleOf(parameter.schema, undefined)}, written in decimal digits`;
+    const name = parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name;
+    return new ApiError(CURSORS.has(name) ? 'invalid_cursor' : 'invalid_request', message);
+  }
+  return null;
+}
+
 /** The parameter's rule in words, from its schema. */
 function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): string {
   if (schema?.type === 'integer') {
@@ -72,10 +97,11 @@ function ruleOf(schema: Parameter['schema'], failure: ErrorObject | undefined): 
   }
   if (schema?.enum) return `must be one of: ${schema.enum.join(', ')}`;
   if (schema?.format === 'uuid') return 'must be a UUID';
-  if (schema?.format === 'date-time') return 'must be a date-time (RFC 3339) such as 2026-01-31T12:00:00Z';
+  if (schema?.format === 'date-time') return DATE_TIME_RULE;
   if (schema?.type === 'object' && failure?.keyword === 'type') return 'must be given as name[KEY]=VALUE pairs';
   // The document states "no NUL" as a pattern, so fuzzers draw only storable text; said in words here.
   if (failure?.keyword === 'pattern' && schema?.pattern === NO_NUL) return 'must not contain NUL characters';
+  if (failure?.keyword === 'pattern' && schema?.pattern === NOT_BLANK) return 'must not be empty after trimming surrounding whitespace';
   return failure?.message ?? 'is invalid';
 }
 

@@ -15,7 +15,7 @@ import { operations } from './handlers.ts';
 import { DocumentRouter } from './document-router.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
 import { header, type RestCall } from './rest-call.ts';
-import { requestAjv, validationError } from './request-validation.ts';
+import { integerTextError, requestAjv, validationError } from './request-validation.ts';
 
 /**
  * The /v1 facade (docs/architecture.md, "A REST request"). openapi-backend routes every request by
@@ -107,10 +107,11 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
         throw (api.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
       },
       async validationFail(api: Context) {
-        const error = validationError(api);
-        // A POST /runs counts in its key's rate window whatever is wrong with it.
-        if (api.operation.operationId === 'startRun') throw await refuseStart(api.security?.bearerAuth as Principal, limiter, error);
-        throw error;
+        throw await refused(api, validationError(api));
+      },
+      async preOperationHandler(api: Context, { req, ctx }: Exchange) {
+        const error = integerTextError(api, ctx.url.searchParams, req.headers);
+        if (error) throw await refused(api, error);
       },
       notFound(_api: Context, { req, ctx }: Exchange) {
         throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
@@ -123,6 +124,10 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       },
     },
   });
+  /** A request refused by the document's rules; a POST /runs counts in its key's rate window whatever is wrong with it. */
+  async function refused(api: Context, error: ApiError): Promise<unknown> {
+    return api.operation.operationId === 'startRun' ? refuseStart(api.security?.bearerAuth as Principal, limiter, error) : error;
+  }
   await api.init();
   // Its router, compiled once (document-router.ts); the validator matches and parses through it too.
   api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });

@@ -95,6 +95,8 @@ export interface HarnessOptions {
   engine?: AppOptions['engine'];
   /** Catalog JSON/YAML; default CATALOG above. */
   catalog?: string;
+  /** The service's logger; default one at LOG_LEVEL (silent). */
+  log?: AppOptions['log'];
 }
 
 export async function startHarness(env: Record<string, string> = {}, opts: HarnessOptions = {}): Promise<Harness> {
@@ -108,7 +110,7 @@ export async function startHarness(env: Record<string, string> = {}, opts: Harne
     ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     ...env,
   });
-  const app = await createApp({ config, orm, engine: opts.engine ?? (() => new NullEngine()) });
+  const app = await createApp({ config, orm, log: opts.log, engine: opts.engine ?? (() => new NullEngine()) });
   await loadCatalog(orm, parseCatalog(opts.catalog ?? CATALOG, 'graphql-test-catalog'), { sealer: app.deps.sealer });
   const url = await app.listen();
   const em = () => app.deps.orm.em.fork() as unknown as Em;

@@ -125,7 +125,9 @@ export interface paths {
          *     two published fields (ambiguous: use node ids), or a field sent by both nodeId and name with
          *     different values are 400 `invalid_inputs` with one `details` item per problem. Input errors are
          *     raised before billing or run creation: no charge. `file` inputs take a `WorkflowMedia` object
-         *     (JSON only, never multipart); `json` inputs take any JSON value (a string must parse).
+         *     (JSON only, never multipart); `json` inputs take any JSON value (a string must parse). A number a
+         *     64-bit float cannot hold exactly (`1e400`, `123456789012345678901234567890`), in a `number` input or
+         *     anywhere in a `json` input, is `invalid_inputs` naming the input: it is never stored changed.
          *
          *     **Version resolution.** (1) `version` set to a version the caller may use: that exact version runs
          *     (owners: any version in the history; buyers: the version their purchase pin covers; wallet users:
@@ -137,8 +139,8 @@ export interface paths {
          *
          *     **Idempotency.** The key comes from the `Idempotency-Key` header (preferred) or the body field
          *     `idempotencyKey`; if both are present they must be equal after trimming surrounding whitespace,
-         *     otherwise 400 `invalid_request`. The stored key is the trimmed value: a non-empty string of at most
-         *     255 characters (else 400 `invalid_request`), case-sensitive, scoped to the account behind the API key
+         *     otherwise 400 `invalid_request`. A key is at most 255 characters (code points) as sent and non-empty
+         *     after trimming (else 400 `invalid_request`); the stored key is the trimmed value, case-sensitive, scoped to the account behind the API key
          *     (not to one key or workflow), kept 24 hours. The fingerprint covers the workflow, the normalized
          *     inputs (resolved to nodeIds with defaults applied, so sending a value by name or by nodeId is the
          *     same request) and the requested version as requested (omitting `version` and naming the active
@@ -679,7 +681,7 @@ export interface components {
              * @description Immutable workflow version to run; the caller must be entitled to it.
              */
             version?: string;
-            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). */
+            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). At most 255 characters (code points), non-empty after trimming; not null. */
             idempotencyKey?: string;
             /**
              * @description The caller's labels for the run (an order id, a customer, an environment), returned on every view
@@ -1197,8 +1199,8 @@ export interface components {
         /**
          * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
          *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
-         *     After trimming surrounding whitespace: non-empty, at most 255 characters, case-sensitive; else 400
-         *     `invalid_request`.
+         *     At most 255 characters as sent and non-empty after trimming surrounding whitespace (the pattern: one
+         *     character that is not whitespace); case-sensitive; else 400 `invalid_request`.
          */
         IdempotencyKey: string;
         /**
@@ -1476,7 +1478,7 @@ export interface operations {
                 metadata?: {
                     [key: string]: string;
                 };
-                /** @description Only runs created at or after this instant (RFC 3339 date-time, such as `2026-01-31T12:00:00Z`). Anything else is 400 `invalid_request`. */
+                /** @description Only runs created at or after this instant (RFC 3339 date-time, such as `2026-01-31T12:00:00Z`; `±hh:mm` offsets, a leap second is the next day's first instant). Anything else is 400 `invalid_request`. */
                 createdAfter?: string;
                 /** @description Only runs created before this instant (RFC 3339 date-time). Anything else is 400 `invalid_request`. */
                 createdBefore?: string;
@@ -1511,8 +1513,8 @@ export interface operations {
                 /**
                  * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
                  *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
-                 *     After trimming surrounding whitespace: non-empty, at most 255 characters, case-sensitive; else 400
-                 *     `invalid_request`.
+                 *     At most 255 characters as sent and non-empty after trimming surrounding whitespace (the pattern: one
+                 *     character that is not whitespace); case-sensitive; else 400 `invalid_request`.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
