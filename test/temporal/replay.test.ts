@@ -6,6 +6,7 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
+import { countActions } from '../helpers/temporal-actions.ts';
 import { quietTemporalRuntime, workflowBundle } from './support.ts';
 
 /**
@@ -162,6 +163,9 @@ test('a deadline run recorded before the CANCELED_CLOSE patch completes; since, 
   assert.ok(after.some((e) => e.eventType === 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED'), 'the cancellation request it asked for');
   assert.equal(activityTypes({ events: after }).local.slice(-2), ['cancelRun', 'requestCancellation']);
   assert.not.ok(activityTypes({ events: before }).local.includes('requestCancellation'));
+  // The request shares its task's marker action, and a cancellation request is not billed.
+  const billed = (events: History['events']) => countActions({ events } as Parameters<typeof countActions>[0]);
+  assert.is(billed(after).total, billed(before).total, `${billed(before).billed.join(', ')} → ${billed(after).billed.join(', ')}`);
 });
 
 test('an execution whose start carried no trace context makes no workflow spans (the tracing interceptors stay out of it)', async () => {
