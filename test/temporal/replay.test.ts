@@ -1,12 +1,12 @@
 import { workerTracingOptions } from '../../src/observability/temporal-tracing.ts';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { countActions } from '../helpers/temporal-actions.ts';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { WORKFLOWS_PATH } from '../../src/engine/temporal/run-worker.ts';
-import { countActions } from '../helpers/temporal-actions.ts';
 import { quietTemporalRuntime, workflowBundle } from './support.ts';
 
 /**
