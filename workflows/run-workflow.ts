@@ -52,9 +52,11 @@ import {
  *     the cancelRun activity commits the cancellation (a no-op when the API already did) and the
  *     execution closes as Canceled.
  *  4b. A Cancel-After deadline (args.deadline) is a durable timer: when it fires before the run ended, the
- *     run is cancelled like the API's cancel (driveUntil) and the execution completes.
+ *     run is cancelled like the API's cancel (driveUntil) and the execution closes as Canceled too.
  *  5. The execution closes the way the run ended: Completed, Failed (a non-retryable application
- *     failure carrying the run's buyer-safe reason) or Canceled (docs/temporal-operations.md).
+ *     failure carrying the run's buyer-safe reason) or Canceled (docs/temporal-operations.md). A run
+ *     found cancelled without a Temporal cancellation of its execution (its deadline, or the API's
+ *     cancel seen before its request) has the worker ask for one (closeCanceled).
  *
  * Activity arguments and results are small facts (ids, statuses, due times): node values and outputs
  * stay in Postgres, far from Temporal's payload limit. The RunStatus / RunOutcome search attributes
@@ -84,8 +86,14 @@ export const DB_ACTIVITIES_LOCAL = 'db-activities-local';
 /** The patch that added the Cancel-After deadline's timer: histories recorded before it replay without one. */
 export const RUN_DEADLINE = 'run-deadline';
 
+/**
+ * The patch that closes a run cancelled without a Temporal cancellation (its deadline) as Canceled:
+ * histories recorded before it replay completing such a run.
+ */
+export const CANCELED_CLOSE = 'canceled-close';
+
 /** The database activities, local ones unless the history being replayed predates the patch. */
-function db(): Pick<Activities, 'advanceRun' | 'runStatus' | 'cancelRun'> {
+function db(): Pick<Activities, 'advanceRun' | 'runStatus' | 'cancelRun' | 'requestCancellation'> {
   return patched(DB_ACTIVITIES_LOCAL) ? localDb : activityDb;
 }
 
@@ -139,7 +147,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     ]);
   }
 
-  type Ended = { status: string | null; reason: string | null };
+  type Ended = { status: string | null; outcome?: string | null; reason: string | null };
   /** Waits for the `admitted` signal; returns how the run ended when it ended while queued (queue timeout, cancel). */
   async function awaitAdmission(): Promise<Ended | null> {
     view.phase = 'queued';
@@ -147,7 +155,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     while (!admitted) {
       if (await condition(() => admitted, ADMISSION_RECHECK_MS)) break;
       const s = await db().runStatus(runId);
-      if (!s || nextRunMove(s, Date.now()).kind === 'end') return { status: s?.status ?? null, reason: s?.reason ?? null };
+      if (!s || nextRunMove(s, Date.now()).kind === 'end') return { status: s?.status ?? null, outcome: s?.outcome ?? null, reason: s?.reason ?? null };
       if (s.status !== 'pending' || s.phase !== 'queued') admitted = true;
     }
     return null;
@@ -222,7 +230,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   async function drive(): Promise<RunWorkflowResult> {
     if (!admitted) {
       const ended = await awaitAdmission();
-      if (ended) return end(ended.status, null, ended.reason);
+      if (ended) return end(ended.status, ended.outcome, ended.reason);
     }
     let failures = 0;
 
@@ -253,7 +261,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         case 'queued': {
           admitted = false;
           const ended = await awaitAdmission();
-          if (ended) return end(ended.status, null, ended.reason);
+          if (ended) return end(ended.status, ended.outcome, ended.reason);
           break;
         }
         case 'park':
@@ -271,13 +279,30 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   }
 
   /** Closes the execution the way the run ended: a failed run fails it, with the run's buyer-safe reason. */
-  function end(status: string | null, outcome: string | null = null, reason: string | null = null): RunWorkflowResult {
+  async function end(status: string | null, outcome: string | null = null, reason: string | null = null): Promise<RunWorkflowResult> {
+    if (status === 'cancelled' && patched(CANCELED_CLOSE)) return closeCanceled();
     view.phase = 'ended';
     showStatus(status, outcome);
     if (status === 'failed') {
       throw ApplicationFailure.create({ type: RUN_FAILED_TYPE, message: reason ?? 'the run failed', nonRetryable: true, details: [{ runId }] });
     }
     return { runId, status };
+  }
+
+  /** Set by closeCanceled: the run's cancellation is committed, so the Temporal cancellation that follows has nothing to commit. */
+  let cancellationCommitted = false;
+
+  /**
+   * Closes the execution of a cancelled run as Canceled, which Temporal allows only on a cancellation
+   * request: the worker asks for one (the requestCancellation activity; a workflow cannot ask for its
+   * own), and its arrival cancels the wait below, whose cancellation ends the workflow (runWorkflow).
+   */
+  async function closeCanceled(): Promise<never> {
+    cancellationCommitted = true;
+    if (!CancellationScope.current().consideredCancelled) {
+      await CancellationScope.nonCancellable(() => db().requestCancellation(runId));
+    }
+    return CancellationScope.current().cancelRequested;
   }
 
   /** A wait_timer suspension: sleep until the due time (the next advanceRun resumes the run). */
@@ -303,7 +328,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   /**
    * The Cancel-After deadline: a durable timer beside the run; when it fires first, the drive is cancelled
    * and the run with it as the API's cancel would (the cancelRun activity: not charged, run.cancelled
-   * webhook), whatever it was doing (queued, running, suspended), and the execution completes.
+   * webhook), whatever it was doing (queued, running, suspended), and the execution closes as Canceled
+   * (before the CANCELED_CLOSE patch: completes).
    */
   async function driveUntil(deadline: number): Promise<RunWorkflowResult> {
     const scope = new CancellationScope();
@@ -320,7 +346,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     } catch (err) {
       if (!due || !isCancellation(err)) throw err;
       const cancelled = await CancellationScope.nonCancellable(() => db().cancelRun(runId));
-      return end(cancelled.status, null, cancelled.reason);
+      return end(cancelled.status, cancelled.outcome ?? null, cancelled.reason);
     }
   }
 
@@ -329,10 +355,13 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     return await (args.deadline !== undefined && patched(RUN_DEADLINE) ? driveUntil(args.deadline) : drive());
   } catch (err) {
     if (!isCancellation(err)) throw err;
-    // Cancelled through Temporal (by the API, which has committed the cancellation already, or from the
-    // UI / CLI): commit it (a no-op when done), then close as Canceled, or as the run ended meanwhile.
-    const r = await CancellationScope.nonCancellable(() => db().cancelRun(runId));
-    if (r.status !== 'cancelled') return end(r.status, null, r.reason);
+    // Cancelled through Temporal (by the API, which has committed the cancellation already, from the
+    // UI / CLI, or at this workflow's own request): commit it (unless this workflow did, else a no-op
+    // when done), then close as Canceled, or as the run ended meanwhile.
+    if (!cancellationCommitted) {
+      const r = await CancellationScope.nonCancellable(() => db().cancelRun(runId));
+      if (r.status !== 'cancelled') return end(r.status, r.outcome ?? null, r.reason);
+    }
     view.phase = 'ended';
     showStatus('cancelled');
     throw err;

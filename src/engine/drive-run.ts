@@ -100,7 +100,7 @@ export async function performStatusMove(
 
 /** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
 export type AdvanceResult =
-  /** The run is terminal; `outcome` when this call completed it; `reason`: a failed run's buyer-safe reason. */
+  /** The run is terminal: its status, a completed run's outcome and a failed run's buyer-safe reason. */
   | { kind: 'ended'; status: RunStatus | null; outcome: string | null; reason?: string | null }
   /** Queued: wait for admission. */
   | { kind: 'queued' }
@@ -129,7 +129,7 @@ export async function advanceRun(deps: RunsDeps, runId: string, running: readonl
     if (await performStatusMove(deps, s, move, { resumeCredentials: running.length === 0 })) continue;
     switch (move.kind) {
       case 'end':
-        return { kind: 'ended', status: s.status, outcome: null, reason: s.reason ?? null };
+        return { kind: 'ended', status: s.status, outcome: s.outcome ?? null, reason: s.reason ?? null };
       case 'await_admission':
         return { kind: 'queued' };
       case 'park':
@@ -179,8 +179,8 @@ async function advanceLoaded(deps: RunsDeps, s: RunState, running: readonly stri
       case 'park':
         return { kind: 'park', until: m.until };
       case 'done':
-        // Completed by this call: its status and outcome are known; otherwise the next look tells.
-        return drv.completion ? { kind: 'ended', status: drv.completion.status, outcome: drv.completion.outcome } : null;
+        // Completed by this call: how it ended is known; otherwise the next look tells.
+        return drv.completion ? { kind: 'ended', status: drv.completion.status, outcome: drv.completion.outcome, reason: drv.completion.reason } : null;
       case 'reload':
         // Steps this pass planned must still run: hand them over with the wait for them.
         return start.length ? { kind: 'wait', start, due: null } : null;

@@ -27,6 +27,8 @@ export interface RunState {
   resumeAt: number | null;
   /** The buyer-safe reason of a failed run (read by loadRunState only; null otherwise). */
   reason?: string | null;
+  /** A completed run's outcome (read by loadRunState only; null otherwise). */
+  outcome?: string | null;
   credentialMode: 'service_hosted' | 'byok';
   graph: Graph;
   inputs: Record<string, JsonValue>;
@@ -115,6 +117,7 @@ export async function stateFromRow(em: StatementEm, runId: string, r: Record<str
     suspendReason: (r.suspend_reason as RunState['suspendReason']) ?? null,
     resumeAt: dateOrNull(r.resume_at)?.getTime() ?? null,
     reason: typeof r.reason === 'string' ? r.reason : null,
+    outcome: typeof r.outcome === 'string' ? r.outcome : null,
     credentialMode: r.credential_mode as RunState['credentialMode'],
     graph: await graphOf(em, versionId),
     inputs: json<Record<string, JsonValue>>(r.inputs ?? {}),

@@ -70,7 +70,7 @@ export const FINISH_RUN = statement(
 
 /** $1 run id: the run's state as the engines drive it (src/runs/run-state.ts). */
 /** $1 run id: the state columns, and the buyer-safe reason of a failed run (what its Temporal workflow fails with). */
-export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason from runs where id = $1`, [RunSchema]);
+export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason, outcome from runs where id = $1`, [RunSchema]);
 
 /** $1 run id: what never changes of a run (cached by src/runs/run-state.ts). */
 export const RUN_META = statement('run_meta', 'select version_id, account_id from runs where id = $1', [RunSchema]);
@@ -98,7 +98,7 @@ export const LOCK_RUN_TO_PREPARE = statement(
 /** $1 run id: what the Temporal workflow asks of its run (src/engine/temporal/activities.ts). */
 export const RUN_SCHEDULE = statement(
   'run_schedule',
-  'select status, phase, reason, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = $1',
+  'select status, phase, reason, outcome, suspend_reason, (extract(epoch from resume_at) * 1000)::float8 as resume_ms from runs where id = $1',
   [RunSchema],
 );
 

@@ -16,7 +16,7 @@ import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
-import { startLiveHarness } from '../helpers/live-temporal.ts';
+import { eventually, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -76,7 +76,8 @@ const row = async (id: string) =>
     [id],
   ))[0]!;
 
-async function scenario(deps: Deps, engineName: string): Promise<void> {
+/** The runs it cancelled by their deadline, and the one that completed first. */
+async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: string[]; finished: string }> {
   const principal = await authenticateKey(deps, `Bearer ${KEY}`);
   const start = async (workflow: string, cancelAfter?: string) =>
     (await startRun(deps, principal, { body: { workflow }, ...(cancelAfter ? { cancelAfterHeader: cancelAfter } : {}) })).run.id;
@@ -113,6 +114,7 @@ async function scenario(deps: Deps, engineName: string): Promise<void> {
   assert.is(done.billing_status, 'settled');
   assert.ok(done.deadline);
   assert.is((await getRun(deps, accountId, finished)).status, 'completed');
+  return { cancelled: [queued, suspended, running], finished };
 }
 
 test('embedded engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
@@ -153,12 +155,24 @@ test('the embedded deadline survives a restart: a run past it while no engine ra
 
 const address = temporalAddress('run deadlines');
 if (address) {
-  test('Temporal engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
+  test('Temporal engine: past its deadline a queued, a suspended and a running run are cancelled and their executions close Canceled; one that ends first is not', async () => {
     const slow = await hangingServer();
     await seed(slow.url);
     const h = await startLiveHarness(orm, address, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' }, sealer);
     try {
-      await scenario(h.deps, 'temporal');
+      const { cancelled, finished } = await scenario(h.deps, 'temporal');
+      for (const id of [...cancelled, finished]) await workflowClosed(h, id);
+      const closedAs = async (id: string) => (await h.client.workflow.getHandle(id).describe()).status.name;
+      for (const id of cancelled) assert.is(await closedAs(id), 'CANCELLED', `${id} closed as Canceled`);
+      assert.is(await closedAs(finished), 'COMPLETED');
+      // What an operator's query finds: every run cancelled by its deadline (visibility may lag a little).
+      const query = `ExecutionStatus="Canceled" AND RunStatus="cancelled" AND WorkflowId IN (${[...cancelled, finished].map((id) => `"${id}"`).join(', ')})`;
+      const found = await eventually('the cancelled executions listed', async () => {
+        const ids: string[] = [];
+        for await (const w of h.client.workflow.list({ query })) ids.push(w.workflowId);
+        return ids.length === cancelled.length ? ids : null;
+      });
+      assert.equal(found.sort(), [...cancelled].sort());
     } finally {
       await h.close();
       await slow.close();

@@ -1,9 +1,11 @@
+import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
 /**
- * Headless Chromium (Debian's `chromium`, or CHROMIUM_PATH) through playwright-core, for the tests of the
- * browser pages and the screenshot script (docs/images/README.md). A browser that does not start is a
- * failure with the reason, unless BROWSER_UNAVAILABLE=1 says this machine has none (then `null`).
+ * Headless Chromium through playwright-core, for the tests of the browser pages and the screenshot script
+ * (docs/images/README.md): CHROMIUM_PATH, else the system's `chromium`, else the headless shell that the
+ * `@sparticuz/chromium` dev dependency carries (so `npm ci` alone is enough). A browser that does not start
+ * is a failure with the reason, unless BROWSER_UNAVAILABLE=1 says this machine has none (then `null`).
  */
 
 export const CHROMIUM_ARGS = [
@@ -16,9 +18,20 @@ export const CHROMIUM_ARGS = [
   '--no-first-run',
 ];
 
+const SYSTEM_CHROMIUM = '/usr/bin/chromium';
+
+/** The browser to launch, in order of preference; the packaged one is unpacked (once per machine) only when needed. */
+async function chromiumExecutable(): Promise<string> {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  if (existsSync(SYSTEM_CHROMIUM)) return SYSTEM_CHROMIUM;
+  const { default: packaged } = await import('@sparticuz/chromium');
+  return packaged.executablePath();
+}
+
 export async function launchChromium(): Promise<Browser | null> {
-  const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+  let executablePath = 'the packaged @sparticuz/chromium';
   try {
+    executablePath = await chromiumExecutable();
     return await chromium.launch({ executablePath, args: CHROMIUM_ARGS, timeout: 60_000 });
   } catch (err) {
     const why = `headless Chromium (${executablePath}) did not start: ${(err as Error).message}`;
@@ -26,7 +39,7 @@ export async function launchChromium(): Promise<Browser | null> {
       console.log(`  browser tests skipped (BROWSER_UNAVAILABLE=1) — ${why}`);
       return null;
     }
-    throw new Error(`${why}\nInstall Chromium (apt-get install -y chromium), point CHROMIUM_PATH at one, or set BROWSER_UNAVAILABLE=1 to skip.`);
+    throw new Error(`${why}\nRun npm ci (it installs @sparticuz/chromium), install a system Chromium, point CHROMIUM_PATH at one, or set BROWSER_UNAVAILABLE=1 to skip.`);
   }
 }
 

@@ -131,10 +131,10 @@ export async function seedDemoCatalog(orm: Orm): Promise<void> {
   await loadCatalog(orm, parseCatalog(readFileSync(DEMO_CATALOG_FILE, 'utf8'), 'demo.yaml'), { sealer });
 }
 
-/** Starts a run of the seeded workflow as the buyer (or the key given), through the real start-run service. */
-export async function startSeededRun(deps: Deps, workflowId: string, inputs: Record<string, unknown> = {}, key = 'wr_buyer_key'): Promise<string> {
+/** Starts a run of the seeded workflow as the buyer (or the key given), through the real start-run service; `cancelAfter`: its Cancel-After header. */
+export async function startSeededRun(deps: Deps, workflowId: string, inputs: Record<string, unknown> = {}, key = 'wr_buyer_key', cancelAfter?: string): Promise<string> {
   const principal = await authenticateKey(deps, `Bearer ${key}`);
-  const { run } = await startRun(deps, principal, { body: { workflow: workflowId, inputs } });
+  const { run } = await startRun(deps, principal, { body: { workflow: workflowId, inputs }, ...(cancelAfter ? { cancelAfterHeader: cancelAfter } : {}) });
   return run.id;
 }
 

@@ -122,14 +122,14 @@ test('advanceRun drives a delay run in two activities (start + batch + suspend, 
   assert.is(parked.kind, 'park');
   const dueAt = (parked as { until: number }).until;
   assert.ok(dueAt > Date.now() && dueAt <= Date.now() + 1_000);
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, suspendReason: 'wait_timer', resumeAt: dueAt });
+  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, outcome: null, suspendReason: 'wait_timer', resumeAt: dueAt });
   // Called again before the due time (a retry after a lost reply): the run stays parked, nothing is written twice.
   assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'park', until: dueAt });
 
   await new Promise((r) => setTimeout(r, Math.max(0, dueAt - Date.now()) + 5));
-  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed' });
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed', reason: null });
   // Retried after a lost reply: nothing happens twice.
-  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: null, reason: null });
+  assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed', reason: null });
 
   const row = await runRow(id);
   assert.is(row.status, 'completed');
@@ -171,7 +171,7 @@ test('advanceRun names the I/O steps to run and leaves the steps given as runnin
     assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'l1' }), { type: 'recorded', status: 'completed' });
     assert.equal(await run(env, acts, 'advanceRun', id, ['l2']), { kind: 'wait', start: [], due: null });
     await run(env, acts, 'executeStep', { runId: id, nodeId: 'l2' });
-    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed' });
+    assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'ended', status: 'completed', outcome: 'completed', reason: null });
   } finally {
     await stub.close();
   }
@@ -234,7 +234,7 @@ test('a quick I/O step sends no heartbeat, and with `advance` its activity recor
     const id = await acceptedAndAdmitted(deps, workflowId);
     assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'wait', start: ['fetch'], due: null });
     const report = await run(env, acts, 'executeStep', { runId: id, nodeId: 'fetch', advance: true });
-    assert.equal(report, { type: 'recorded', status: 'completed', next: { kind: 'ended', status: 'completed', outcome: 'completed' } });
+    assert.equal(report, { type: 'recorded', status: 'completed', next: { kind: 'ended', status: 'completed', outcome: 'completed', reason: null } });
     assert.equal(beats, [], 'no heartbeat: nothing to report before the step ended');
     assert.is((await runRow(id)).status, 'completed');
   } finally {
@@ -280,7 +280,7 @@ test('a BYOK step without a key suspends the run (wait_signal) and the activity 
   const id = await acceptedAndAdmitted(deps, workflowId);
   await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' }), { type: 'suspended', reason: 'wait_signal' });
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, suspendReason: 'wait_signal', resumeAt: null });
+  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, outcome: null, suspendReason: 'wait_signal', resumeAt: null });
 });
 
 test('the cancelRun activity (a Temporal cancellation) commits cancelled, not charged, exactly once', async () => {
@@ -291,7 +291,7 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: true, status: 'cancelled', reason: null });
   // Again (the API cancelled first, or a retry): nothing more, and the run's status for the workflow's close.
-  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: false, status: 'cancelled', reason: null });
+  assert.equal(await run(env, acts, 'cancelRun', id), { cancelled: false, status: 'cancelled', reason: null, outcome: null });
   const row = await runRow(id);
   assert.is(row.status, 'cancelled');
   assert.is(row.billing_status, 'not_charged');
@@ -299,7 +299,7 @@ test('the cancelRun activity (a Temporal cancellation) commits cancelled, not ch
   assert.ok(ended.includes(id));
   // A step after the cancellation does not run.
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 't' }), { type: 'not_runnable', status: 'cancelled' });
-  assert.equal(await run(env, acts, 'cancelRun', randomUUID()), { cancelled: false, status: null, reason: null });
+  assert.equal(await run(env, acts, 'cancelRun', randomUUID()), { cancelled: false, status: null, reason: null, outcome: null });
 });
 
 test.run();

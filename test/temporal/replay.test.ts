@@ -1,6 +1,7 @@
 import { workerTracingOptions } from '../../src/observability/temporal-tracing.ts';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { countActions } from '../helpers/temporal-actions.ts';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { test } from 'uvu';
@@ -15,15 +16,16 @@ import { quietTemporalRuntime, workflowBundle } from './support.ts';
  * and order, timers, cancellations, completion) against the recorded events. A change to the workflow
  * that alters the command sequence fails these tests (see the negative tests at the end).
  *
- * Two sets, both replayed: `activities/`, recorded before the database work became local activities
- * (the `DB_ACTIVITIES_LOCAL` patch; runs started then still replay with activities), and
- * `local-activities/`, recorded by the workflow as it is.
+ * The sets, all replayed: `activities/`, recorded before the database work became local activities
+ * (the `DB_ACTIVITIES_LOCAL` patch; runs started then still replay with activities),
+ * `local-activities/`, recorded by the workflow as it is, and `before-canceled-close/`, a deadline run
+ * recorded before the `CANCELED_CLOSE` patch (its execution completed; it still replays so).
  */
 
 quietTemporalRuntime();
 
 type History = { events: Record<string, unknown>[] };
-const SETS = ['activities', 'local-activities'] as const;
+const SETS = ['activities', 'local-activities', 'before-canceled-close'] as const;
 type FixtureSet = (typeof SETS)[number];
 const dir = (set: FixtureSet) => fileURLToPath(new URL(`../fixtures/histories/${set}/`, import.meta.url));
 const load = (set: FixtureSet, name: string): History => JSON.parse(readFileSync(`${dir(set)}${name}.json`, 'utf8'));
@@ -74,18 +76,26 @@ const SCENARIOS: Record<string, string> = {
   'node-failure': 'a node failure with completed_with_issues',
   'parallel-steps': 'two LLM steps in parallel',
   'temporal-cancel': 'a Temporal cancellation during a delay',
+  deadline: 'a Cancel-After deadline during a delay',
 };
-const NAMES = Object.keys(SCENARIOS);
+/** The scenarios both full sets hold (the deadline came after the database work became local). */
+const NAMES = Object.keys(SCENARIOS).filter((name) => name !== 'deadline');
+/** The scenarios each set holds: those of its time. */
+const NAMES_OF: Record<FixtureSet, string[]> = {
+  activities: NAMES,
+  'local-activities': Object.keys(SCENARIOS),
+  'before-canceled-close': ['deadline'],
+};
 
 test('each set of committed histories is exactly the scenarios record.ts records', () => {
   for (const set of SETS) {
     const files = readdirSync(dir(set)).filter((f) => f.endsWith('.json')).sort();
-    assert.equal(files, NAMES.map((n) => `${n}.json`).sort(), set);
+    assert.equal(files, NAMES_OF[set].map((n) => `${n}.json`).sort(), set);
   }
 });
 
 for (const set of SETS) {
-  for (const name of NAMES) {
+  for (const name of NAMES_OF[set]) {
     test(`the history of ${SCENARIOS[name]} recorded with ${set} replays without a determinism violation`, async () => {
       const history = load(set, name);
       const types = history.events.map((e) => String(e.eventType));
@@ -116,7 +126,7 @@ test('every activity argument recorded in the golden histories is exactly what t
   }).then((b) => b.code);
   const code = await captureBundle;
   for (const set of SETS) {
-    for (const name of NAMES) {
+    for (const name of NAMES_OF[set]) {
       const history = load(set, name);
       const sent: [string, unknown[]][] = [];
       const local: string[] = [];
@@ -145,6 +155,19 @@ test('every activity argument recorded in the golden histories is exactly what t
   }
 });
 
+test('a deadline run recorded before the CANCELED_CLOSE patch completes; since, it asks for its own cancellation and closes Canceled', () => {
+  const before = load('before-canceled-close', 'deadline').events;
+  const after = load('local-activities', 'deadline').events;
+  assert.is(before.at(-1)!.eventType, 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
+  assert.is(after.at(-1)!.eventType, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED');
+  assert.ok(after.some((e) => e.eventType === 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED'), 'the cancellation request it asked for');
+  assert.equal(activityTypes({ events: after }).local.slice(-2), ['cancelRun', 'requestCancellation']);
+  assert.not.ok(activityTypes({ events: before }).local.includes('requestCancellation'));
+  // The request shares its task's marker action, and a cancellation request is not billed.
+  const billed = (events: History['events']) => countActions({ events } as Parameters<typeof countActions>[0]);
+  assert.is(billed(after).total, billed(before).total, `${billed(before).billed.join(', ')} → ${billed(after).billed.join(', ')}`);
+});
+
 test('an execution whose start carried no trace context makes no workflow spans (the tracing interceptors stay out of it)', async () => {
   const bundle = await workflowBundle();
   const exported: unknown[] = [];
@@ -153,8 +176,8 @@ test('an execution whose start carried no trace context makes no workflow spans 
   assert.equal(exported, []);
 });
 
-test('each set of histories covers timers, the signal, every way to close and a parallel step', () => {
-  for (const set of SETS) {
+test('each full set of histories covers timers, the signal, every way to close and a parallel step', () => {
+  for (const set of ['activities', 'local-activities'] as const) {
     const joined = NAMES.map((name) => JSON.stringify(load(set, name))).join('\n');
     for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"credentialsSupplied"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
       'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED', 'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED', 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED']) {
@@ -234,7 +257,7 @@ test('a history whose workflow ends cancelled where the code completes fails rep
 
 test('a workflow changed to issue another command sequence fails to replay the golden histories', async () => {
   const altered = fileURLToPath(new URL('../fixtures/histories/altered-workflow.ts', import.meta.url));
-  for (const set of SETS) {
+  for (const set of ['activities', 'local-activities'] as const) {
     for (const name of ['completed', 'cancel-during-delay']) {
       const err = await replayError(load(set, name), `altered-code-${set}-${name}`, altered);
       assert.instance(err, DeterminismViolationError, `${set}/${name}`);

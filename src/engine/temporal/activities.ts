@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import { commitCancellation } from '../../runs/cancel-run.ts';
 import { fork } from '../../runs/deps.ts';
 import { traceStep } from '../../observability/trace-spans.ts';
@@ -34,6 +35,8 @@ export interface RunStatusView {
   phase: RunPhase | null;
   /** A failed run's buyer-safe reason. */
   reason: string | null;
+  /** A completed run's outcome. */
+  outcome: string | null;
   suspendReason: 'wait_timer' | 'wait_signal' | null;
   /** Due time of a wait_timer suspension, epoch ms. */
   resumeAt: number | null;
@@ -75,6 +78,7 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       status: RunStatus;
       phase: RunPhase | null;
       reason: string | null;
+      outcome: string | null;
       suspend_reason: string | null;
       resume_ms: string | number | null;
     }>(
@@ -87,6 +91,7 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       status: r.status,
       phase: r.phase ?? null,
       reason: r.reason ?? null,
+      outcome: r.outcome ?? null,
       suspendReason: (r.suspend_reason as RunStatusView['suspendReason']) ?? null,
       resumeAt: r.resume_ms === null || r.resume_ms === undefined ? null : Math.round(Number(r.resume_ms)),
     };
@@ -111,13 +116,29 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
      * The workflow itself was cancelled through Temporal (UI, CLI), not through the API: commit the
      * cancellation the way the API does (src/runs/cancel-run.ts: not charged, hold released, webhooks).
      */
-    async cancelRun(runId: string): Promise<{ cancelled: boolean; status: RunStatus | null; reason: string | null }> {
+    async cancelRun(runId: string): Promise<{ cancelled: boolean; status: RunStatus | null; reason: string | null; outcome?: string | null }> {
       const r = await commitCancellation(deps, runId);
       ended(runId);
       if (r.cancelled) return { cancelled: true, status: 'cancelled', reason: null };
       // Already terminal: cancelled by the API, or ended otherwise before the cancellation came.
       const view = await runStatus(runId);
-      return { cancelled: false, status: view?.status ?? null, reason: view?.reason ?? null };
+      return { cancelled: false, status: view?.status ?? null, reason: view?.reason ?? null, outcome: view?.outcome ?? null };
+    },
+
+    /**
+     * Asks Temporal to cancel the calling workflow execution, whose run is cancelled already (its Cancel-After
+     * deadline, or the API's cancel seen before its request): an execution closes as Canceled only on a
+     * cancellation request, and the server refuses one that a workflow sends itself.
+     */
+    async requestCancellation(runId: string): Promise<void> {
+      const ctx = Context.current();
+      const execution = ctx.info.workflowExecution;
+      if (execution?.workflowId !== runId) throw new Error(`requestCancellation is for run ${runId}'s own workflow`);
+      try {
+        await ctx.client.workflow.getHandle(execution.workflowId, execution.runId).cancel();
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err; // closed meanwhile: nothing left to cancel
+      }
     },
 
     /** Runs one I/O step; answers whether it was recorded (the value stays in Postgres), then maybe advances. */
