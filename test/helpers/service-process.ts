@@ -22,11 +22,13 @@ export interface StartOptions {
   ready?: RegExp;
   /** How long the ready line may take; default 60 s. */
   upWithinMs?: number;
+  /** More `node` options, after `--import tsx` (e.g. another `--import`). */
+  nodeOptions?: string[];
 }
 
 export function startService(env: Record<string, string>, opts: StartOptions = {}): ServiceProcess {
   const ready = opts.ready ?? /listening on (http:\/\/[^\s]+)/;
-  const child = spawn(process.execPath, ['--import', 'tsx', opts.entry ?? 'src/main.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...(opts.nodeOptions ?? []), opts.entry ?? 'src/main.ts'], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -86,10 +88,10 @@ export function runToEnd(args: string[], env: Record<string, string>, timeoutMs 
  * own, or, with DATABASE_URL, the test database emptied first (the service then shares it). `base` is
  * its `/v1` URL; `stop` ends it and removes the directory.
  */
-export async function startDemoService(): Promise<{ base: string; stop: () => Promise<void> }> {
+export async function startDemoService(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<{ base: string; stop: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'wr-demo-'));
   if (process.env.DATABASE_URL) await resetDb(await testOrm());
-  const svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+  const svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...env }, opts);
   const stop = async () => {
     await svc.stop();
     rmSync(dataDir, { recursive: true, force: true });
