@@ -31,6 +31,8 @@ export interface Started {
   url: string;
   /** Spawn → first 200 from /readyz. */
   readyMs: number;
+  /** CPU time the process used until then (user + system): what the start costs on a machine shared with other work. */
+  readyCpuMs: number;
   /** Everything the process printed, for a failure message. */
   output: () => string;
 }
@@ -65,8 +67,15 @@ export async function startCompiled(compiled: string, env: Record<string, string
     await Promise.race([exited, new Promise((r) => setTimeout(r, 10))]);
   }
   const readyMs = performance.now() - t0;
+  const readyCpuMs = cpuMs(proc.pid!);
   exited.catch(() => undefined);
-  return { proc, url, readyMs, output };
+  return { proc, url, readyMs, readyCpuMs, output };
+}
+
+/** User + system CPU time of a process, from /proc (Linux; clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** Resident set size of a process, from /proc (Linux). */

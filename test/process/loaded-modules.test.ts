@@ -54,16 +54,16 @@ test('the embedded engine loads no Temporal SDK, no provider SDK before a step n
     const started = await fetch(`${svc.base}/runs`, { method: 'POST', headers: KEY, body: JSON.stringify({ workflow: SUMMARIZE, inputs: { text: 'hello' } }) });
     assert.is(started.status, 202, await started.clone().text());
     const { run } = (await started.json()) as { run: { id: string } };
-    await waitFor(
+    const ended = await waitFor(
       'the llm.chat run to end',
       async () => {
         const r = (await (await fetch(`${svc.base}/runs/${run.id}`, { headers: KEY })).json()) as { status: string };
-        return ['completed', 'failed', 'cancelled'].includes(r.status);
+        return ['completed', 'failed', 'cancelled'].includes(r.status) && r;
       },
       30_000,
     );
     const after = loadedPackages(file);
-    assert.ok(after.has('@ai-sdk/openai') && after.has('ai'), 'the openai step loaded the AI SDK and its openai provider');
+    assert.ok(after.has('@ai-sdk/openai') && after.has('ai'), `the openai step loaded the AI SDK and its openai provider (run: ${JSON.stringify(ended)})`);
     assertAbsent(after, ['@ai-sdk/anthropic', '@ai-sdk/google', '@ai-sdk/google-vertex', '@ai-sdk/azure', '@openrouter/ai-sdk-provider', 'undici', /^@temporalio\//], 'after an openai step');
   } finally {
     await svc.stop();
