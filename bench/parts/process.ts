@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { startDevServer } from '../../src/engine/temporal/dev-server.ts';
 import { freshDatabase } from '../measure.ts';
+import { streamCost } from './process-streams.ts';
 import { compileService, heapUsedBytes, rssBytes, startCompiled, stopService, type Started } from '../production.ts';
 import { facts, notes, rows } from '../results.ts';
 import { DATABASE_URL, env, log, sleep, TEMPORAL } from '../settings.ts';
@@ -15,13 +16,16 @@ const RSS_TEMPORAL = 160 * MiB;
 const HEAP_USED = 48 * MiB;
 const READY_MIGRATED_MS = 1500;
 const IDLE_COMMITS_PER_10S = 1;
+const STREAM_KiB = 20;
+/** Open SSE streams the stream step opens (twice). */
+const STREAMS = 2000;
 /** How long the process idles before it is measured: start-up garbage collected, timers settled. */
 const SETTLE_MS = 3000;
 
 /**
  * The compiled service (`node …/src/main.js`, demo catalog) on a fresh and then a migrated database:
  * time from spawn to /readyz 200, then idle RSS, heap used and the commits Postgres counts over 10 s
- * with nothing in flight; on ENGINE=temporal with an in-process worker too when a Temporal CLI or
+ * with nothing in flight, then what open SSE streams add (process-streams.ts); on ENGINE=temporal with an in-process worker too when a Temporal CLI or
  * server is at hand. BENCH_COMPILED reuses a compiled tree instead of compiling one.
  */
 export async function productionProcess(): Promise<void> {
@@ -35,13 +39,21 @@ export async function productionProcess(): Promise<void> {
   });
   const first = await startCompiled(compiled, dbEnv());
   await stopService(first);
-  const again = await startCompiled(compiled, dbEnv());
+  const again = await startCompiled(compiled, dbEnv({ MAX_STREAMS_PER_KEY: '0' }));
   const idle = await measureIdle(again);
+  const streams = await streamCost(again, STREAMS);
   await stopService(again);
   const where = fresh.databaseUrl ? 'Postgres server' : 'PGlite';
   push(`start to /readyz, fresh database (${where})`, started(first), '', '');
   push(`start to /readyz, migrated database (${where})`, started(again), `≤ ${READY_MIGRATED_MS} ms`, again.readyMs <= READY_MIGRATED_MS);
   pushIdle(`embedded (${where})`, idle, RSS_EMBEDDED);
+  push(`RSS per open SSE stream, ${STREAMS} streams (second burst)`, `${streams.rssKiB.toFixed(1)} KiB`, `≤ ${STREAM_KiB} KiB`, streams.rssKiB <= STREAM_KiB);
+  push(`heap used per open SSE stream, ${STREAMS} streams (second burst, no GC)`, `${streams.heapKiB.toFixed(1)} KiB`, '', '');
+  notes.push(
+    `Process, SSE streams: ${STREAMS} real clients on one waiting run, opened, closed and opened again; the first burst added ` +
+      `${streams.firstBurstRssKiB.toFixed(1)} KiB of RSS per stream, which stays after they close (what the burst grew), the second ${streams.rssKiB.toFixed(1)} KiB.`,
+  );
+  facts.streamRssKiB = streams.rssKiB;
   facts.startFreshMs = first.readyMs;
   facts.startMigratedMs = again.readyMs;
   facts.startMigratedCpuMs = again.readyCpuMs;
