@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { startDevServer } from '../../src/engine/temporal/dev-server.ts';
-import { freshDatabase } from '../measure.ts';
+import { freshDatabase, tempDirs } from '../measure.ts';
 import { streamCost } from './process-streams.ts';
 import { compileService, heapUsedBytes, rssBytes, startCompiled, stopService, type Started } from '../production.ts';
 import { facts, notes, rows } from '../results.ts';
@@ -30,7 +30,8 @@ const SETTLE_MS = 3000;
  */
 export async function productionProcess(): Promise<void> {
   log('the production process: start time, idle memory, idle commits');
-  const compiled = env.BENCH_COMPILED ?? compileService();
+  let compiled = env.BENCH_COMPILED;
+  if (!compiled) tempDirs.push((compiled = compileService()));
   const fresh = await freshDatabase();
   const dbEnv = (extra: Record<string, string> = {}): Record<string, string> => ({
     ...(fresh.databaseUrl ? { DATABASE_URL: fresh.databaseUrl } : {}),
