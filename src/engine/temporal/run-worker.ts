@@ -1,14 +1,13 @@
-import { execFile } from 'node:child_process';
-import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LogLevel, LogMetadata } from '@temporalio/common';
-import { makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, makeTelemetryFilterString, type NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Logger } from '../../logger.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
-import { workerTracingOptions } from '../../observability/temporal-tracing.ts';
+import { WORKFLOW_TRACING_INTERCEPTORS, workerTracingOptions } from '../../observability/temporal-tracing.ts';
 import { createActivities, type ActivityHooks } from './activities.ts';
 
-export { WORKFLOW_BUNDLE_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle-options.ts';
+/** The workflows module the worker bundles (`workflows/index.ts`). */
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../../../workflows/index.ts', import.meta.url));
 
 export interface RunWorkerOptions {
   connection: NativeConnection;
@@ -21,36 +20,22 @@ export interface RunWorkerOptions {
   workflowBundle?: { code: string };
 }
 
+/** What the bundle is built from: the workflows and the tracing interceptors (always, see docs/tracing.md). */
+export const WORKFLOW_BUNDLE_OPTIONS = { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_TRACING_INTERCEPTORS] };
+
 let bundle: Promise<{ code: string }> | undefined;
 
-/**
- * workflows/ bundled once per process: every worker of the process (tests start many) shares it. The
- * bundling runs in a child process (bundle-workflows.ts), so webpack's compilation never enters this
- * long-lived one's memory.
- */
+/** workflows/ bundled once per process: every worker of the process (tests start many) shares it. */
 export function runWorkflowBundle(): Promise<{ code: string }> {
-  bundle ??= bundleInChild().catch((err: unknown) => {
+  bundle ??= bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet }).catch((err: unknown) => {
     bundle = undefined;
     throw err;
   });
   return bundle;
 }
 
-/** The bundle is a few MB of JavaScript; stdout may carry that much. */
-const MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
-
-function bundleInChild(): Promise<{ code: string }> {
-  // Compiled output runs bundle-workflows.js with node alone; the TypeScript sources run it through tsx.
-  const ext = extname(fileURLToPath(import.meta.url));
-  const script = fileURLToPath(new URL(`./bundle-workflows${ext}`, import.meta.url));
-  const args = ext === '.ts' ? ['--import', import.meta.resolve('tsx'), script] : [script];
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, args, { maxBuffer: MAX_BUNDLE_BYTES, encoding: 'utf8' }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`bundling workflows/ failed: ${stderr.trim() || err.message}`));
-      else resolve({ code: stdout });
-    });
-  });
-}
+const nothing = () => undefined;
+const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
 
 let runtimeInstalled = false;
 
