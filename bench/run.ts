@@ -12,6 +12,7 @@ import { listRunsFiltered } from './parts/list-runs.ts';
 import { executingStreams } from './parts/executing-streams.ts';
 import { streams } from './parts/streams.ts';
 import { onTemporal } from './parts/temporal-part.ts';
+import { productionProcess } from './parts/process.ts';
 import { bottleneck, kindsText, profilesText, stepTable, table } from './report.ts';
 import { aborted, facts, kinds, notes, profiles, rows, steps } from './results.ts';
 import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAMS, TEMPORAL, USERS, WARMUP } from './settings.ts';
@@ -36,14 +37,17 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  *      latency to 1000 followers of one run, vs bare node:http SSE responses.
  *   5. Temporal (bench/temporal.ts): 3-step runs end to end on ENGINE=temporal vs a bare one-activity
  *      workflow on the same Temporal server, closed loops of the same concurrency.
+ *   6. The production process (bench/parts/process.ts): the compiled service started with node, time to
+ *      /readyz on a fresh and a migrated database, idle RSS, heap used and commits per 10 s, on the
+ *      embedded engine and (with a Temporal CLI or server) ENGINE=temporal with its in-process worker.
  * Then where the time goes: CPU of the server, Postgres and the load generator per step, event-loop
  * delay, SQL statements per operation, and a CPU profile of the server under load.
  *
  * Environment: DATABASE_URL (else embedded PGlite), BENCH_DURATION (s per load step, 5), BENCH_WARMUP
  * (s, 1), BENCH_STREAMS (10000), BENCH_HOT_STREAMS (1000), BENCH_LIVE_RUNS (2000), RUN_CAPACITY (64),
  * BENCH_USERS (closed-loop clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY
- * (hotpath,accept,metrics,e2e,poll,list,streams, and temporal when a Temporal CLI is found or TEMPORAL_ADDRESS
- * is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_JSON (file for all
+ * (hotpath,accept,metrics,e2e,poll,list,streams,process, and temporal when a Temporal CLI is found or TEMPORAL_ADDRESS
+ * is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_COMPILED (a compiled tree for the process part; else it compiles one), BENCH_JSON (file for all
  * figures as JSON), TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (the temporal part's server; else its own dev server).
  * With DATABASE_URL the bench drops and recreates the database's `public` schema: use a bench database.
  *
@@ -78,6 +82,7 @@ async function main(): Promise<void> {
     if (ONLY.has('streams')) await streams();
     else if (ONLY.has('live')) await executingStreams();
     // Without a Temporal CLI or server the default set says so (onTemporal prints the reason).
+    if (ONLY.has('process')) await productionProcess();
     if (ONLY.has('temporal') || (env.BENCH_ONLY === undefined && 'skip' in TEMPORAL)) await onTemporal();
   } finally {
     for (const d of tempDirs) rmSync(d, { recursive: true, force: true });

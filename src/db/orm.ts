@@ -5,7 +5,6 @@ import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM as PgMikroORM, PostgreSqlDriver, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import pg, { type Pool, type PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
-import { EmbeddedOrm } from './embedded-orm.ts';
 import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
 import { queueRoutines } from './entities/queue-routines.ts';
@@ -75,6 +74,8 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     lock = lockDataDir(root, opts.lockAs ?? { role: process.argv.slice(1).join(' ') || 'node' });
   }
   try {
+    // PGlite (its driver and its WebAssembly Postgres) loads only when there is no DATABASE_URL.
+    const { EmbeddedOrm } = await import('./embedded-orm.ts');
     const orm = await EmbeddedOrm.open({ ...common, dbName: dataDir }, lock);
     // Both drivers share the SQL entity manager API; services only use that surface.
     return orm as unknown as Orm;

@@ -15,8 +15,6 @@ import { explainRefusal, executeSyncStep, failForComputeLimit, recordKnownSyncSt
 import { graphOf, readRun, type RunRowLite } from '../runs/run-state.ts';
 import { getPricing } from '../catalog/pricing.ts';
 import { DeltaSink, RunNotWritable } from './delta-sink.ts';
-import { executeHttpRequest } from './nodes/http-request.ts';
-import { executeLlmChat } from './nodes/llm-chat.ts';
 import type { LlmUsage, NodeExecutionContext, NodeOutcome } from './nodes/types.ts';
 
 /**
@@ -100,7 +98,7 @@ async function executeAsync(
   ctx.onDelta = sink.push;
   let outcome: NodeOutcome;
   try {
-    outcome = node.kind === 'llm.chat' ? await executeLlmChat(ctx) : await executeHttpRequest(ctx);
+    outcome = await (await nodeExecutor(node.kind))(ctx);
   } catch (error) {
     await sink.close();
     if (error instanceof RunNotWritable) return explainRefusal(deps, runId, nodeId);
@@ -151,6 +149,14 @@ async function executeAsync(
   if (recorded === null) return explainRefusal(deps, runId, nodeId);
   publish(deps, runId, recorded);
   return { type: 'recorded', result };
+}
+
+/**
+ * The executor of an llm.chat or http.request step, imported with the first such step: the AI SDK with
+ * its providers, and undici, stay out of a process whose runs never call them.
+ */
+async function nodeExecutor(kind: GraphNode['kind']): Promise<(ctx: NodeExecutionContext) => Promise<NodeOutcome>> {
+  return kind === 'llm.chat' ? (await import('./nodes/llm-chat.ts')).executeLlmChat : (await import('./nodes/http-request.ts')).executeHttpRequest;
 }
 
 /** The context an llm.chat / http.request activity runs with: rendering with secrets, BYOK key. */

@@ -24,11 +24,13 @@ export interface StartOptions {
   ready?: RegExp;
   /** How long the ready line may take; default 60 s. */
   upWithinMs?: number;
+  /** More `node` options, after `--import tsx` (e.g. another `--import`). */
+  nodeOptions?: string[];
 }
 
 export function startService(env: Record<string, string>, opts: StartOptions = {}): ServiceProcess {
   const ready = opts.ready ?? /listening on (http:\/\/[^\s]+)/;
-  const [file, ...args] = opts.command ?? [process.execPath, '--import', 'tsx', opts.entry ?? 'src/main.ts'];
+  const [file, ...args] = opts.command ?? [process.execPath, '--import', 'tsx', ...(opts.nodeOptions ?? []), opts.entry ?? 'src/main.ts'];
   const child = spawn(file, args, {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -89,10 +91,10 @@ export function runToEnd(args: string[], env: Record<string, string>, timeoutMs 
  * own, or, with DATABASE_URL, the test database emptied first (the service then shares it). `base` is
  * its `/v1` URL; `stop` ends it and removes the directory.
  */
-export async function startDemoService(): Promise<{ base: string; stop: () => Promise<void> }> {
+export async function startDemoService(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<{ base: string; stop: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'wr-demo-'));
   if (process.env.DATABASE_URL) await resetDb(await testOrm());
-  const svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+  const svc = startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...env }, opts);
   const stop = async () => {
     await svc.stop();
     rmSync(dataDir, { recursive: true, force: true });

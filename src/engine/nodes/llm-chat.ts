@@ -1,10 +1,4 @@
 import { APICallError, streamText, type LanguageModel, type LanguageModelUsage } from 'ai';
-import { createAnthropic } from '@ai-sdk/anthropic';
-import { createAzure } from '@ai-sdk/azure';
-import { createGoogleGenerativeAI } from '@ai-sdk/google';
-import { createVertex } from '@ai-sdk/google-vertex';
-import { createOpenAI } from '@ai-sdk/openai';
-import { createOpenRouter } from '@openrouter/ai-sdk-provider';
 import type { LlmNode, Provider } from '../../domain/graph/types.ts';
 import { providerFetch, traceStepKind } from '../../observability/trace-spans.ts';
 import type { ProviderEnv } from '../../config/config.ts';
@@ -33,23 +27,26 @@ import { providerCallFailed, timeStep } from '../../observability/metrics.ts';
 
 type ProviderSettings = ProviderEnv[Provider] & { resourceName?: string; project?: string; location?: string };
 
-export function createLanguageModel(provider: Provider, model: string, apiKey: string, env: ProviderSettings | undefined): LanguageModel {
+/** Each provider's SDK is imported by its first step: a process loads only the providers its runs call. */
+export async function createLanguageModel(provider: Provider, model: string, apiKey: string, env: ProviderSettings | undefined): Promise<LanguageModel> {
   const baseURL = env?.baseURL || undefined;
   // A client span per provider call, its traceparent sent to the provider (undefined: the SDK's fetch).
   const fetch = providerFetch(provider, model);
   switch (provider) {
     case 'openai':
-      return createOpenAI({ apiKey, baseURL, fetch }).responses(model);
+      return (await import('@ai-sdk/openai')).createOpenAI({ apiKey, baseURL, fetch }).responses(model);
     case 'anthropic':
-      return createAnthropic({ apiKey, baseURL, fetch })(model);
+      return (await import('@ai-sdk/anthropic')).createAnthropic({ apiKey, baseURL, fetch })(model);
     case 'google':
-      return createGoogleGenerativeAI({ apiKey, baseURL, fetch })(model);
+      return (await import('@ai-sdk/google')).createGoogleGenerativeAI({ apiKey, baseURL, fetch })(model);
     case 'azure_openai':
-      return createAzure({ apiKey, baseURL, fetch, resourceName: env?.resourceName || undefined }).responses(model);
-    case 'vertex':
+      return (await import('@ai-sdk/azure')).createAzure({ apiKey, baseURL, fetch, resourceName: env?.resourceName || undefined }).responses(model);
+    case 'vertex': {
+      const { createVertex } = await import('@ai-sdk/google-vertex');
       return createVertex({ apiKey, baseURL, fetch, project: env?.project || undefined, location: env?.location || undefined })(model);
+    }
     case 'openrouter':
-      return createOpenRouter({ apiKey, baseURL, fetch, compatibility: 'strict' }).chat(model);
+      return (await import('@openrouter/ai-sdk-provider')).createOpenRouter({ apiKey, baseURL, fetch, compatibility: 'strict' }).chat(model);
     default: {
       const unknown: never = provider;
       throw new Error(`unknown provider ${String(unknown)}`);
@@ -180,7 +177,7 @@ async function chat(ctx: NodeExecutionContext): Promise<NodeOutcome> {
 
   let languageModel: LanguageModel;
   try {
-    languageModel = createLanguageModel(provider, model, apiKey, env);
+    languageModel = await createLanguageModel(provider, model, apiKey, env);
   } catch {
     return failed(`the service is not configured correctly for ${provider}`);
   }

@@ -44,24 +44,33 @@ interface Exchange {
 }
 
 /**
- * The copy openapi-backend works on: without request bodies, which the services check themselves to
- * answer the spec's body codes (`invalid_json`, `missing_workflow`, `invalid_inputs`, …).
+ * The document openapi-backend works on: without request bodies, which the services check themselves
+ * to answer the spec's body codes (`invalid_json`, `missing_workflow`, `invalid_inputs`, …). Changes
+ * `definition` in place: the process holds one parsed copy of the document (the served one is text).
  */
-function routingDocument(definition: Document): Document {
-  const copy = structuredClone(definition);
-  for (const item of Object.values(copy.paths ?? {})) {
+function withoutRequestBodies(definition: Document): Document {
+  for (const item of Object.values(definition.paths ?? {})) {
     for (const method of METHODS) delete (item as Record<string, { requestBody?: unknown } | undefined>)[method]?.requestBody;
   }
-  return copy;
+  return definition;
 }
 
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();
   // The file's server is relative; the served copy names this service's absolute URL, known once the
-  // port is bound (PUBLIC_BASE_URL, else http://localhost:<port>/v1).
+  // port is bound (PUBLIC_BASE_URL, else http://localhost:<port>/v1). Until the first request it is
+  // kept as text, far smaller than a parsed copy.
+  let documentText: string | undefined = JSON.stringify(definition);
   let documentJson: string | undefined;
-  const servedDocument = () =>
-    (documentJson ??= JSON.stringify({ ...definition, servers: [{ url: deps.baseUrl(), description: 'This service' }] }));
+  const servedDocument = () => {
+    if (documentJson === undefined) {
+      const served = JSON.parse(documentText!) as Document;
+      served.servers = [{ url: deps.baseUrl(), description: 'This service' }];
+      documentJson = JSON.stringify(served);
+      documentText = undefined;
+    }
+    return documentJson;
+  };
   // Several API processes share a Postgres server, and so the window; PGlite has one process.
   const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
   const streams = deps.streams ?? new UnlimitedStreamSlots();
@@ -76,7 +85,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   // `quick` skips openapi-backend's definition check, which knows only OpenAPI 3.0 (and would reject
   // this 3.1 document); request validation runs on Ajv 2020 (request-validation.ts).
   const api = new OpenAPIBackend({
-    definition: routingDocument(definition),
+    definition: withoutRequestBodies(definition),
     apiRoot: API_ROOT,
     quick: true,
     strict: true,
@@ -131,8 +140,8 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   await api.init();
   // Its router, compiled once (document-router.ts); the validator matches and parses through it too.
   api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });
-  // Compiled now rather than by each operation's first request (`quick` compiles lazily).
-  api.validator.preCompileRequestValidators();
+  // An operation's validators are compiled by its first request (`quick`): a process compiles the
+  // validators of the operations it serves, not of every one at start.
   const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
 
   http.mount(API_ROOT, (req, res, ctx) => {

@@ -1,0 +1,101 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The production process as an operator runs it: the service compiled by the project's tsc and started
+ * as `node …/src/main.js`, no tsx. Used by the process part of `npm run bench` (bench/parts/process.ts).
+ */
+
+const REPO = fileURLToPath(new URL('../', import.meta.url));
+
+/** Compiles src/ and workflows/ into a temporary directory that also sees the files read at run time. */
+export function compileService(): string {
+  const out = mkdtempSync(join(tmpdir(), 'wr-compiled-'));
+  // tsc reports type errors of the client workspace (not part of the service) yet still emits.
+  spawnSync(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', REPO, '--noEmit', 'false', '--outDir', out, '--rewriteRelativeImportExtensions', '--rootDir', REPO], {
+    stdio: 'ignore',
+  });
+  for (const d of ['catalog', 'openapi', 'schema', 'node_modules', 'package.json']) symlinkSync(join(REPO, d), join(out, d));
+  // The Temporal worker bundles the workflow sources themselves, and what they import from src/.
+  for (const d of ['workflows', 'src']) {
+    cpSync(join(REPO, d), join(out, d), { recursive: true, filter: (f) => !f.includes('node_modules') && (statSync(f).isDirectory() || f.endsWith('.ts')) });
+  }
+  return out;
+}
+
+export interface Started {
+  proc: ChildProcess;
+  url: string;
+  /** Spawn → first 200 from /readyz. */
+  readyMs: number;
+  /** CPU time the process used until then (user + system): what the start costs on a machine shared with other work. */
+  readyCpuMs: number;
+  /** Everything the process printed, for a failure message. */
+  output: () => string;
+}
+
+/** Starts `node <compiled>/src/main.js` with `env` and waits for /readyz to answer 200. */
+export async function startCompiled(compiled: string, env: Record<string, string>, execArgv: string[] = []): Promise<Started> {
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [...execArgv, join(compiled, 'src/main.js')], {
+    cwd: compiled,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  proc.stdout!.on('data', (b: Buffer) => (text += b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => (text += b.toString()));
+  const output = () => text;
+  const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`service exited (${code}):\n${text}`))));
+  const url = await Promise.race([
+    exited,
+    new Promise<string>((resolve) => {
+      const look = () => {
+        const m = /listening on (http:\/\/\S+)/.exec(text);
+        if (m) resolve(m[1]!);
+        else setTimeout(look, 5);
+      };
+      look();
+    }),
+  ]);
+  for (;;) {
+    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 10))]);
+  }
+  const readyMs = performance.now() - t0;
+  const readyCpuMs = cpuMs(proc.pid!);
+  exited.catch(() => undefined);
+  return { proc, url, readyMs, readyCpuMs, output };
+}
+
+/** User + system CPU time of a process, from /proc (Linux; clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** Resident set size of a process, from /proc (Linux). */
+export function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** V8 heap used, from the service's own /metrics (prom-client's default process metrics). */
+export async function heapUsedBytes(url: string): Promise<number> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text());
+  const m = /^nodejs_heap_size_used_bytes (\S+)$/m.exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+export async function stopService(s: Started): Promise<void> {
+  if (s.proc.exitCode !== null) return;
+  const gone = new Promise((r) => s.proc.once('exit', r));
+  s.proc.kill('SIGTERM');
+  const force = setTimeout(() => s.proc.kill('SIGKILL'), 10_000);
+  await gone;
+  clearTimeout(force);
+}
