@@ -92,7 +92,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const engine = opts.engine ? await opts.engine(base) : await defaultEngine(base);
   const deps: Deps = { ...base, engine };
 
-  const http = new HttpServer(log);
+  const http = new HttpServer(log, config.http);
   mountHealth(http, deps);
   if (!config.metrics.enabled) setMetricsEnabled(false);
   const metrics = config.metrics.enabled

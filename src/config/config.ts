@@ -19,6 +19,26 @@ const decimal = z.string().trim().regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal 
 /** MAX_STREAMS_PER_KEY when unset. */
 export const DEFAULT_MAX_STREAMS_PER_KEY = 1000;
 
+/** How long a request may take to arrive, and how long an idle keep-alive connection is kept (src/http/server.ts). */
+export interface HttpLimits {
+  /** From a request's first byte to the end of its headers; later is 408. */
+  headersTimeoutMs: number;
+  /** From the start of a body's read to its last byte; later is 408 and the connection is closed. */
+  bodyTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this; longer than a load balancer's idle timeout (docs/operations.md). */
+  keepAliveTimeoutMs: number;
+  /** Request bodies still arriving per API key (and for the GraphQL token) in one process; 0 = no limit. */
+  maxBodiesInFlightPerKey: number;
+}
+
+/** The HTTP limits when no variable sets them. */
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  headersTimeoutMs: 30_000,
+  bodyTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 65_000,
+  maxBodiesInFlightPerKey: 100,
+};
+
 const schema = z.object({
   PORT: int(0, 65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -49,6 +69,10 @@ const schema = z.object({
   /** Open streams per API key (REST SSE) and per token (GraphQL subscriptions) across the deployment; 0 = no limit. */
   MAX_STREAMS_PER_KEY: int(0).default(DEFAULT_MAX_STREAMS_PER_KEY),
   MAX_OUTPUT_BYTES: int(1).default(10 * 1024 * 1024),
+  HTTP_HEADERS_TIMEOUT_MS: int(100).default(DEFAULT_HTTP_LIMITS.headersTimeoutMs),
+  HTTP_BODY_TIMEOUT_MS: int(100).default(DEFAULT_HTTP_LIMITS.bodyTimeoutMs),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1000).default(DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs),
+  MAX_BODIES_IN_FLIGHT_PER_KEY: int(0).default(DEFAULT_HTTP_LIMITS.maxBodiesInFlightPerKey),
   WEBHOOK_ALLOW_INSECURE: flag,
   ALLOW_PRIVATE_NETWORK: flag,
   /** 32 bytes, base64 or hex: the AES-256-GCM key for secrets at rest. Generated under DATA_DIR when unset. */
@@ -94,6 +118,7 @@ export interface Config {
   /** Open streams per API key / GraphQL token across processes; 0 = no limit. */
   maxStreamsPerKey: number;
   maxOutputBytes: number;
+  http: HttpLimits;
   webhookAllowInsecure: boolean;
   allowPrivateNetwork: boolean;
   encryptionKey: string | undefined;
@@ -154,6 +179,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sseHeartbeatMs: e.SSE_HEARTBEAT_MS,
     maxStreamsPerKey: e.MAX_STREAMS_PER_KEY,
     maxOutputBytes: e.MAX_OUTPUT_BYTES,
+    http: {
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      maxBodiesInFlightPerKey: e.MAX_BODIES_IN_FLIGHT_PER_KEY,
+    },
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE,
     allowPrivateNetwork: e.ALLOW_PRIVATE_NETWORK,
     encryptionKey: e.ENCRYPTION_KEY,

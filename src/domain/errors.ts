@@ -88,6 +88,34 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A request answered before its body arrived: too slow (408, code `invalid_request`, as node:http's own
+ * 408 for slow headers) or one too many of its key's bodies on their way (429 `rate_limited`). It is
+ * counted nowhere (no rate window, no run) and its connection is closed with the answer.
+ */
+export class UnreceivedBody extends ApiError {
+  static timedOut(seconds: number): UnreceivedBody {
+    return new UnreceivedBody('invalid_request', `the request body did not arrive within ${seconds} s`, 408);
+  }
+
+  static tooMany(limit: number): UnreceivedBody {
+    return new UnreceivedBody('rate_limited', `this caller already has ${limit} request bodies on their way; retry in 1 s`, 429, { retryAfterSeconds: 1 });
+  }
+
+  private constructor(
+    code: 'invalid_request' | 'rate_limited',
+    message: string,
+    private readonly answered: number,
+    facts: ErrorFacts = {},
+  ) {
+    super(code, message, facts);
+  }
+
+  override get status(): number {
+    return this.answered;
+  }
+}
+
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 export const forbidden = (message = 'you are not allowed to use this resource') => new ApiError('forbidden', message);
 export const invalidRequest = (message: string) => new ApiError('invalid_request', message);

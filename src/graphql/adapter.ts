@@ -17,7 +17,7 @@ import {
 } from 'graphql';
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
 import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
-import { readBody } from '../http/respond.ts';
+import type { RequestBodies } from '../http/request-bodies.ts';
 import type { HttpServer, RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../services/deps.ts';
@@ -42,6 +42,9 @@ import { tracingPlugin } from './tracing-plugin.ts';
 export const GRAPHQL_PATH = '/graphql';
 export const GRAPHQL_STREAM_PATH = '/graphql/stream';
 const MAX_GRAPHQL_BODY = 256 * 1024;
+/** The internal token's place among request bodies on their way (one token per deployment). */
+const TOKEN_BODIES = 'graphql-token';
+const readGraphqlBody = (bodies: RequestBodies, req: IncomingMessage, ctx: RequestContext) => bodies.read(req, ctx, TOKEN_BODIES, MAX_GRAPHQL_BODY);
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 export function authorized(req: IncomingMessage, token: string): boolean {
@@ -127,7 +130,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
       // The explorer page holds no data: the queries it sends carry the token the user sets in it.
       if (!production && wantsExplorer(req)) return sendExplorer(req, res, new URL(deps.baseUrl()).origin);
       if (!authorized(req, token)) return sendUnauthorized(res);
-      await serveApollo(apollo, deps, req, res, ctx);
+      await serveApollo(apollo, deps, http.bodies, req, res, ctx);
     },
     GRAPHQL_PATH,
   );
@@ -166,20 +169,20 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
     (path) => path === GRAPHQL_STREAM_PATH,
     async (req, res, ctx) => {
       if (!authorized(req, token)) return sendUnauthorized(res);
-      await serveSse(sse, req, res, ctx);
+      await serveSse(sse, http.bodies, req, res, ctx);
     },
     GRAPHQL_STREAM_PATH,
   );
 }
 
-async function serveApollo(apollo: ApolloServer<GraphqlContext>, deps: Deps, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+async function serveApollo(apollo: ApolloServer<GraphqlContext>, deps: Deps, bodies: RequestBodies, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
   const headers = new HeaderMap();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers.set(key, Array.isArray(value) ? value.join(', ') : value);
   }
   let body: unknown;
   if (req.method === 'POST') {
-    const text = await readBody(req, MAX_GRAPHQL_BODY);
+    const text = await readGraphqlBody(bodies, req, ctx);
     const type = headers.get('content-type') ?? '';
     if (text.length && type.includes('json')) {
       try {
@@ -206,7 +209,10 @@ async function serveApollo(apollo: ApolloServer<GraphqlContext>, deps: Deps, req
 type SseHandler = ReturnType<typeof createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>>;
 
 /** graphql-sse's node:http glue (as in graphql-sse/lib/use/http), with a bounded request body. */
-async function serveSse(handler: SseHandler, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+async function serveSse(handler: SseHandler, bodies: RequestBodies, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+  // A POST's body is read before graphql-sse sees it, so one that stalls or is one too many is answered
+  // as on /graphql (408 or 429, the connection closed), not as graphql-sse's 400 on a body that failed.
+  const posted = req.method === 'POST' ? await readGraphqlBody(bodies, req, ctx) : null;
   const [body, init] = await handler({
     method: req.method ?? 'GET',
     url: req.url ?? '/',
@@ -216,7 +222,7 @@ async function serveSse(handler: SseHandler, req: IncomingMessage, res: ServerRe
         return Array.isArray(h) ? h.join('\n') : h;
       },
     },
-    body: () => readBody(req, MAX_GRAPHQL_BODY),
+    body: async () => posted ?? readGraphqlBody(bodies, req, ctx),
     raw: req,
     context: { res, requestId: ctx.requestId },
   });

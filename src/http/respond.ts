@@ -18,7 +18,11 @@ export function sendError(res: ServerResponse, err: unknown): void {
   const e = err instanceof ApiError ? err : new ApiError('internal_error', 'an unexpected error occurred');
   const body: { error: { code: string; message: string; details?: unknown[] } } = { error: { code: e.code, message: e.message } };
   if (e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required')) body.error.details = e.details;
-  sendJson(res, e.status, body, errorHeaders(e));
+  const headers = errorHeaders(e);
+  // Answered before its body arrived: the rest would have to be read and thrown away to reuse the
+  // connection, and a body that stalls would hold it. The connection closes with the answer instead.
+  if (!res.req.complete) headers.Connection = 'close';
+  sendJson(res, e.status, body, headers);
 }
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -26,9 +30,10 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 /**
  * Reads a JSON body with a size limit; the caller decides what an empty body means. Listens for the
  * stream's events rather than iterating it: for the small bodies of this API an async iterator cost
- * more CPU than the rest of the read.
+ * more CPU than the rest of the read. `timeout`: a body not complete within `ms` is refused with
+ * `refusal()`, the rest left unread.
  */
-export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
+export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES, timeout?: { ms: number; refusal: () => ApiError }): Promise<string> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) return Promise.reject(new ApiError('payload_too_large', `the request body exceeds ${limit} bytes`));
   // Already read to its end, or already closed: no event will come.
@@ -37,7 +42,14 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const onTimeout = () => {
+      stop();
+      req.pause();
+      reject(timeout!.refusal());
+    };
+    const timer = timeout ? setTimeout(onTimeout, timeout.ms) : undefined;
     const stop = () => {
+      clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onBroken);

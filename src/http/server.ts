@@ -7,6 +7,8 @@ import { traceRequest } from '../observability/trace-spans.ts';
 import { ApiError } from '../domain/errors.ts';
 import { observeResponse, type ResponseDone } from '../observability/metrics.ts';
 import { sendError } from './respond.ts';
+import { RequestBodies } from './request-bodies.ts';
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from '../config/config.ts';
 
 /**
  * The one node:http server. It stamps every response with X-Request-Id, dispatches by path prefix to
@@ -23,6 +25,8 @@ export interface RequestContext {
   log: Logger;
   /** The route template (metrics label): the mount's, refined by an adapter that routes further ('' when unmatched). */
   route: string;
+  /** When its headers had arrived (performance.now()): a body's clock starts here (src/http/request-bodies.ts). */
+  readonly arrived: number;
 }
 
 interface Mount {
@@ -39,11 +43,13 @@ class Context implements RequestContext {
   readonly path: string;
   readonly url: URL;
   route = '';
+  readonly arrived: number;
   readonly #parentLog: Logger;
   #log: Logger | undefined;
 
-  constructor(requestId: string, url: URL, parentLog: Logger) {
+  constructor(requestId: string, url: URL, parentLog: Logger, arrived: number) {
     this.requestId = requestId;
+    this.arrived = arrived;
     this.path = url.pathname;
     this.url = url;
     this.#parentLog = parentLog;
@@ -56,12 +62,15 @@ class Context implements RequestContext {
 
 export class HttpServer {
   readonly server: Server;
+  /** Where adapters read request bodies: in time, and a bounded number per key at once. */
+  readonly bodies: RequestBodies;
   readonly #mounts: Mount[] = [];
   readonly #log: Logger;
 
-  constructor(log: Logger) {
+  constructor(log: Logger, limits: HttpLimits = DEFAULT_HTTP_LIMITS) {
     this.#log = log;
-    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+    this.bodies = new RequestBodies(limits.bodyTimeoutMs, limits.maxBodiesInFlightPerKey);
+    this.server = createServer(serverTimeouts(limits), (req, res) => {
       // Last resort: a rejection here would be unhandled and stop the process.
       this.#dispatch(req, res).catch((err: unknown) => {
         this.#log.error({ err }, 'request dispatch failed');
@@ -71,8 +80,7 @@ export class HttpServer {
     });
     // Requests node:http cannot parse (bad request line, headers too large) still get the envelope.
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
-    // SSE streams are long-lived; the per-socket timeout must not cut them.
-    this.server.headersTimeout = 30_000;
+    // SSE streams and `Prefer: wait` are long-lived; the per-socket inactivity timeout must not cut them.
     this.server.timeout = 0;
   }
 
@@ -96,7 +104,7 @@ export class HttpServer {
       sendError(res, new ApiError('invalid_request', 'the request target is not a valid URL'));
       return;
     }
-    const ctx = new Context(requestId, url, this.#log);
+    const ctx = new Context(requestId, url, this.#log, started);
     try {
       const mount = this.#mounts.find((m) => m.match(url.pathname));
       if (!mount) throw new ApiError('not_found', `no route for ${req.method} ${url.pathname}`);
@@ -141,6 +149,24 @@ export class HttpServer {
       this.server.closeIdleConnections();
     });
   }
+}
+
+/**
+ * node:http's own clocks (docs/design/rules.md, "Request bodies"). `headersTimeout` answers slow headers
+ * with 408. The body's clock is the adapters' read (RequestBodies), which answers in the envelope and
+ * counts nothing; `requestTimeout`, from a request's first byte until its body is complete, only backs
+ * it up for a body no handler reads (node:http would read and discard it to reuse the connection), so
+ * it is longer than both. Both stop once the request has arrived: an SSE stream or a `Prefer: wait`
+ * answer may take as long as it needs. The keep-alive timeout is what a load balancer in front must stay
+ * under (docs/operations.md). Connections are checked against the clocks a few times per header timeout.
+ */
+function serverTimeouts(limits: HttpLimits) {
+  return {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.headersTimeoutMs + 2 * limits.bodyTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, Math.ceil(limits.headersTimeoutMs / 4)),
+  };
 }
 
 /** One debug line per request, with the request id returned in X-Request-Id (ctx.log carries it). */

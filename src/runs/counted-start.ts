@@ -1,4 +1,4 @@
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, UnreceivedBody } from '../domain/errors.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
@@ -38,8 +38,12 @@ export function refuseStart(principal: Principal, limiter: RateLimiter, err: unk
   return counted(new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute), err);
 }
 
-/** Counts a refused request unless it was counted already: its error, or the 429 when the window is full. */
+/**
+ * Counts a refused request unless it was counted already: its error, or the 429 when the window is full.
+ * A request whose body never arrived (UnreceivedBody) is not counted: the client's request never came.
+ */
 async function counted(rate: RequestRate, err: unknown): Promise<unknown> {
+  if (err instanceof UnreceivedBody) return err;
   const answer = rate.settled ? err : await rate.count().then(() => err, (refused: unknown) => refused);
   if (rate.decision && answer instanceof ApiError && !answer.facts.rateLimit) answer.facts.rateLimit = rate.decision;
   return answer;

@@ -1,5 +1,8 @@
 import type { Deps } from '../services/deps.ts';
 import { fork } from '../services/deps.ts';
+import { query } from '../db/statement.ts';
+import { isTerminal } from '../domain/run-status.ts';
+import { RUN_STATUS } from '../sql/runs.ts';
 import { readEvents, type PublicRunEvent } from './run-views.ts';
 
 export const TERMINAL_EVENT_TYPES = new Set(['run.completed', 'run.failed', 'run.cancelled']);
@@ -59,6 +62,9 @@ export interface RunEventSink {
  * another process, is a read of the log. No read happens while a delivery is pending, and it holds at
  * most one page of carried events, so a slow client holds little, never an unbounded queue. `end`
  * follows the terminal event or an error; `stop()` (the caller's side going away) ends it silently.
+ * A cursor at or past the run's terminal event (a resume from the last event, or a cursor beyond the
+ * log) never delivers that event, so the follower also ends when the run has ended at or before its
+ * cursor (`#endIfEndedBehind`).
  */
 export function followRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, afterSequence: number, sink: RunEventSink): RunFollower {
   const follower = watchRunEvents(deps, runId, afterSequence);
@@ -83,6 +89,8 @@ export function watchRunEvents(deps: Pick<Deps, 'bus' | 'orm'>, runId: string, a
  * keepNames) cost several times its few fields.
  */
 export class RunFollower {
+  /** The sequence it resumed after: events up to it are never delivered, the terminal one included. */
+  readonly #cursor: number;
   #last: number;
   /** The newest sequence the bus announced for this run. */
   #told: number;
@@ -95,6 +103,11 @@ export class RunFollower {
   #sink: RunEventSink | null = null;
   #closed = false;
   #reading = false;
+  /** The run ended before the sink started (`start` ends it at once, with the error if a read failed). */
+  #ended: { err?: unknown } | null = null;
+  /** A status read of `#endIfEndedBehind` is in flight; `#checkAgain`: notified meanwhile, read once more. */
+  #checking = false;
+  #checkAgain = false;
   #unsubscribe: (() => void) | null = null;
 
   constructor(
@@ -102,6 +115,7 @@ export class RunFollower {
     private readonly runId: string,
     afterSequence: number,
   ) {
+    this.#cursor = afterSequence;
     this.#last = afterSequence;
     this.#told = afterSequence;
   }
@@ -114,6 +128,7 @@ export class RunFollower {
 
   start(sink: RunEventSink): void {
     this.#sink = sink;
+    if (this.#ended) return sink.end(this.#ended.err);
     void this.#pump();
   }
 
@@ -129,6 +144,41 @@ export class RunFollower {
     if (seq > this.#told) this.#told = seq;
     if (events?.length) this.#carry(events);
     if (seq > this.#last) void this.#pump();
+    // The log's end is at or before the cursor: if this was the terminal event, no read will deliver it.
+    else if (seq <= this.#cursor && (!events?.length || events.some((ev) => TERMINAL_EVENT_TYPES.has(ev.type)))) void this.#endIfEndedBehind();
+  }
+
+  /**
+   * Ends the follower when the run is terminal and its last event is at or before the cursor (one
+   * status read at a time; a notification meanwhile asks for one more after it). Terminal status and
+   * terminal event commit together and are announced after the commit, so a read after the
+   * notification sees the status. A run that ended after the cursor is left to the pump, which
+   * delivers its terminal event and ends then.
+   */
+  async #endIfEndedBehind(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#checking) return void (this.#checkAgain = true);
+    this.#checking = true;
+    try {
+      do {
+        this.#checkAgain = false;
+        const [row] = await query<{ status: string; last_sequence: number | string }>(fork(this.deps), RUN_STATUS, [this.runId]);
+        if (this.#closed) return;
+        if (row && isTerminal(row.status) && Number(row.last_sequence) <= this.#cursor) return this.#end();
+      } while (this.#checkAgain);
+    } catch (err) {
+      this.#end(err);
+    } finally {
+      this.#checking = false;
+    }
+  }
+
+  /** Stops and ends the sink once; before `start`, `start` ends it. */
+  #end(err?: unknown): void {
+    if (this.#closed) return;
+    this.stop();
+    if (this.#sink) this.#sink.end(err);
+    else this.#ended = { err };
   }
 
   /**
@@ -170,16 +220,15 @@ export class RunFollower {
           }
         }
         if (this.#closed) return;
+        // Nothing after the cursor yet: the run may have ended at or before it, before the subscription.
+        if (first && page.length === 0 && this.#cursor > 0) void this.#endIfEndedBehind();
         if (read && (page.length === PAGE || read.began < this.#since)) continue;
         // Announced but not seen: read again, unless this read already knew of it and found nothing
         // (then only a later notification can help, and a loop here would spin).
         if (this.#last >= this.#told || (read && page.length === 0 && read.knows >= this.#told)) return;
       }
     } catch (err) {
-      if (!this.#closed) {
-        this.stop();
-        sink.end(err);
-      }
+      this.#end(err);
     } finally {
       this.#reading = false;
     }

@@ -85,8 +85,8 @@ export const READ_RUN = statement('read_run', `select ${READ_COLUMNS} from runs 
 /** $1 run id: READ_RUN under the run's row lock. */
 export const READ_RUN_FOR_UPDATE = statement('read_run_for_update', `select ${READ_COLUMNS} from runs where id = $1 for update`, [RunSchema]);
 
-/** $1 run id. */
-export const RUN_STATUS = statement('run_status', 'select status from runs where id = $1', [RunSchema]);
+/** $1 run id: its status and the sequence of its newest event. */
+export const RUN_STATUS = statement('run_status', 'select status, last_sequence from runs where id = $1', [RunSchema]);
 
 /** $1 run id: what the careful preparation path reads, under the run's row lock (src/runs/prepare-run.ts). */
 export const LOCK_RUN_TO_PREPARE = statement(

@@ -96,6 +96,20 @@ test('runEvents of a finished run replays up to its terminal event and completes
   assert.ok(Date.now() - started < 5_000);
 });
 
+test('runEvents resumed at or past the end of a live run completes when the run ends, whatever the cursor', async () => {
+  const id = await h.startRun(ALICE_SECRET, GREETER, { name: 'x', place: 'y' });
+  // The log holds run.queued (1); the cancel will write run.cancelled (2).
+  const cursors = [1, 2, 3, 100, 2 ** 31 - 1];
+  const started = Date.now();
+  const subs = cursors.map((after) => collect(client.iterate({ query: SUB, variables: { id, after } })));
+  await new Promise((r) => setTimeout(r, 300));
+  await cancelRun(h.app.deps, null, id);
+  const results = await Promise.all(subs);
+  assert.ok(Date.now() - started < 5_000, `a subscription was still open ${Date.now() - started} ms after it began`);
+  assert.equal(results.map((r) => r.events.map((e) => `${e.sequence}:${e.type}`)), [['2:run.cancelled'], [], [], [], []]);
+  assert.equal(results.flatMap((r) => r.errors), []);
+});
+
 test('runEvents of an unknown run answers NOT_FOUND', async () => {
   const iterator = client.iterate({ query: SUB, variables: { id: '00000000-0000-4000-8000-000000000000' } });
   const { events, errors } = await collect(iterator);

@@ -47,3 +47,20 @@ export function wholeLogProblem(frames: SseFrame[]): string | null {
   const ok = seqs.every((s, i) => s === i + 1);
   return ok ? null : `sequences ${seqs.join(',')} have a gap or a duplicate`;
 }
+
+/** Cursors around a run's last sequence: below it, just below, at it, just past, far past, past int4. */
+export const resumeCursors = (last: number): number[] => [...new Set([1, last - 1, last, last + 1, 100, 2 ** 31])].filter((c) => c > 0);
+
+/** A stream of `runId` resumed after `cursor`: by Last-Event-ID, or by `afterSequence` when `viaQuery`. */
+export function resumeSse(base: string, runId: string, cursor: number, key: string, viaQuery: boolean) {
+  const auth = { authorization: `Bearer ${key}` };
+  return viaQuery ? readSse(`${base}/runs/${runId}/stream?afterSequence=${cursor}`, auth) : readSse(`${base}/runs/${runId}/stream`, { ...auth, 'last-event-id': String(cursor) });
+}
+
+/** The frames after the snapshot are the log's events after `cursor`, in order (none when the cursor is at or past its end). */
+export function resumedTailProblem(frames: SseFrame[], log: { sequence: number; type: string }[], cursor: number): string | null {
+  if (frames[0]?.type !== 'snapshot') return `the first frame is ${frames[0]?.type ?? 'missing'}, not the snapshot`;
+  const got = frames.slice(1).map((f) => `${f.id}:${f.type}`).join(',');
+  const want = log.filter((ev) => ev.sequence > cursor).map((ev) => `${ev.sequence}:${ev.type}`).join(',');
+  return got === want ? null : `after ${cursor}: streamed [${got}], the log has [${want}]`;
+}

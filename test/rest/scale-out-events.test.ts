@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import type { App } from '../../src/app.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
-import { readSse, wholeLogProblem } from '../helpers/sse-frames.ts';
+import { readSse, resumeCursors, resumedTailProblem, resumeSse, wholeLogProblem } from '../helpers/sse-frames.ts';
 
 /**
  * Live events cross API processes on a Postgres server: a stream opened on process A follows a run
@@ -97,6 +97,29 @@ if (!process.env.DATABASE_URL) {
     // Everything the stream saw is the log, as the other process wrote it.
     const log = await a.call('GET', `/runs/${id}/events`, { key: 'wr_scale_bob' });
     assert.equal(log.body.events.map((e: { sequence: number; type: string }) => `${e.sequence}:${e.type}`), frames.slice(1).map((f) => `${f.id}:${f.type}`));
+  });
+
+  t('a stream on one process resumed below, at or past the last event of a run another process executes ends after the run ends', async ({ a }) => {
+    const run = async () => {
+      const started = await a.call('POST', '/runs', { key: 'wr_scale_bob', body: { workflow: WORKFLOW, inputs: {} } });
+      assert.is(started.status, 202, started.text);
+      return started.body.run.id as string;
+    };
+    const eventsOf = async (id: string) => (await a.call('GET', `/runs/${id}/events`, { key: 'wr_scale_bob' })).body.events as { sequence: number; type: string }[];
+    const first = await run();
+    await readSse(`${a.base}/runs/${first}/stream`, { authorization: 'Bearer wr_scale_bob' }).ended;
+    const cursors = resumeCursors((await eventsOf(first)).at(-1)!.sequence);
+    await Promise.all(
+      cursors.map(async (cursor, i) => {
+        const id = await run();
+        const sse = resumeSse(a.base, id, cursor, 'wr_scale_bob', i % 2 === 0);
+        const ended = await Promise.race([sse.ended.then(() => true), new Promise<boolean>((r) => setTimeout(r, 15_000, false))]);
+        sse.close();
+        assert.ok(ended, `cursor ${cursor}: the stream was still open 15 s after it opened`);
+        assert.ok(['pending', 'running'].includes(sse.frames[0]!.data.status), `cursor ${cursor}: opened while the run was live`);
+        assert.is(resumedTailProblem(sse.frames, await eventsOf(id), cursor), null);
+      }),
+    );
   });
 
   t('POST /runs with Prefer: wait on one process answers 200 when a run executed by another ends', async ({ a }) => {

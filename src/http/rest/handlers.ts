@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../domain/errors.ts';
 import { parseJson } from '../../domain/exact-json.ts';
 import { cancelRun } from '../../runs/cancel-run.ts';
@@ -11,7 +10,8 @@ import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
 import { rateLimitHeaders } from '../headers.ts';
-import { readBody, sendJson } from '../respond.ts';
+import { MAX_BODY_BYTES, sendJson } from '../respond.ts';
+import { keyHolder } from '../../services/streams/stream-slots.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';
@@ -27,12 +27,12 @@ const q = (c: RestCall): Record<string, string | number | undefined> => c.api.re
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
-/** A JSON request body: its media type, then its text, then its parse (numbers a double cannot hold marked, src/domain/exact-json.ts). */
-async function readJsonBody(req: IncomingMessage): Promise<unknown> {
-  if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(req, 'content-type') ?? '')) {
+/** A JSON request body: its media type, then its text (in time, a bounded number per key), then its parse (numbers a double cannot hold marked, src/domain/exact-json.ts). */
+async function readJsonBody(c: RestCall): Promise<unknown> {
+  if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(c.req, 'content-type') ?? '')) {
     throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
   }
-  const text = await readBody(req);
+  const text = await c.bodies.read(c.req, c.ctx, keyHolder(c.principal.apiKeyId), MAX_BODY_BYTES);
   try {
     return parseJson(text);
   } catch {
@@ -78,7 +78,7 @@ export const operations = {
     const idempotencyHeader = header(c.req, 'idempotency-key');
     const cancelAfterHeader = header(c.req, 'cancel-after');
     const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({
-      body: await readJsonBody(c.req),
+      body: await readJsonBody(c),
       idempotencyHeader,
       cancelAfterHeader,
     }));

@@ -80,7 +80,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const operation =
     (handler: (call: RestCall) => Promise<void>): Handler =>
     (api: Context, exchange: Exchange) =>
-      handler({ ...exchange, api, deps, limiter, streams, heartbeats, principal: api.security?.bearerAuth as Principal });
+      handler({ ...exchange, api, deps, limiter, streams, heartbeats, bodies: http.bodies, principal: api.security?.bearerAuth as Principal });
 
   // `quick` skips openapi-backend's definition check, which knows only OpenAPI 3.0 (and would reject
   // this 3.1 document); request validation runs on Ajv 2020 (request-validation.ts).

@@ -4,6 +4,7 @@ import type { Principal } from '../../services/auth/authenticate-key.ts';
 import type { Deps } from '../../services/deps.ts';
 import type { RateLimiter } from '../../runs/rate-limiter.ts';
 import type { RequestContext } from '../server.ts';
+import type { RequestBodies } from '../request-bodies.ts';
 import type { HeartbeatTicker } from './heartbeat-ticker.ts';
 import type { StreamSlots } from '../../services/streams/stream-slots.ts';
 
@@ -19,6 +20,8 @@ export interface RestCall {
   streams: StreamSlots;
   /** Idle heartbeats of the open SSE streams. */
   heartbeats: HeartbeatTicker;
+  /** Request bodies on their way: in time, a bounded number per key (src/http/request-bodies.ts). */
+  bodies: RequestBodies;
   principal: Principal;
 }
 
