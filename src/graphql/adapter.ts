@@ -175,7 +175,14 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   );
 }
 
-async function serveApollo(apollo: ApolloServer<GraphqlContext>, deps: Deps, bodies: RequestBodies, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+async function serveApollo(
+  apollo: ApolloServer<GraphqlContext>,
+  deps: Deps,
+  bodies: RequestBodies,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: RequestContext,
+): Promise<void> {
   const headers = new HeaderMap();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers.set(key, Array.isArray(value) ? value.join(', ') : value);

@@ -3,7 +3,6 @@ import { performance } from 'node:perf_hooks';
 import { UnreceivedBody } from '../domain/errors.ts';
 import { requestRateLimited } from '../observability/metrics.ts';
 import { readBody } from './respond.ts';
-import type { RequestContext } from './server.ts';
 
 /**
  * Request bodies on their way (docs/design/rules.md, "Request bodies"): each must arrive within
@@ -24,7 +23,7 @@ export class RequestBodies {
     readonly perHolder: number,
   ) {}
 
-  async read(req: IncomingMessage, ctx: Pick<RequestContext, 'arrived'>, holder: string, maxBytes: number): Promise<string> {
+  async read(req: IncomingMessage, ctx: { readonly arrived: number }, holder: string, maxBytes: number): Promise<string> {
     // Wholly received (most bodies arrive with their headers): it cannot stall, so it is not counted.
     if (req.complete) return readBody(req, maxBytes);
     const arriving = this.#arriving.get(holder) ?? 0;

@@ -27,7 +27,10 @@ const q = (c: RestCall): Record<string, string | number | undefined> => c.api.re
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
-/** A JSON request body: its media type, then its text (in time, a bounded number per key), then its parse (numbers a double cannot hold marked, src/domain/exact-json.ts). */
+/**
+ * A JSON request body: its media type, then its text (in time, a bounded number per key), then its
+ * parse (numbers a double cannot hold marked, src/domain/exact-json.ts).
+ */
 async function readJsonBody(c: RestCall): Promise<unknown> {
   if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(c.req, 'content-type') ?? '')) {
     throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
