@@ -18,6 +18,7 @@ import { parseCatalog } from './catalog/parse-catalog.ts';
 import { loadCatalog } from './catalog/load-catalog.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
 import { createMetricsEndpoint } from './observability/metrics-server.ts';
+import { drain } from './drain.ts';
 
 /**
  * The composition root: opens the database, applies migrations, loads the catalog, builds the service
@@ -40,8 +41,9 @@ export interface App {
   readonly metricsUrl: string | null;
   /** The sweep of expired idempotency records, started by listen(). */
   idempotency: IdempotencySweeper;
-  /** Listens on config PORT/HOST; returns the bound URL root (http://host:port). */
+  /** Starts the engine, then listens on config PORT/HOST; returns the bound URL root (http://host:port). */
   listen(): Promise<string>;
+  /** The drain (src/drain.ts), bounded by SHUTDOWN_GRACE_SECONDS, then the database closed. */
   close(): Promise<void>;
 }
 
@@ -93,7 +95,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const deps: Deps = { ...base, engine };
 
   const http = new HttpServer(log, config.http);
-  mountHealth(http, deps);
+  // From the first moment of a shutdown /readyz answers 503 (the drain: src/drain.ts).
+  let draining = false;
+  mountHealth(http, deps, () => !draining);
   if (!config.metrics.enabled) setMetricsEnabled(false);
   const metrics = config.metrics.enabled
     ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
@@ -111,14 +115,17 @@ export async function createApp(opts: AppOptions): Promise<App> {
       return metricsUrl;
     },
     async listen() {
-      const { port, host } = await http.listen(config.port, config.host).catch((err: NodeJS.ErrnoException) => {
+      // Ready only when ready: the engine (with an in-process worker, the worker) runs before the port
+      // opens, so the first request already finds runs admitted at once (docs/operations.md#start-and-stop).
+      await engine.start();
+      const { port, host } = await http.listen(config.port, config.host).catch(async (err: NodeJS.ErrnoException) => {
+        await engine.stop();
         throw listenError(err, config.port, config.host);
       });
       boundPort = port;
       metricsUrl = (await metrics?.listen().catch((err: NodeJS.ErrnoException) => {
         throw listenError(err, config.metrics.port ?? 0, config.host, 'METRICS_PORT');
       })) ?? null;
-      await engine.start();
       webhooks.start();
       idempotency.start();
       log.info(
@@ -135,12 +142,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
     async close() {
       if (closed) return;
       closed = true;
-      await http.close();
+      draining = true;
+      await drain({ log, graceMs: config.shutdownGraceMs, http, engine, webhooks, background: [idempotency, streams] });
       await metrics?.close();
-      await idempotency.stop();
-      await streams.close();
-      await engine.stop();
-      await webhooks.stop();
       await bus.close();
       if (ownsOrm) await orm.close(true);
     },

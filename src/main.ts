@@ -22,10 +22,17 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 15_000);
+    // The drain bounds itself by the grace (src/drain.ts); this is for a close that hangs past it.
+    const force = setTimeout(() => {
+      log.error({ graceMs: config.shutdownGraceMs }, 'shutdown did not finish; exiting');
+      process.exit(1);
+    }, config.shutdownGraceMs + 5_000);
     force.unref();
     app.close().then(stopTracing).then(
-      () => process.exit(0),
+      () => {
+        log.info({ signal }, 'stopped');
+        process.exit(0);
+      },
       (err) => {
         log.error({ err }, 'shutdown failed');
         process.exit(1);

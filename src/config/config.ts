@@ -66,6 +66,8 @@ const schema = z.object({
   CREDENTIALS_WAIT_SECONDS: int(1).default(86400),
   COMPUTE_LIMIT_USD: decimal.default('5'),
   SSE_HEARTBEAT_MS: int(10).default(15000),
+  /** On SIGTERM/SIGINT, how long the drain may take before the process exits anyway (docs/operations.md). */
+  SHUTDOWN_GRACE_SECONDS: int(1).default(25),
   /** Open streams per API key (REST SSE) and per token (GraphQL subscriptions) across the deployment; 0 = no limit. */
   MAX_STREAMS_PER_KEY: int(0).default(DEFAULT_MAX_STREAMS_PER_KEY),
   MAX_OUTPUT_BYTES: int(1).default(10 * 1024 * 1024),
@@ -115,6 +117,8 @@ export interface Config {
   credentialsWaitSeconds: number;
   computeLimitUsd: string;
   sseHeartbeatMs: number;
+  /** The bound on a SIGTERM/SIGINT drain (SHUTDOWN_GRACE_SECONDS). */
+  shutdownGraceMs: number;
   /** Open streams per API key / GraphQL token across processes; 0 = no limit. */
   maxStreamsPerKey: number;
   maxOutputBytes: number;
@@ -177,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     credentialsWaitSeconds: e.CREDENTIALS_WAIT_SECONDS,
     computeLimitUsd: e.COMPUTE_LIMIT_USD,
     sseHeartbeatMs: e.SSE_HEARTBEAT_MS,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_SECONDS * 1000,
     maxStreamsPerKey: e.MAX_STREAMS_PER_KEY,
     maxOutputBytes: e.MAX_OUTPUT_BYTES,
     http: {

@@ -5,9 +5,11 @@ import { sendJson } from './respond.ts';
 import type { HttpServer } from './server.ts';
 
 /** Unauthenticated liveness and readiness, at the server root (docs/design/configuration.md). */
-export function mountHealth(http: HttpServer, deps: Deps): void {
+export function mountHealth(http: HttpServer, deps: Deps, accepting: () => boolean = () => true): void {
   http.mount('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
   http.mount('/readyz', async (_req, res) => {
+    // Shutting down: not ready, whatever the checks would say (a load balancer stops sending here).
+    if (!accepting()) return sendJson(res, 503, { status: 'draining', checks: { database: false, engine: false } });
     const checks = { database: false, engine: false };
     try {
       await query(deps.orm.em.fork(), READINESS_CHECK, []);

@@ -66,6 +66,7 @@ export class HttpServer {
   readonly bodies: RequestBodies;
   readonly #mounts: Mount[] = [];
   readonly #log: Logger;
+  readonly #closing: (() => void)[] = [];
 
   constructor(log: Logger, limits: HttpLimits = DEFAULT_HTTP_LIMITS) {
     this.#log = log;
@@ -120,6 +121,11 @@ export class HttpServer {
     observeResponse(req, res, started, () => ctx.route, this.#log.isLevelEnabled('debug') ? accessLog(req, ctx) : undefined);
   }
 
+  /** Called once close() begins: long-lived responses (SSE) end themselves, with a reconnect hint. */
+  onClose(hook: () => void): void {
+    this.#closing.push(hook);
+  }
+
   listen(port: number, host: string): Promise<{ port: number; host: string }> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
@@ -142,10 +148,15 @@ export class HttpServer {
       // Not unref'd: whoever awaits the close must see it settle, even when nothing else keeps the
       // process alive (the timer is cleared as soon as the server has closed).
       const force = setTimeout(() => this.server.closeAllConnections(), graceMs);
+      // A keep-alive connection whose request was in flight stays open once answered (node:http closes
+      // only the connections idle at close()): close those as they become idle.
+      const idle = setInterval(() => this.server.closeIdleConnections(), 100);
       this.server.close(() => {
         clearTimeout(force);
+        clearInterval(idle);
         resolve();
       });
+      for (const hook of this.#closing.splice(0)) hook();
       this.server.closeIdleConnections();
     });
   }

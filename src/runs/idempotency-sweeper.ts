@@ -10,7 +10,7 @@ const NIL = '00000000-0000-0000-0000-000000000000';
 const MAX = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 
 export interface IdempotencySweeperOptions {
-  /** Time between sweeps. Default 60 s. */
+  /** Time between sweeps. Default 10 min (records are kept a day; an idle process's few statements: docs/operations.md#idle). */
   intervalMs?: number;
   /** Records looked at per transaction. Default 500. */
   batch?: number;
@@ -23,7 +23,7 @@ export interface IdempotencySweeperOptions {
 /**
  * Deletes expired idempotency records, so that the table holds about a day of keys however long the
  * service runs (docs/round-trips.md#expired-idempotency-records). Every API process sweeps, every
- * minute and once shortly after it starts; sweeps of several processes split the work (their batches
+ * ten minutes and once shortly after it starts; sweeps of several processes split the work (their batches
  * skip each other's rows). Deleting an expired record changes no answer: the acceptance treats an
  * expired record as absent.
  *
@@ -51,7 +51,7 @@ export class IdempotencySweeper {
     private readonly deps: { orm: Orm; log: Pick<Logger, 'warn'> },
     opts: IdempotencySweeperOptions = {},
   ) {
-    this.#intervalMs = opts.intervalMs ?? 60_000;
+    this.#intervalMs = opts.intervalMs ?? 600_000;
     this.#batch = opts.batch ?? 500;
     this.#maxBatches = opts.maxBatches ?? 1_000;
     this.#legacyBatches = opts.legacyBatches ?? 20;

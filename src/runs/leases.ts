@@ -1,5 +1,5 @@
 import { query } from '../db/statement.ts';
-import { CLAIM_RUN_LEASE, CLAIM_UNLEASED_RUNS, RELEASE_RUN_LEASES, RENEW_RUN_LEASES } from '../sql/run-leases.ts';
+import { CLAIM_RUN_LEASE, CLAIM_UNLEASED_RUNS, RELEASE_RUN_LEASES, RENEW_RUN_LEASES, SWEEP_DUE } from '../sql/run-leases.ts';
 import { fork, type RunsDeps } from './deps.ts';
 
 /**
@@ -32,4 +32,11 @@ export async function claimRun(deps: RunsDeps, holder: LeaseHolder, runId: strin
 /** Gives up `holder`'s leases of these runs (parked, or the engine is stopping). */
 export async function releaseLeases(deps: RunsDeps, holder: LeaseHolder, runIds: string[]): Promise<void> {
   await query(fork(deps), RELEASE_RUN_LEASES, [holder.owner, runIds]);
+}
+
+/** What the embedded engine's sweep would find now or later (SWEEP_DUE): whether runs are queued, and when the next run in flight is due. */
+export async function sweepDue(deps: RunsDeps, holder: LeaseHolder, engine: string): Promise<{ queued: boolean; dueAt: number | null }> {
+  const values = [engine, holder.owner, deps.config.credentialsWaitSeconds];
+  const [row] = await query<{ queued: boolean; due_ms: number | string | null }>(fork(deps), SWEEP_DUE, values);
+  return { queued: row?.queued === true, dueAt: row?.due_ms === null || row?.due_ms === undefined ? null : Number(row.due_ms) };
 }

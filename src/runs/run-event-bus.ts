@@ -27,6 +27,11 @@ export interface RunEventBus {
   notifiedBy?(runs: ReadonlyMap<string, number>): void;
   /** Runs cancelled by other processes (see publishCancel); returns the unsubscribe. */
   onCancel(listener: (runId: string) => void): () => void;
+  /**
+   * Another process wrote run events (a bus across processes only): runs are in flight elsewhere, and
+   * the embedded engine looks sooner at what its sweep would find (a lease that may run out).
+   */
+  onActivity?(listener: () => void): () => void;
   close(): Promise<void>;
 }
 

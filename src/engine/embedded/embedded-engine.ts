@@ -8,7 +8,8 @@ import { AdmissionPump } from './admission-pump.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
-import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, type LeaseHolder } from '../../runs/leases.ts';
+import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, sweepDue, type LeaseHolder } from '../../runs/leases.ts';
+import { SweepSchedule } from './sweep-schedule.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
 import { executeStep } from '../execute-step.ts';
@@ -37,16 +38,19 @@ import { executeStep } from '../execute-step.ts';
  *   terminal run. A cancel committed by another process arrives over the bus (`onCancel`, NOTIFY
  *   run_cancels); one missed while the bus was disconnected is found by the next lease renewal (the
  *   terminal run's lease is cleared).
- * - Deadlines: every sweep cancels the runs past their Cancel-After deadline (cancelOverdueRuns), queued,
+ * - Deadlines: the sweep cancels the runs past their Cancel-After deadline (cancelOverdueRuns), queued,
  *   running or suspended alike; the deadline is a column, so a restart loses none.
+ * - When the sweep runs (sweep-schedule.ts): every `sweepIntervalMs` while runs are queued or due, else
+ *   at the next due time a one-statement check saw (deadline, timer, another process's lease running
+ *   out), and at least every `idleSweepMs`: an idle process sends one statement per idleSweepMs.
  * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
- *   sweep (every `sweepIntervalMs`) claim every non-terminal run whose lease expired or was released
+ *   sweep claim every non-terminal run whose lease expired or was released
  *   (running, admitted-but-not-started, due wait_timer suspensions) and drive it from its last committed
  *   step. A step may run again after a crash, but results are recorded once (fenced on the node having
  *   no result) and a re-executed LLM/HTTP step continues the node's log instead of repeating it.
  * - `stop()`: stops admitting and sweeping, lets drivers reach a durable point (up to `stopTimeoutMs`),
  *   aborts what is left and releases the leases so another instance takes over at once.
- * No loop polls faster than the sweep interval; everything else is event driven.
+ * Nothing polls while idle but the sweep's check; everything else is event driven.
  */
 
 export interface EmbeddedEngineOptions {
@@ -54,8 +58,13 @@ export interface EmbeddedEngineOptions {
   instanceId?: string;
   /** Lease time-to-live (renewed every TTL/3). Default 15 s. */
   leaseTtlMs?: number;
-  /** Period of the recovery/admission/timer sweep. Default 1 s. */
+  /** Period of the recovery/admission/timer sweep while runs are queued or due. Default 1 s. */
   sweepIntervalMs?: number;
+  /**
+   * Idle, the longest time between two checks of what the sweep would find (sweep-schedule.ts): how
+   * late a run another process left queued or unleased without a due time may be seen. Default 30 s.
+   */
+  idleSweepMs?: number;
   /** How long stop() waits for drivers to reach a durable point before aborting them. Default 5 s. */
   stopTimeoutMs?: number;
   /** Runs in flight at once; default config.runCapacity. */
@@ -97,11 +106,12 @@ export class EmbeddedEngine implements EnginePort {
   readonly #drivers = new Map<string, Driver>();
   readonly #wakeTimers = new Map<string, NodeJS.Timeout>();
   #state: 'new' | 'running' | 'stopping' | 'stopped' | 'halted' = 'new';
-  #sweepTimer: NodeJS.Timeout | undefined;
+  readonly #schedule: SweepSchedule;
   #renewTimer: NodeJS.Timeout | undefined;
   #sweeping: Promise<void> | null = null;
-  /** Stops listening to cancels committed by other processes. */
+  /** Stops listening to cancels committed by other processes, and to their run events. */
   #unlistenCancels: (() => void) | null = null;
+  #unlistenActivity: (() => void) | null = null;
   readonly #admission: AdmissionPump;
 
   constructor(deps: RunsDeps, opts: EmbeddedEngineOptions = {}) {
@@ -122,6 +132,13 @@ export class EmbeddedEngine implements EnginePort {
       running: () => this.#running,
       failed: (err) => this.#deps.log.error({ err }, 'run admission failed'),
     });
+    this.#schedule = new SweepSchedule({
+      check: () => sweepDue(this.#deps, this.#holder, this.name),
+      sweep: () => this.#sweep(),
+      busyMs: this.#sweepIntervalMs,
+      idleMs: opts.idleSweepMs ?? 30_000,
+      failed: (err) => this.#deps.log.error({ err }, 'engine sweep check failed'),
+    });
   }
 
   get #running(): boolean {
@@ -139,12 +156,13 @@ export class EmbeddedEngine implements EnginePort {
     this.#state = 'running';
     // A run this process executes may be cancelled through another process: abort it at once.
     this.#unlistenCancels = this.#deps.bus.onCancel((runId) => void this.runCancelled(runId));
+    // Runs in flight in another process: their leases are looked at soon (one may run out, the process gone).
+    this.#unlistenActivity = this.#deps.bus.onActivity?.(() => this.#schedule.poke()) ?? null;
     // Runs that passed their deadline while no engine ran are cancelled before anything drives them.
     await this.#cancelOverdue();
     await this.#recover();
     this.#admission.force();
-    this.#sweepTimer = setInterval(() => void this.#sweep(), this.#sweepIntervalMs);
-    this.#sweepTimer.unref();
+    this.#schedule.start();
     this.#renewTimer = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.#leaseTtlMs / 3)));
     this.#renewTimer.unref();
   }
@@ -153,7 +171,7 @@ export class EmbeddedEngine implements EnginePort {
     if (this.#state !== 'running') return;
     this.#state = 'stopping';
     this.#clearTimers();
-    await Promise.allSettled([this.#admission.inFlight, this.#sweeping]);
+    await Promise.allSettled([this.#admission.inFlight, this.#sweeping, this.#schedule.inFlight]);
     for (const d of this.#drivers.values()) {
       d.stopRequested = true;
       d.wake?.();
@@ -188,6 +206,7 @@ export class EmbeddedEngine implements EnginePort {
 
   async runAccepted(_runId: string): Promise<void> {
     this.#admission.accepted();
+    this.#schedule.poke(); // its deadline, if it has one, is watched from the next check on
   }
 
   async runCancelled(runId: string): Promise<void> {
@@ -200,6 +219,7 @@ export class EmbeddedEngine implements EnginePort {
       d.wake?.();
     }
     this.#admission.pump();
+    this.#schedule.poke();
   }
 
   async credentialsSupplied(runId: string): Promise<void> {
@@ -216,10 +236,11 @@ export class EmbeddedEngine implements EnginePort {
 
   #clearTimers(): void {
     this.#unlistenCancels?.();
-    this.#unlistenCancels = null;
-    clearInterval(this.#sweepTimer);
+    this.#unlistenActivity?.();
+    this.#unlistenCancels = this.#unlistenActivity = null;
+    this.#schedule.stop();
     clearInterval(this.#renewTimer);
-    this.#sweepTimer = this.#renewTimer = undefined;
+    this.#renewTimer = undefined;
     for (const t of this.#wakeTimers.values()) clearTimeout(t);
     this.#wakeTimers.clear();
   }

@@ -255,15 +255,19 @@ export class TemporalEngine implements EnginePort {
       return this.#admitting;
     }
     const admitting = (async () => {
-      do {
-        this.#admitAgain = false;
-        await this.admitOnce();
-      } while (this.#admitAgain && this.#state === 'running');
-    })()
-      .catch((err) => this.#deps.log.error({ err }, 'temporal run admission failed'))
-      .finally(() => {
+      try {
+        do {
+          this.#admitAgain = false;
+          await this.admitOnce();
+        } while (this.#admitAgain && this.#state === 'running');
+      } catch (err) {
+        this.#deps.log.error({ err }, 'temporal run admission failed');
+      } finally {
+        // In the same step as the loop's last test: a caller who finds this round still set is sure to
+        // have set #admitAgain before that test, so the round it waits for sees its run.
         this.#admitting = null;
-      });
+      }
+    })();
     this.#admitting = admitting;
     return admitting;
   }

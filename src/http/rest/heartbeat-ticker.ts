@@ -1,6 +1,8 @@
 /** A stream the ticker keeps alive: `heartbeat()` writes the idle comment. */
 export interface Heartbeating {
   heartbeat(): void;
+  /** The server shuts down: end the stream, telling the client to reconnect after `retryMs` (to another process). */
+  endForShutdown?(retryMs: number): void;
 }
 
 /**
@@ -31,6 +33,11 @@ export class HeartbeatTicker {
       clearTimeout(this.#timer);
       this.#timer = null;
     }
+  }
+
+  /** Shutdown: every open stream ends with a `retry:` hint. */
+  endAll(retryMs: number): void {
+    for (const stream of [...this.#lastWrite.keys()]) stream.endForShutdown?.(retryMs);
   }
 
   get size(): number {

@@ -55,6 +55,9 @@ function withoutRequestBodies(definition: Document): Document {
   return definition;
 }
 
+/** The `retry:` an SSE stream ends with at shutdown: about when a load balancer has moved on. */
+const SHUTDOWN_RETRY_MS = 1000;
+
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();
   // The file's server is relative; the served copy names this service's absolute URL, known once the
@@ -75,6 +78,8 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const limiter: RateLimiter = deps.config.databaseUrl ? new PostgresWindowLimiter(deps.orm) : new SlidingWindowLimiter();
   const streams = deps.streams ?? new UnlimitedStreamSlots();
   const heartbeats = new HeartbeatTicker(deps.config.sseHeartbeatMs);
+  // Streams never end by themselves: at shutdown they end with a hint to reconnect (elsewhere) soon.
+  http.onClose(() => heartbeats.endAll(SHUTDOWN_RETRY_MS));
 
   /** An operation handler of handlers.ts, given the call it expects. */
   const operation =

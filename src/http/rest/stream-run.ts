@@ -125,6 +125,13 @@ class RunStream implements RunEventSink, Heartbeating {
     this.res.write(': heartbeat\n\n');
   }
 
+  /** The server shuts down: the client reconnects after `retryMs` with its Last-Event-ID, to another process. */
+  endForShutdown(retryMs: number): void {
+    if (this.#closed) return;
+    this.res.write(`retry: ${retryMs}\n\n`);
+    this.end();
+  }
+
   /** After the terminal event or a failed read: the response ends. */
   end(err?: unknown): void {
     if (err) this.log.warn({ requestId: this.requestId, err, runId: this.runId, accountId: this.accountId }, 'stream ended by an error');

@@ -38,6 +38,8 @@ export const RUN_EVENTS_CHANNEL = 'run_events';
 export const RUN_CANCELS_CHANNEL = 'run_cancels';
 /** Emitter event of cancels (run ids are the other event names). */
 const CANCEL = Symbol('cancel');
+/** Emitter event of any run event notified by another process. */
+const ACTIVITY = Symbol('activity');
 
 export interface PostgresRunEventBusOptions {
   connectionString: string;
@@ -139,6 +141,7 @@ export class PostgresRunEventBus implements RunEventBus {
       }
       this.#emitter.emit(runId, seq);
     }
+    this.#emitter.emit(ACTIVITY);
   }
 
   #lost(client: pg.Client, err: Error | null): void {
@@ -228,6 +231,12 @@ export class PostgresRunEventBus implements RunEventBus {
     this.#ensureListening();
     this.#emitter.on(CANCEL, listener);
     return () => this.#emitter.off(CANCEL, listener);
+  }
+
+  onActivity(listener: () => void): () => void {
+    this.#ensureListening();
+    this.#emitter.on(ACTIVITY, listener);
+    return () => this.#emitter.off(ACTIVITY, listener);
   }
 
   /** A listener needs the LISTEN in place: connect on first use (a failure retries with backoff). */

@@ -70,6 +70,8 @@ export class MemoryStreamSlots implements StreamSlots {
 export class PostgresStreamSlots implements StreamSlots {
   readonly processId = `streams-${randomUUID()}`;
   readonly #timer: NodeJS.Timeout;
+  /** Slots this process holds: with none, there is no lease to renew (an idle process sends nothing). */
+  #held = 0;
 
   constructor(
     private readonly orm: Orm,
@@ -82,11 +84,18 @@ export class PostgresStreamSlots implements StreamSlots {
   }
 
   async acquire(holder: string): Promise<void> {
-    const rows = await query(this.#em(), ACQUIRE_STREAM_SLOT, [holder, this.limit, this.processId, this.leaseSeconds]);
+    let rows = await query(this.#em(), ACQUIRE_STREAM_SLOT, [holder, this.limit, this.processId, this.leaseSeconds]);
+    if (rows.length === 0) {
+      // Full: slots of processes that died (their leases expired) are given back first, then one more try.
+      await query(this.#em(), DROP_STREAM_SLOT_LEASES, [null]);
+      rows = await query(this.#em(), ACQUIRE_STREAM_SLOT, [holder, this.limit, this.processId, this.leaseSeconds]);
+    }
     if (rows.length === 0) refuse(this.limit);
+    this.#held++;
   }
 
   release(holder: string): void {
+    this.#held--;
     query(this.#em(), RELEASE_STREAM_SLOT, [holder, this.processId])
       .catch((err) => this.log.warn({ err }, 'could not give back a stream slot (its lease expires instead)'));
   }
@@ -98,6 +107,7 @@ export class PostgresStreamSlots implements StreamSlots {
   }
 
   async #renew(): Promise<void> {
+    if (this.#held === 0) return;
     try {
       const em = this.#em();
       await query(em, RENEW_STREAM_SLOT_LEASES, [this.leaseSeconds, this.processId]);

@@ -69,6 +69,8 @@ export interface DeliverOptions extends ClaimOptions {
    * are sent again once it passes.
    */
   signal?: AbortSignal;
+  /** A retry was recorded, due at this time (epoch ms): the dispatcher wakes for it. */
+  onRetry?: (dueAt: number) => void;
 }
 
 export interface ClaimedDelivery {
@@ -253,6 +255,7 @@ async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<O
     return { result: 'failed', lag: null };
   }
   await query(em, RECORD_WEBHOOK_RETRY, [o.statusCode, error, now, Math.max(0, wait), d.id, d.attempts]);
+  opts.onRetry?.((opts.now?.getTime() ?? Date.now()) + Math.max(0, wait));
   return { result: 'retry', lag: null };
 }
 

@@ -2,16 +2,20 @@ import { deliverDueWebhooks, WEBHOOK_BACKOFF_MS, WEBHOOK_LEASE_MS, WEBHOOK_TIMEO
 
 /**
  * Background sender for the webhook outbox. It runs a delivery batch when told that a run ended
- * (`notify()`, called after the terminal transaction commits) and on a slow timer, which picks up
- * retries whose backoff has passed and rows left by an earlier process (the outbox is in Postgres, so
- * pending deliveries survive a restart). Nothing here blocks the caller: `notify()` only sets a flag.
+ * (`notify()`, called after the terminal transaction commits), when a retry it recorded is due, and on
+ * a slow timer, which picks up rows left by another or an earlier process (the outbox is in Postgres,
+ * so pending deliveries survive a restart): idle, that timer is its only statement. Nothing here
+ * blocks the caller: `notify()` only sets a flag.
  *
  * Batches may overlap (up to `maxConcurrentBatches`), so one slow receiver does not hold up the others;
  * `FOR UPDATE SKIP LOCKED` plus the claim lease keep overlapping batches from sending a row twice.
  */
 
 export interface WebhookDispatcherOptions {
-  /** Timer period: how often due retries are looked for without a notify. Default 1000 ms. */
+  /**
+   * Timer period: how often due rows are looked for without a notify or a retry of this process due:
+   * how late a row another process left behind (it crashed, its claim lease ran out) may be sent. Default 60 s.
+   */
   intervalMs?: number;
   /** Rows claimed per batch. Default 16. */
   batchSize?: number;
@@ -38,6 +42,10 @@ export class WebhookDispatcher {
   #running = false;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
+  /** Due times of the retries this process recorded; the timer is armed for the earliest. */
+  #retries: number[] = [];
+  #retryTimer: NodeJS.Timeout | undefined;
+  #retryAt = Infinity;
   /** Work may be due that no running batch will see. */
   #dirty = false;
   readonly #inFlight = new Set<Promise<void>>();
@@ -47,7 +55,7 @@ export class WebhookDispatcher {
     this.#deps = deps;
     const timeoutMs = opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
     this.#opts = {
-      intervalMs: opts.intervalMs ?? 1000,
+      intervalMs: opts.intervalMs ?? 60_000,
       batchSize: opts.batchSize ?? 16,
       maxConcurrentBatches: opts.maxConcurrentBatches ?? 4,
       backoffMs: opts.backoffMs ?? WEBHOOK_BACKOFF_MS,
@@ -90,6 +98,10 @@ export class WebhookDispatcher {
     this.#running = false;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    this.#retryAt = Infinity;
+    this.#retries = [];
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#immediate = undefined;
     this.#dirty = false;
@@ -108,6 +120,30 @@ export class WebhookDispatcher {
       this.#armTimer();
     }, this.#opts.intervalMs);
     this.#timer.unref();
+  }
+
+  /** A retry recorded here is due at `at`: a batch then (the slow timer would find it late). */
+  #retryDue(at: number): void {
+    if (!this.#running) return;
+    this.#retries.push(at);
+    this.#armRetry();
+  }
+
+  /** The timer for the earliest retry recorded here; the ones it finds due are dropped (one batch sends them all). */
+  #armRetry(): void {
+    const now = Date.now();
+    this.#retries = this.#retries.filter((at) => at > now);
+    const next = Math.min(...this.#retries);
+    if (next === Infinity || next >= this.#retryAt) return;
+    clearTimeout(this.#retryTimer);
+    this.#retryAt = next;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#retryAt = Infinity;
+      this.notify();
+      this.#armRetry();
+    }, next - now + 5);
+    this.#retryTimer.unref();
   }
 
   #pump(): void {
@@ -130,6 +166,7 @@ export class WebhookDispatcher {
         timeoutMs: this.#opts.timeoutMs,
         leaseMs: this.#opts.leaseMs,
         signal: this.#abort.signal,
+        onRetry: (at) => this.#retryDue(at),
       });
       // A full batch means more may be due right now.
       if (n >= this.#opts.batchSize) this.#dirty = true;
