@@ -11,9 +11,7 @@ import { requestRateLimited } from '../observability/metrics.ts';
  * limiter counts, whatever its outcome; a 429 does not.
  *
  * On a Postgres server the window is a row per key (`api_key_rate_windows`, src/sql/rate-windows.ts),
- * so every API process on the database enforces one limit, and a request that reaches POST /runs's
- * workflow read, or its acceptance on a kept read, is counted by that statement (`RequestRate`);
- * embedded PGlite is one process by construction and keeps the buckets in memory.
+ * so every API process on the database enforces one limit; embedded PGlite is one process by construction and keeps the buckets in memory.
  */
 
 export const WINDOW_MS = 60_000;
@@ -24,8 +22,6 @@ export type RateDecision = RateLimitState;
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
-  /** Whether a statement of POST /runs can count the request itself (the window is a database row). */
-  readonly inStatement: boolean;
 }
 
 
@@ -59,7 +55,6 @@ interface Buckets {
 }
 
 export class SlidingWindowLimiter implements RateLimiter {
-  readonly inStatement = false;
   readonly #windows = new Map<string, Buckets>();
 
   async hit(keyId: string, limit: number, now = Date.now()): Promise<RateDecision> {
@@ -91,7 +86,6 @@ function oldestMs(w: Buckets): number {
 }
 
 export class PostgresWindowLimiter implements RateLimiter {
-  readonly inStatement = true;
   readonly #orm: Orm;
 
   constructor(orm: Orm) {
@@ -104,12 +98,7 @@ export class PostgresWindowLimiter implements RateLimiter {
   }
 }
 
-/**
- * One POST /runs request's place in its key's window, counted exactly once: by the statement it reaches
- * (the workflow read, or the acceptance on a kept read) when the limiter allows it (`statementLimit`,
- * `folded`), else on its own (`count`). The handler counts a request that reached neither on its own
- * afterwards.
- */
+/** One start request's place in its key's window, counted exactly once (counted-start.ts). */
 export class RequestRate {
   /** The decision once counted (undefined while not counted, or when refused). */
   decision: RateDecision | undefined;
@@ -122,7 +111,7 @@ export class RequestRate {
     readonly limit: number,
   ) {}
 
-  /** Counts the request on its own unless it was already; throws 429 when the window is full. */
+  /** Counts the request unless it was already; throws 429 when the window is full. */
   async count(): Promise<RateDecision | undefined> {
     if (this.settled) return this.decision;
     try {
@@ -130,24 +119,6 @@ export class RequestRate {
     } finally {
       this.settled = true;
     }
-    return this.decision;
-  }
-
-  /**
-   * The limit to pass to a statement that counts the request itself (its hit then goes to `folded`), or
-   * null when there is nothing for it to count: the request was counted already, or the limiter cannot
-   * count in a statement and counts it here first (throwing the 429 when the window is full).
-   */
-  async statementLimit(): Promise<number | null> {
-    if (this.limiter.inStatement && !this.settled) return this.limit;
-    await this.count();
-    return null;
-  }
-
-  /** That statement's hit (it committed): records the decision, or throws its 429. */
-  folded(r: HitRow): RateDecision {
-    this.settled = true;
-    this.decision = decide(this.limit, r);
     return this.decision;
   }
 }
