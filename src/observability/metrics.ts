@@ -230,3 +230,23 @@ const idempotencyDeleted = new Counter({
 export function idempotencyRecordsDeleted(n: number): void {
   if (enabled && n > 0) idempotencyDeleted.inc(n);
 }
+
+// POST /runs/batch (src/runs/start-batch.ts).
+const batchSize = new Histogram({
+  name: 'wr_run_batch_size',
+  help: 'Items of each POST /runs/batch answered',
+  buckets: [1, 10, 50, 100, 250, 500, 1000],
+  registers: [registry],
+});
+const batchItemsRefused = new Counter({
+  name: 'wr_run_batch_items_refused_total',
+  help: 'Items of POST /runs/batch refused, by error code',
+  labelNames: ['code'] as const,
+  registers: [registry],
+});
+
+export function runBatchAnswered(items: number, refusedCodes: readonly string[]): void {
+  if (!enabled) return;
+  batchSize.observe(items);
+  for (const code of refusedCodes) batchItemsRefused.labels(code).inc();
+}

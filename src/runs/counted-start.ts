@@ -3,6 +3,7 @@ import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
 import type { Deps } from '../services/deps.ts';
+import { startBatch, type BatchAnswer, type StartBatchRequest } from './start-batch.ts';
 
 /**
  * A start request (POST /runs, POST /runs/batch) in its key's rate window (docs/design/rules.md#rate-limit):
@@ -24,6 +25,21 @@ export async function startCountedRun(
   read: () => Promise<StartRunRequest>,
 ): Promise<CountedStart> {
   return counting(principal, limiter, async (rateLimit) => ({ ...(await startRun(deps, principal, await read())), rateLimit }));
+}
+
+export interface CountedBatch {
+  answer: BatchAnswer;
+  rateLimit: RateDecision;
+}
+
+/** Counts POST /runs/batch (one request), then reads it and starts its runs. */
+export async function startCountedBatch(
+  deps: Deps,
+  principal: Principal,
+  limiter: RateLimiter,
+  read: () => Promise<StartBatchRequest>,
+): Promise<CountedBatch> {
+  return counting(principal, limiter, async (rateLimit) => ({ answer: await startBatch(deps, principal, await read()), rateLimit }));
 }
 
 /** Runs `start` once the request is counted; a refusal is answered with the window it was counted in. */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { ApiError, invalidRequest, notFound } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
@@ -114,7 +115,7 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
  * name the same record, so a retried batch answers the runs of the first. A MAC of the key, so that it
  * fits the record's column and no caller's own key can name it.
  */
-function batchItemKey(deps: Deps, batchKey: string, index: number): string {
+export function batchItemKey(deps: Deps, batchKey: string, index: number): string {
   return `batch:${deps.sealer.mac(batchKey)}:${index}`;
 }
 
@@ -143,7 +144,8 @@ async function checkItems(
     let read = kept ?? (await readWorkflow(em, deps, principal, workflowId));
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
-      const run = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds }, memo);
+      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds };
+      const run = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
       calls.push({ item, run, idempotencyKey: item.key, fingerprint: fingerprintOf(deps, item, run, opts), token: r.token });
     };
     const again: Item[] = [];
@@ -201,7 +203,10 @@ async function acceptItems(
     }
   }
   if (calls.length === 0) return [];
-  const answers = await acceptRuns(em, deps, calls);
+  // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
+  // them by id, so ids ascend in index order.
+  const ids = calls.map(() => randomUUID()).sort();
+  const answers = await acceptRuns(em, deps, calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } })));
   const stale: Item[] = [];
   answers.forEach((answer, i) => {
     const { item } = calls[i]!;

@@ -4,7 +4,7 @@ import { cancelRun } from '../../runs/cancel-run.ts';
 import { getRun } from '../../runs/get-run.ts';
 import { listRunEvents } from '../../runs/list-run-events.ts';
 import { listRuns } from '../../runs/list-runs.ts';
-import { startCountedRun } from '../../runs/counted-start.ts';
+import { startCountedBatch, startCountedRun } from '../../runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
@@ -21,17 +21,20 @@ import { streamRun } from './stream-run.ts';
  * gets here: query integers are valid, still as text.
  */
 
+/** A batch of 1,000 runs with inputs of about 8 KiB each. */
+const MAX_BATCH_BODY_BYTES = 8 * 1024 * 1024;
+
 const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name]);
 const q = (c: RestCall): Record<string, string | number | undefined> => c.api.request.query as Record<string, string | number | undefined>;
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
 /** A JSON request body: its media type, then its text, then its parse. */
-async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+async function readJsonBody(req: IncomingMessage, limit?: number): Promise<unknown> {
   if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(req, 'content-type') ?? '')) {
     throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
   }
-  const text = await readBody(req);
+  const text = await readBody(req, limit);
   try {
     return JSON.parse(text);
   } catch {
@@ -88,6 +91,18 @@ export const operations = {
     };
     if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
     sendJson(c.res, 202, { run: result.run }, headers);
+  },
+
+  async startRuns(c: RestCall) {
+    // One request in the key's rate window, counted before its body is read (counted-start.ts).
+    const idempotencyHeader = header(c.req, 'idempotency-key');
+    const cancelAfterHeader = header(c.req, 'cancel-after');
+    const result = await startCountedBatch(c.deps, c.principal, c.limiter, async () => ({
+      body: await readJsonBody(c.req, MAX_BATCH_BODY_BYTES),
+      idempotencyHeader,
+      cancelAfterHeader,
+    }));
+    sendJson(c.res, 202, result.answer, rateLimitHeaders(result.rateLimit));
   },
 
   async listRuns(c: RestCall) {

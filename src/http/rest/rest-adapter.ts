@@ -29,6 +29,8 @@ export const OPENAPI_FILE = fileURLToPath(new URL('../../../openapi/openapi.yaml
 const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
 const API_ROOT = '/v1';
 const DOCUMENT_PATH = `${API_ROOT}/openapi.json`;
+/** The operations that start runs: every request past authentication and scope counts in the key's rate window (src/runs/counted-start.ts). */
+const STARTS = new Set(['startRun', 'startRuns']);
 
 export function loadOpenApiDocument(): Document {
   return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
@@ -109,7 +111,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       async validationFail(api: Context) {
         const error = validationError(api);
         // A POST /runs counts in its key's rate window whatever is wrong with it.
-        if (api.operation.operationId === 'startRun') throw await refuseStart(api.security?.bearerAuth as Principal, limiter, error);
+        if (STARTS.has(api.operation.operationId ?? '')) throw await refuseStart(api.security?.bearerAuth as Principal, limiter, error);
         throw error;
       },
       notFound(_api: Context, { req, ctx }: Exchange) {

@@ -1,0 +1,159 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
+
+/** POST /runs/batch (docs/design/batch-runs.md): every item through POST /runs's one check and one acceptance. */
+
+const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
+const W_TYPED = 'aaaaaaaa-0000-4000-8000-000000000002';
+const W_NOAPI = 'aaaaaaaa-0000-4000-8000-000000000005';
+
+const t = suite<{ t: TestApp }>('POST /runs/batch');
+t.before(async (ctx) => {
+  ctx.t = await startTestApp();
+});
+t.after(async (ctx) => ctx.t.close());
+
+const sql = <T = any>(t: TestApp, text: string, params: unknown[] = []) => t.deps.orm.em.fork().execute<T[]>(text, params);
+const runCount = async (t: TestApp) => Number((await sql(t, 'select count(*)::int as n from runs'))[0].n);
+const batch = (t: TestApp, runs: unknown[], opts: { key?: string; headers?: Record<string, string> } = {}) =>
+  t.call('POST', '/runs/batch', { key: opts.key, body: { runs }, headers: opts.headers });
+const summary = (topic: string, extra: Record<string, unknown> = {}) => ({ workflow: W_SUMMARY, inputs: { topic }, ...extra });
+
+t('a batch is answered 202 item by item in request order; the runs are queued in index order', async ({ t }) => {
+  const res = await batch(t, [summary('a'), summary('b', { metadata: { n: '1' } }), summary('c')], { headers: { 'cancel-after': '5m' } });
+  assert.is(res.status, 202);
+  assert.equal(Object.keys(res.body).sort(), ['accepted', 'items', 'refused']);
+  assert.is(res.body.accepted, 3);
+  assert.is(res.body.refused, 0);
+  assert.equal(res.body.items.map((i: any) => i.index), [0, 1, 2]);
+  assert.ok(res.headers.get('ratelimit-limit'));
+  const ids = res.body.items.map((i: any) => i.run.id);
+  for (const i of res.body.items) assert.is(i.run.statusUrl, `${t.publicBase}/runs/${i.run.id}`);
+  const rows = await sql(t, 'select id, inputs, metadata, deadline is not null as deadline from runs where id in (?) order by created_at, id', [ids]);
+  assert.equal(rows.map((r) => r.id), ids);
+  assert.equal(rows.map((r) => r.inputs.topic), ['a', 'b', 'c']);
+  assert.equal(rows[1].metadata, { n: '1' });
+  assert.ok(rows.every((r) => r.deadline));
+});
+
+t('item 500 with bad inputs is the only one refused, with exactly the error POST /runs answers for it', async ({ t }) => {
+  const bad = { workflow: W_SUMMARY, inputs: { topic: 'x', colour: 'red' } };
+  const runs = Array.from({ length: 600 }, (_, i) => (i === 500 ? bad : summary(`t${i}`)));
+  const before = await runCount(t);
+  const res = await batch(t, runs);
+  assert.is(res.status, 202);
+  assert.is(res.body.accepted, 599);
+  assert.is(res.body.refused, 1);
+  const refused = res.body.items.filter((i: any) => i.error);
+  assert.is(refused.length, 1);
+  assert.is(refused[0].index, 500);
+  const single = await t.call('POST', '/runs', { body: bad });
+  assert.is(single.status, 400);
+  assert.equal(refused[0].error, single.body.error);
+  assert.is(await runCount(t), before + 599);
+});
+
+t('every kind of item refusal is POST /runs', async ({ t }) => {
+  const items: unknown[] = [
+    'not an object',
+    {},
+    { workflow: 'nope' },
+    { workflow: W_NOAPI },
+    { workflow: W_TYPED, inputs: { n: '1' } },
+    { workflow: W_SUMMARY, inputs: { topic: 'x' }, metadata: { '': 'x' } },
+    { workflow: W_SUMMARY, inputs: { topic: 'x' }, version: 5 },
+    { workflow: W_SUMMARY, inputs: { topic: 'x' }, idempotencyKey: '' },
+    summary('fine'),
+  ];
+  const res = await batch(t, items);
+  assert.is(res.status, 202);
+  assert.is(res.body.accepted, 1);
+  for (const [i, body] of items.entries()) {
+    if (i === items.length - 1) continue;
+    const single = await t.call('POST', '/runs', { body });
+    assert.ok(single.status >= 400, JSON.stringify(body));
+    assert.equal(res.body.items[i], { index: i, error: single.body.error }, JSON.stringify(body));
+  }
+});
+
+t('the whole request fails only for what concerns it', async ({ t }) => {
+  const cases: [unknown, number, string][] = [
+    [{ runs: [] }, 400, 'invalid_request'],
+    [{ runs: {} }, 400, 'invalid_request'],
+    [[summary('x')], 400, 'invalid_request'],
+    [{ runs: Array.from({ length: 1001 }, () => summary('x')) }, 400, 'invalid_request'],
+  ];
+  const before = await runCount(t);
+  for (const [body, status, code] of cases) {
+    const res = await t.call('POST', '/runs/batch', { body });
+    assert.is(res.status, status, JSON.stringify(body).slice(0, 80));
+    assert.is(res.body.error.code, code);
+    assert.ok(res.headers.get('ratelimit-limit'), 'counted in the window');
+  }
+  const json = await t.call('POST', '/runs/batch', { rawBody: '{"runs": [', headers: { 'content-type': 'application/json' } });
+  assert.is(json.status, 400);
+  assert.is(json.body.error.code, 'invalid_json');
+  const media = await t.call('POST', '/runs/batch', { rawBody: '{}', headers: { 'content-type': 'text/plain' } });
+  assert.is(media.status, 415);
+  const scope = await t.call('POST', '/runs/batch', { key: 'wr_test_bob_read', body: { runs: [summary('x')] } });
+  assert.is(scope.status, 403);
+  assert.is(scope.body.error.code, 'insufficient_scope');
+  const header = await t.call('POST', '/runs/batch', { body: { runs: [summary('x')] }, headers: { 'cancel-after': '0s' } });
+  assert.is(header.status, 400);
+  assert.is(await runCount(t), before);
+});
+
+t('a key repeated inside one batch is one run; another request under it is a conflict for the later item', async ({ t }) => {
+  const res = await batch(t, [
+    summary('k', { idempotencyKey: 'in-batch-1' }),
+    summary('k', { idempotencyKey: 'in-batch-1' }),
+    summary('other', { idempotencyKey: 'in-batch-1' }),
+    summary('k', { idempotencyKey: 'in-batch-2' }),
+  ]);
+  assert.is(res.status, 202);
+  const [a, b, c, d] = res.body.items;
+  assert.is(a.run.id, b.run.id);
+  assert.is(c.error.code, 'idempotency_conflict');
+  assert.ok(d.run.id !== a.run.id);
+  // And across requests: a single POST with the key answers the batch's run.
+  const single = await t.call('POST', '/runs', { body: summary('k'), headers: { 'idempotency-key': 'in-batch-1' } });
+  assert.is(single.status, 202);
+  assert.is(single.body.run.id, a.run.id);
+});
+
+t('the batch Idempotency-Key: the same body answers the same runs and creates nothing; another body is 409', async ({ t }) => {
+  const runs = [summary('i1'), summary('i2', { idempotencyKey: 'own-key-in-keyed-batch' }), { workflow: W_NOAPI }];
+  const first = await batch(t, runs, { headers: { 'idempotency-key': 'batch-key-1' } });
+  assert.is(first.status, 202);
+  assert.is(first.body.accepted, 2);
+  const before = await runCount(t);
+  const again = await batch(t, runs, { headers: { 'idempotency-key': 'batch-key-1' } });
+  assert.is(again.status, 202);
+  assert.equal(again.body, first.body);
+  assert.is(await runCount(t), before);
+  const other = await batch(t, [summary('i1'), summary('changed')], { headers: { 'idempotency-key': 'batch-key-1' } });
+  assert.is(other.status, 409);
+  assert.is(other.body.error.code, 'idempotency_conflict');
+  assert.is(await runCount(t), before);
+  // Another key is another batch.
+  const fresh = await batch(t, [summary('i1')], { headers: { 'idempotency-key': 'batch-key-2' } });
+  assert.ok(fresh.body.items[0].run.id !== first.body.items[0].run.id);
+});
+
+t('the spend cap is taken in index order: items past it are refused spend_cap_reached, never overspent', async ({ t }) => {
+  const capped = 'wr_test_bob_capped'; // $0.50 a day
+  await sql(t, `delete from purchases where account_id = (select id from accounts where handle = 'bob') and workflow_id = ?`, [W_SUMMARY]);
+  await sql(t, 'update workflows set price_usd = 0.2 where id = ?', [W_SUMMARY]);
+  const res = await batch(t, [summary('c0'), summary('c1'), summary('c2'), { workflow: W_SUMMARY }, summary('c4')], { key: capped });
+  assert.is(res.status, 202);
+  assert.equal(
+    res.body.items.map((i: any) => i.error?.code ?? 'run'),
+    ['run', 'run', 'spend_cap_reached', 'invalid_inputs', 'spend_cap_reached'],
+  );
+  const single = await t.call('POST', '/runs', { key: capped, body: summary('c5') });
+  assert.is(single.status, 402);
+  assert.is(res.body.items[2].error.message, single.body.error.message);
+});
+
+t.run();
