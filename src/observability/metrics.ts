@@ -203,7 +203,7 @@ export function subscriptionOpen(delta: 1 | -1): void {
 
 const rateLimited = new Counter({
   name: 'wr_requests_rate_limited_total',
-  help: 'Requests refused with 429 rate_limited, by limit: runs_per_minute (POST /runs) or open_streams',
+  help: 'Requests refused with 429 rate_limited, by limit: runs_per_minute (POST /runs), run_budget (POST /runs/batch) or open_streams',
   labelNames: ['limit'] as const,
   registers: [registry],
 });
@@ -213,7 +213,7 @@ const spendCapped = new Counter({
   registers: [registry],
 });
 
-export function requestRateLimited(limit: 'runs_per_minute' | 'open_streams'): void {
+export function requestRateLimited(limit: 'runs_per_minute' | 'run_budget' | 'open_streams'): void {
   if (enabled) rateLimited.labels(limit).inc();
 }
 

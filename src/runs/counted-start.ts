@@ -3,7 +3,7 @@ import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
 import type { Deps } from '../services/deps.ts';
-import { startBatch, type BatchAnswer, type StartBatchRequest } from './start-batch.ts';
+import { checkBatch, startBatch, type BatchAnswer, type StartBatchRequest } from './start-batch.ts';
 
 /**
  * A start request (POST /runs, POST /runs/batch) in its key's rate window (docs/design/rules.md#rate-limit):
@@ -30,16 +30,25 @@ export async function startCountedRun(
 export interface CountedBatch {
   answer: BatchAnswer;
   rateLimit: RateDecision;
+  /** The key's run budget after the batch drew its runs. */
+  runBudget: RateDecision;
 }
 
-/** Counts POST /runs/batch (one request), then reads it and starts its runs. */
+/**
+ * Counts POST /runs/batch as one request, reads and checks it, then draws its runs from the key's run
+ * budget (all or none: 429 when the budget cannot hold them) and starts them.
+ */
 export async function startCountedBatch(
   deps: Deps,
   principal: Principal,
   limiter: RateLimiter,
   read: () => Promise<StartBatchRequest>,
 ): Promise<CountedBatch> {
-  return counting(principal, limiter, async (rateLimit) => ({ answer: await startBatch(deps, principal, await read()), rateLimit }));
+  return counting(principal, limiter, async (rateLimit) => {
+    const batch = await checkBatch(deps, principal, await read());
+    const runBudget = await limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, batch.runs.length);
+    return { answer: await startBatch(deps, principal, batch), rateLimit, runBudget };
+  });
 }
 
 /** Runs `start` once the request is counted; a refusal is answered with the window it was counted in. */

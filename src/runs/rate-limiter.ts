@@ -2,6 +2,7 @@ import { ApiError, type RateLimitState } from '../domain/errors.ts';
 import type { Orm } from '../db/orm.ts';
 import { query } from '../db/statement.ts';
 import { HIT_RATE_WINDOW, type HitRow } from '../sql/rate-windows.ts';
+import { DRAW_RUN_BUDGET } from '../sql/run-budget.ts';
 import { requestRateLimited } from '../observability/metrics.ts';
 
 /**
@@ -22,6 +23,8 @@ export type RateDecision = RateLimitState;
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
+  /** Draws a batch's `runs` from the key's run budget (`budget` a minute), all or none, or throws 429 (docs/design/batch-runs.md#run-budget). */
+  draw(keyId: string, budget: number, runs: number): Promise<RateDecision>;
 }
 
 
@@ -31,6 +34,18 @@ function refuse(limit: number, oldestMs: number, now: number): never {
   throw new ApiError('rate_limited', `more than ${limit} POST /runs per minute for this API key; retry in ${retry} s`, {
     retryAfterSeconds: retry,
     rateLimit: { limit, remaining: 0, resetSeconds: retry },
+  });
+}
+
+/** The 429 of a batch its key's run budget cannot hold now (or ever: more runs than the budget). */
+function refuseDraw(budget: number, runs: number, counted: number, oldestMs: number | null, now: number): never {
+  requestRateLimited('run_budget');
+  const retry = runs > budget || oldestMs === null ? 60 : Math.max(1, Math.ceil((oldestMs + WINDOW_MS - now) / 1000));
+  const left = Math.max(0, budget - counted);
+  const message = `a batch of ${runs} runs does not fit this API key's run budget of ${budget} a minute (${left} left); retry in ${retry} s`;
+  throw new ApiError('rate_limited', message, {
+    // Its RateLimit-* headers are the request window's (counted-start.ts): the message states the budget.
+    retryAfterSeconds: retry,
   });
 }
 
@@ -56,6 +71,8 @@ interface Buckets {
 
 export class SlidingWindowLimiter implements RateLimiter {
   readonly #windows = new Map<string, Buckets>();
+  /** The run budgets' windows, by key. */
+  readonly #runs = new Map<string, Buckets>();
 
   async hit(keyId: string, limit: number, now = Date.now()): Promise<RateDecision> {
     const w = this.#shifted(keyId, Math.floor(now / 1000));
@@ -66,10 +83,19 @@ export class SlidingWindowLimiter implements RateLimiter {
     return decision(limit, total + 1, oldestMs(w), now);
   }
 
+  async draw(keyId: string, budget: number, runs: number, now = Date.now()): Promise<RateDecision> {
+    const w = this.#shifted(keyId, Math.floor(now / 1000), this.#runs);
+    let total = 0;
+    for (const c of w.counts) total += c;
+    if (total + runs > budget) refuseDraw(budget, runs, total, total > 0 ? oldestMs(w) : null, now);
+    w.counts[BUCKETS - 1]! += runs;
+    return decision(budget, total + runs, oldestMs(w), now);
+  }
+
   /** The key's buckets moved on to `second` (a bucket 60 s old or older has left the window). */
-  #shifted(keyId: string, second: number): Buckets {
-    let w = this.#windows.get(keyId);
-    if (!w) this.#windows.set(keyId, (w = { second, counts: new Int32Array(BUCKETS) }));
+  #shifted(keyId: string, second: number, windows = this.#windows): Buckets {
+    let w = windows.get(keyId);
+    if (!w) windows.set(keyId, (w = { second, counts: new Int32Array(BUCKETS) }));
     const by = second - w.second;
     if (by > 0) {
       if (by >= BUCKETS) w.counts.fill(0);
@@ -95,6 +121,13 @@ export class PostgresWindowLimiter implements RateLimiter {
   async hit(keyId: string, limit: number): Promise<RateDecision> {
     const [r] = await query<HitRow>(this.#orm.em.fork(), HIT_RATE_WINDOW, [keyId, limit]);
     return decide(limit, r!);
+  }
+
+  async draw(keyId: string, budget: number, runs: number): Promise<RateDecision> {
+    const [r] = await query<HitRow>(this.#orm.em.fork(), DRAW_RUN_BUDGET, [keyId, budget, runs]);
+    const now = r ? Number(r.now_ms) : Date.now();
+    if (!r?.allowed) refuseDraw(budget, runs, r ? Number(r.counted) : 0, r?.oldest_ms == null ? null : Number(r.oldest_ms), now);
+    return decision(budget, Number(r.counted), Number(r.oldest_ms), now);
   }
 }
 

@@ -9,7 +9,7 @@ import type { Deps } from '../services/deps.ts';
 import { idempotencyConflict } from './accept-run.ts';
 import { pickIdempotencyKey } from './check-run.ts';
 import type { AcceptedRun } from './run-views.ts';
-import { batchItemKey, MAX_BATCH_RUNS, startRuns } from './start-runs.ts';
+import { batchItemKey, MAX_BATCH_RUNS, startRuns, type StartRunsOptions } from './start-runs.ts';
 
 /**
  * POST /runs/batch (docs/design/batch-runs.md): the body's `runs`, each what POST /runs takes, through the
@@ -19,6 +19,7 @@ import { batchItemKey, MAX_BATCH_RUNS, startRuns } from './start-runs.ts';
  */
 
 export interface StartBatchRequest {
+  /** The parsed JSON body (anything: it is checked here). */
   body: unknown;
   /** The batch's Idempotency-Key header, if any. */
   idempotencyHeader?: string;
@@ -47,13 +48,25 @@ export function batchRuns(body: unknown): unknown[] {
   return runs;
 }
 
-export async function startBatch(deps: Deps, principal: Principal, req: StartBatchRequest): Promise<BatchAnswer> {
+/** A batch past the checks of the whole request: its items and what applies to each. */
+export interface CheckedBatch {
+  runs: unknown[];
+  options: StartRunsOptions;
+}
+
+/** The checks of the whole request (its 400s, and the 409 of a batch key used with another body); nothing written. */
+export async function checkBatch(deps: Deps, principal: Principal, req: StartBatchRequest): Promise<CheckedBatch> {
   const runs = batchRuns(req.body);
   const cancelAfter = cancelAfterSeconds(req.cancelAfterHeader);
   const key = pickIdempotencyKey(req.idempotencyHeader, undefined);
   const batch = key === null ? null : { key, fingerprint: deps.sealer.mac(canonicalJson(runs)) };
   if (batch) await refuseOtherBody(deps, principal, batch, runs.length);
-  const outcomes = await startRuns(deps, principal, runs, { cancelAfterSeconds: cancelAfter, batch });
+  return { runs, options: { cancelAfterSeconds: cancelAfter, batch } };
+}
+
+/** Starts a checked batch's runs, answered item by item in request order. */
+export async function startBatch(deps: Deps, principal: Principal, { runs, options }: CheckedBatch): Promise<BatchAnswer> {
+  const outcomes = await startRuns(deps, principal, runs, options);
   const items = outcomes.map((o): BatchItem => ('error' in o ? { index: o.index, error: errorObject(o.error) } : { index: o.index, run: o.run }));
   const refused = items.filter((i) => 'error' in i);
   runBatchAnswered(items.length, refused.map((i) => ('error' in i ? i.error.code : '')));

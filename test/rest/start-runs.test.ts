@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { hashApiKey } from '../../src/security/crypto.ts';
 
 /** POST /runs/batch (docs/design/batch-runs.md): every item through POST /runs's one check and one acceptance. */
 
@@ -154,6 +155,45 @@ t('the spend cap is taken in index order: items past it are refused spend_cap_re
   const single = await t.call('POST', '/runs', { key: capped, body: summary('c5') });
   assert.is(single.status, 402);
   assert.is(res.body.items[2].error.message, single.body.error.message);
+});
+
+t('the items draw on the key\'s run budget: a batch it cannot hold is refused whole with 429, nothing written', async ({ t }) => {
+  const key = 'wr_test_bob_exec';
+  await sql(t, 'update api_keys set run_budget_per_minute = 5 where key_hash = ?', [hashApiKey(key)]);
+  // The key as authenticated is kept a second.
+  await new Promise((r) => setTimeout(r, 1100));
+  const first = await batch(t, [summary('b1'), summary('b2'), summary('b3')], { key });
+  assert.is(first.status, 202);
+  assert.is(first.headers.get('ratelimit-policy'), '"requests";q=60;w=60, "runs";q=5;w=60');
+  assert.match(first.headers.get('ratelimit') ?? '', /"runs";r=2;t=\d+$/);
+  const before = await runCount(t);
+  const over = await batch(t, [summary('b4'), summary('b5'), summary('b6')], { key });
+  assert.is(over.status, 429);
+  assert.is(over.body.error.code, 'rate_limited');
+  assert.match(over.body.error.message, /run budget of 5/);
+  assert.ok(Number(over.headers.get('retry-after')) >= 1);
+  assert.is(over.headers.get('ratelimit-limit'), '60', 'the request window, in which the batch counted');
+  assert.is(await runCount(t), before);
+  const fits = await batch(t, [summary('b4'), summary('b5')], { key });
+  assert.is(fits.status, 202);
+  assert.is(fits.body.accepted, 2);
+  // A single POST is one request: the budget is the batches'.
+  assert.is((await t.call('POST', '/runs', { key, body: summary('single') })).status, 202);
+});
+
+t('a batch is one request in the key\'s request window', async ({ t }) => {
+  const key = 'wr_test_bob_slow'; // 3 requests a minute
+  for (let i = 0; i < 3; i++) {
+    const res = await batch(t, [summary('s1'), summary('s2'), summary('s3'), summary('s4')], { key });
+    assert.is(res.status, 202);
+    assert.is(res.headers.get('ratelimit-remaining'), String(2 - i));
+  }
+  const before = await runCount(t);
+  const refused = await batch(t, [summary('s5')], { key });
+  assert.is(refused.status, 429);
+  assert.is(await runCount(t), before);
+  // Whatever else is wrong with it.
+  assert.is((await t.call('POST', '/runs/batch', { key, body: { runs: [] } })).status, 429);
 });
 
 t.run();

@@ -9,7 +9,7 @@ import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-u
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
-import { rateLimitHeaders } from '../headers.ts';
+import { batchRateHeaders, rateLimitHeaders } from '../headers.ts';
 import { readBody, sendJson } from '../respond.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
@@ -102,7 +102,7 @@ export const operations = {
       idempotencyHeader,
       cancelAfterHeader,
     }));
-    sendJson(c.res, 202, result.answer, rateLimitHeaders(result.rateLimit));
+    sendJson(c.res, 202, result.answer, batchRateHeaders(result.rateLimit, result.runBudget));
   },
 
   async listRuns(c: RestCall) {

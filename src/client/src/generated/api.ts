@@ -212,7 +212,11 @@ export interface paths {
          *     is 409 `idempotency_conflict`. An item's own `idempotencyKey` still names that item. Kept 24 hours.
          *
          *     **Rate limit.** The batch is one request in the key's `POST /runs` window (the same `RateLimit-*`
-         *     headers). `Cancel-After` applies to every run.
+         *     headers), and its items draw on the key's **run budget**: `runBudgetPerMinute` runs in a sliding
+         *     60-second window (a catalog setting per key, default 10,000), shared by every process. A batch the
+         *     budget cannot hold now is refused whole with 429 `rate_limited` and `Retry-After` (it still counts as
+         *     one request; nothing is drawn); the answer states both in `RateLimit-Policy` and `RateLimit`. A
+         *     retried batch draws again. `Cancel-After` applies to every run.
          *
          *     The whole request fails only for what concerns the request: 401, 403 `insufficient_scope`, 400
          *     `invalid_json` or `invalid_request` (not `{"runs": [...]}`, 0 or more than 1,000 items, a malformed
@@ -1826,6 +1830,16 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    /**
+                     * @description Both limits of a batch (IETF RateLimit header fields): `"requests";q=<rateLimitPerMinute>;w=60, "runs";q=<runBudgetPerMinute>;w=60`.
+                     * @example "requests";q=60;w=60, "runs";q=10000;w=60
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description What is left of each: `"requests";r=<remaining>;t=<seconds to reset>, "runs";r=<remaining>;t=<seconds to reset>`.
+                     * @example "requests";r=59;t=60, "runs";r=9000;t=60
+                     */
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
