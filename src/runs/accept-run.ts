@@ -74,13 +74,16 @@ function outcomeOf(row: AcceptedRow, c: AcceptCall): Acceptance | ApiError {
   const cap = c.run.principal.spendCap;
   if (row.over_cap && cap) {
     requestSpendCapped();
-    return new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
+    return spendCapReached(cap);
   }
   if (row.inserted) return { runId: c.run.runId, replayed: false };
   if (c.idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
   if (row.fingerprint !== c.fingerprint) return idempotencyConflict();
   return { runId: String(row.run_id), replayed: true };
 }
+
+export const spendCapReached = (cap: NonNullable<Principal['spendCap']>) =>
+  new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
 
 export const idempotencyConflict = () =>
   new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');

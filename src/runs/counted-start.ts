@@ -3,7 +3,7 @@ import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
 import type { Deps } from '../services/deps.ts';
-import { checkBatch, startBatch, type BatchAnswer, type StartBatchRequest } from './start-batch.ts';
+import { checkBatch, quoteBatch, startBatch, type BatchAnswer, type BatchQuote, type StartBatchRequest } from './start-batch.ts';
 
 /**
  * A start request (POST /runs, POST /runs/batch) in its key's rate window (docs/design/rules.md#rate-limit):
@@ -49,6 +49,19 @@ export async function startCountedBatch(
     const runBudget = await limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, batch.runs.length);
     return { answer: await startBatch(deps, principal, batch), rateLimit, runBudget };
   });
+}
+
+/** `?dryRun=true`: counts the request (it draws nothing from the run budget: it starts nothing), then quotes it. */
+export async function quoteCountedBatch(
+  deps: Deps,
+  principal: Principal,
+  limiter: RateLimiter,
+  read: () => Promise<StartBatchRequest>,
+): Promise<{ answer: BatchQuote; rateLimit: RateDecision }> {
+  return counting(principal, limiter, async (rateLimit) => ({
+    answer: await quoteBatch(deps, principal, await checkBatch(deps, principal, await read())),
+    rateLimit,
+  }));
 }
 
 /** Runs `start` once the request is counted; a refusal is answered with the window it was counted in. */

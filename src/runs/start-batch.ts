@@ -9,7 +9,8 @@ import type { Deps } from '../services/deps.ts';
 import { idempotencyConflict } from './accept-run.ts';
 import { pickIdempotencyKey } from './check-run.ts';
 import type { AcceptedRun } from './run-views.ts';
-import { batchItemKey, MAX_BATCH_RUNS, startRuns, type StartRunsOptions } from './start-runs.ts';
+import type { RunQuote } from './quote-runs.ts';
+import { batchItemKey, MAX_BATCH_RUNS, quoteStartRuns, startRuns, type StartRunsOptions } from './start-runs.ts';
 
 /**
  * POST /runs/batch (docs/design/batch-runs.md): the body's `runs`, each what POST /runs takes, through the
@@ -71,6 +72,28 @@ export async function startBatch(deps: Deps, principal: Principal, { runs, optio
   const refused = items.filter((i) => 'error' in i);
   runBatchAnswered(items.length, refused.map((i) => ('error' in i ? i.error.code : '')));
   return { items, accepted: items.length - refused.length, refused: refused.length };
+}
+
+export type QuotedItem = { index: number; quote: RunQuote } | { index: number; error: ItemError };
+
+export interface BatchQuote {
+  items: QuotedItem[];
+  /** Items that would be accepted, and refused. */
+  accepted: number;
+  refused: number;
+  /** The displayed prices of the items that would be accepted (USD). */
+  totalUsd: number;
+  /** The items the key's spend cap would refuse (also answered `spend_cap_reached`). */
+  overSpendCap: number[];
+}
+
+/** `?dryRun=true`: each item's quote or refusal, the total, the items past the spend cap; nothing written. */
+export async function quoteBatch(deps: Deps, principal: Principal, { runs, options }: CheckedBatch): Promise<BatchQuote> {
+  const { outcomes, totalUsd } = await quoteStartRuns(deps, principal, runs, options);
+  const items = outcomes.map((o): QuotedItem => ('error' in o ? { index: o.index, error: errorObject(o.error) } : o));
+  const refused = items.filter((i) => 'error' in i);
+  const overSpendCap = refused.filter((i) => 'error' in i && i.error.code === 'spend_cap_reached').map((i) => i.index);
+  return { items, accepted: items.length - refused.length, refused: refused.length, totalUsd, overSpendCap };
 }
 
 /** 409 when the batch key answered another body: a live record of one of its items carries another fingerprint. */

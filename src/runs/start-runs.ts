@@ -9,7 +9,8 @@ import { runAccepted } from '../observability/metrics.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
 import { findWorkflowToRun } from '../services/workflows/workflow-access.ts';
-import { acceptRuns, idempotencyConflict, type AcceptCall } from './accept-run.ts';
+import { acceptRuns, idempotencyConflict, spendCapReached, type AcceptCall } from './accept-run.ts';
+import { quoteRuns, type RunQuote } from './quote-runs.ts';
 import { checkRun, pickIdempotencyKey, type CheckMemo } from './check-run.ts';
 import { scheduleNumbering } from './queue-line.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
@@ -58,18 +59,8 @@ interface Item {
 /** Starts the runs `bodies` (each what POST /runs takes) and answers each one's outcome, in order. */
 export async function startRuns(deps: Deps, principal: Principal, bodies: readonly unknown[], opts: StartRunsOptions): Promise<RunOutcome[]> {
   const outcomes: RunOutcome[] = new Array(bodies.length);
-  const refuse = (index: number, err: unknown) => {
-    if (!(err instanceof ApiError)) throw err;
-    outcomes[index] = { index, error: err };
-  };
-  let items: Item[] = [];
-  bodies.forEach((body, index) => {
-    try {
-      items.push(parseItem(deps, body, index, opts));
-    } catch (err) {
-      refuse(index, err);
-    }
-  });
+  const refuse = refuser(outcomes);
+  let items = parseItems(deps, bodies, opts, refuse);
   // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
   const em = outsideTransaction(deps.orm);
   const memo: CheckMemo = {};
@@ -80,6 +71,46 @@ export async function startRuns(deps: Deps, principal: Principal, bodies: readon
   }
   await told(deps, principal.accountId, accepted);
   return outcomes;
+}
+
+export type QuoteOutcome = { index: number; quote: RunQuote } | { index: number; error: ApiError };
+
+/** `?dryRun=true`: each item's quote or refusal (the spend cap's included) by the same checks; nothing written. */
+export async function quoteStartRuns(
+  deps: Deps,
+  principal: Principal,
+  bodies: readonly unknown[],
+  opts: StartRunsOptions,
+): Promise<{ outcomes: QuoteOutcome[]; totalUsd: number }> {
+  const outcomes: QuoteOutcome[] = new Array(bodies.length);
+  const refuse = refuser(outcomes);
+  const em = outsideTransaction(deps.orm);
+  const calls = await checkItems(em, deps, principal, parseItems(deps, bodies, opts, refuse), opts, {}, 1, refuse);
+  const { quotes, overCap, totalUsd } = await quoteRuns(em, principal, calls);
+  calls.forEach(({ item }, i) => {
+    outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i]! };
+  });
+  return { outcomes, totalUsd };
+}
+
+/** Records an item's refusal (an ApiError; anything else is the request's failure). */
+const refuser =
+  (outcomes: { index: number; error: ApiError }[] | RunOutcome[] | QuoteOutcome[]) =>
+  (index: number, err: unknown): void => {
+    if (!(err instanceof ApiError)) throw err;
+    outcomes[index] = { index, error: err };
+  };
+
+function parseItems(deps: Deps, bodies: readonly unknown[], opts: StartRunsOptions, refuse: (index: number, err: unknown) => void): Item[] {
+  const items: Item[] = [];
+  bodies.forEach((body, index) => {
+    try {
+      items.push(parseItem(deps, body, index, opts));
+    } catch (err) {
+      refuse(index, err);
+    }
+  });
+  return items;
 }
 
 /** The body checks of POST /runs, in its order, before any read. */

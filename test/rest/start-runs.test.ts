@@ -157,6 +157,33 @@ t('the spend cap is taken in index order: items past it are refused spend_cap_re
   assert.is(res.body.items[2].error.message, single.body.error.message);
 });
 
+t('?dryRun=true quotes each item (price, funding) or refuses it, totals, names the items past the spend cap, and writes nothing', async ({ t }) => {
+  const capped = 'wr_test_bob_capped'; // the earlier test's two runs reserved $0.40 and some step fees of it
+  await sql(t, 'update api_keys set spend_cap_usd = 1 where key_hash = ?', [hashApiKey(capped)]);
+  await new Promise((r) => setTimeout(r, 1100)); // the key as authenticated is kept a second
+  const before = await runCount(t);
+  const [records] = await sql(t, 'select count(*)::int as n from idempotency_records');
+  const runs = [summary('q0'), { workflow: W_NOAPI }, summary('q2'), summary('q3')];
+  const res = await t.call('POST', '/runs/batch?dryRun=true', { key: capped, body: { runs }, headers: { 'idempotency-key': 'dry-run-key' } });
+  assert.is(res.status, 200);
+  const [q0, noapi, q2, q3] = res.body.items;
+  assert.equal(Object.keys(q0.quote).sort(), ['funding', 'priceUsd', 'version', 'workflow']);
+  assert.is(q0.quote.funding, 'wallet');
+  assert.is(q0.quote.workflow, W_SUMMARY);
+  assert.ok(q0.quote.priceUsd > 0.2 && q0.quote.priceUsd < 0.21, String(q0.quote.priceUsd));
+  assert.is(noapi.error.code, 'forbidden');
+  assert.equal(q2.quote, q0.quote);
+  assert.is(q3.error.code, 'spend_cap_reached');
+  assert.equal(res.body.overSpendCap, [3]);
+  assert.is(res.body.totalUsd, Number((q0.quote.priceUsd * 2).toFixed(6)));
+  assert.is(res.body.accepted, 2);
+  assert.is(await runCount(t), before);
+  assert.is(Number((await sql(t, 'select count(*)::int as n from idempotency_records'))[0].n), Number(records.n));
+  // The real batch then does what the quote said.
+  const real = await batch(t, runs, { key: capped });
+  assert.equal(real.body.items.map((i: any) => i.error?.code ?? 'run'), ['run', 'forbidden', 'run', 'spend_cap_reached']);
+});
+
 t('the items draw on the key\'s run budget: a batch it cannot hold is refused whole with 429, nothing written', async ({ t }) => {
   const key = 'wr_test_bob_exec';
   await sql(t, 'update api_keys set run_budget_per_minute = 5 where key_hash = ?', [hashApiKey(key)]);

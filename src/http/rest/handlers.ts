@@ -4,7 +4,7 @@ import { cancelRun } from '../../runs/cancel-run.ts';
 import { getRun } from '../../runs/get-run.ts';
 import { listRunEvents } from '../../runs/list-run-events.ts';
 import { listRuns } from '../../runs/list-runs.ts';
-import { startCountedBatch, startCountedRun } from '../../runs/counted-start.ts';
+import { quoteCountedBatch, startCountedBatch, startCountedRun } from '../../runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
@@ -97,11 +97,12 @@ export const operations = {
     // One request in the key's rate window, counted before its body is read (counted-start.ts).
     const idempotencyHeader = header(c.req, 'idempotency-key');
     const cancelAfterHeader = header(c.req, 'cancel-after');
-    const result = await startCountedBatch(c.deps, c.principal, c.limiter, async () => ({
-      body: await readJsonBody(c.req, MAX_BATCH_BODY_BYTES),
-      idempotencyHeader,
-      cancelAfterHeader,
-    }));
+    const read = async () => ({ body: await readJsonBody(c.req, MAX_BATCH_BODY_BYTES), idempotencyHeader, cancelAfterHeader });
+    if (text(q(c).dryRun) === 'true') {
+      const quoted = await quoteCountedBatch(c.deps, c.principal, c.limiter, read);
+      return sendJson(c.res, 200, quoted.answer, rateLimitHeaders(quoted.rateLimit));
+    }
+    const result = await startCountedBatch(c.deps, c.principal, c.limiter, read);
     sendJson(c.res, 202, result.answer, batchRateHeaders(result.rateLimit, result.runBudget));
   },
 

@@ -767,6 +767,36 @@ export interface components {
             /** @description Items answered with an error. */
             refused: number;
         };
+        /** @description Response of `POST /runs/batch?dryRun=true` (200). */
+        StartRunsQuote: {
+            items: ({
+                index: number;
+                quote: {
+                    /** Format: uuid */
+                    workflow: string;
+                    /**
+                     * Format: uuid
+                     * @description The version that would run.
+                     */
+                    version: string;
+                    /** @description The displayed run price (USD, 6 decimal places). */
+                    priceUsd: number;
+                    /** @enum {string} */
+                    funding: "owned" | "bundle" | "wallet" | "byok";
+                };
+            } | {
+                index: number;
+                error: components["schemas"]["Error"]["error"];
+            })[];
+            /** @description Items that would be accepted. */
+            accepted: number;
+            /** @description Items that would be refused. */
+            refused: number;
+            /** @description The displayed prices of the items that would be accepted (USD). */
+            totalUsd: number;
+            /** @description The items the key's spend cap would refuse. */
+            overSpendCap: number[];
+        };
         /** @description An item's answer: its run, or the error `POST /runs` answers for the same body. */
         StartRunsItem: {
             index: number;
@@ -1777,7 +1807,16 @@ export interface operations {
     };
     startRuns: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `true`: nothing is written and nothing drawn from the run budget (the call is one request in the
+                 *     window); the answer is 200 with each item's quote (`priceUsd`, the displayed price, and the
+                 *     `funding` it would use now: `owned`, `bundle`, `wallet`, or `byok`: the wallet, with model calls
+                 *     on the caller's own provider key) or its refusal, `totalUsd` of the items that would be accepted,
+                 *     and `overSpendCap`, the items the key's spend cap would refuse (also answered `spend_cap_reached`).
+                 */
+                dryRun?: boolean;
+            };
             header?: {
                 /** @description The batch's idempotency key (1–255 characters after trimming). */
                 "Idempotency-Key"?: string;
@@ -1823,6 +1862,47 @@ export interface operations {
             };
         };
         responses: {
+            /** @description `?dryRun=true`: every item quoted or refused, in request order; nothing written. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "index": 0,
+                     *           "quote": {
+                     *             "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
+                     *             "version": "7c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e9f",
+                     *             "priceUsd": 0.2502,
+                     *             "funding": "wallet"
+                     *           }
+                     *         },
+                     *         {
+                     *           "index": 1,
+                     *           "error": {
+                     *             "code": "spend_cap_reached",
+                     *             "message": "this API key's daily spend cap of $0.500000 would be exceeded by this run"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "accepted": 1,
+                     *       "refused": 1,
+                     *       "totalUsd": 0.2502,
+                     *       "overSpendCap": [
+                     *         1
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StartRunsQuote"];
+                };
+            };
             /** @description Every item answered, in request order. */
             202: {
                 headers: {
