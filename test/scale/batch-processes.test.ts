@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -62,9 +63,20 @@ async function killMidAcceptance(t: TestApp, key: string, body: unknown, after: 
     ENGINE: 'embedded',
     HOST: '127.0.0.1',
   });
-  const base = await svc.url;
-  const holder = t.deps.orm.em.fork();
-  await holder.transactional(async (tx) => {
+  try {
+    await sendAndKill(t, await svc.url, svc.child, key, body, after);
+  } finally {
+    await svc.stop();
+  }
+  // The statement, if it still runs, finishes once the gate is let go.
+  for (let i = 0; i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and state = 'active'`)).length; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Holds the queue's gate while the batch's acceptance waits for it, kills the process, lets `after` decide, lets the gate go. */
+async function sendAndKill(t: TestApp, base: string, child: ChildProcess, key: string, body: unknown, after: (pids: number[]) => Promise<void>) {
+  await t.deps.orm.em.fork().transactional(async (tx) => {
     await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
     const sent = fetch(`${base}/v1/runs/batch`, {
       method: 'POST',
@@ -77,15 +89,10 @@ async function killMidAcceptance(t: TestApp, key: string, body: unknown, after: 
       pids = await waitingAcceptances(t);
     }
     assert.is(pids.length, 1, 'the acceptance waits on the gate');
-    svc.child.kill('SIGKILL');
+    child.kill('SIGKILL');
     assert.is(await sent, null, 'the process died before answering');
     await after(pids);
   });
-  await svc.stop();
-  // The statement, if it still runs, finishes once the gate is let go.
-  for (let i = 0; i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and state = 'active'`)).length; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Retries the batch in-process: every item exactly once, nothing created twice, and a second retry answers the same. */
