@@ -1,7 +1,8 @@
 import { ApiError, type RateLimitState } from '../domain/errors.ts';
 import type { Orm } from '../db/orm.ts';
-import { query } from '../db/statement.ts';
-import { HIT_RATE_WINDOW, type HitRow } from '../sql/rate-windows.ts';
+import { outsideTransaction, query } from '../db/statement.ts';
+import { COUNT_REQUESTS, type HitRow } from '../sql/rate-windows.ts';
+import { Batch } from '../db/batch.ts';
 import { DRAW_RUN_BUDGET } from '../sql/run-budget.ts';
 import { requestRateLimited } from '../observability/metrics.ts';
 
@@ -111,6 +112,13 @@ function oldestMs(w: Buckets): number {
   return (w.second - BUCKETS + 1 + i) * 1000;
 }
 
+/** The counts that arrive while one is on its way go together as the next statement (src/db/batch.ts), keys in one order. */
+const requestCounts = new Batch<{ keyId: string; limit: number }>({
+  statement: COUNT_REQUESTS,
+  values: (calls) => [calls.map((c) => c.keyId), calls.map((c) => c.limit)],
+  orderKey: (call) => call.keyId,
+});
+
 export class PostgresWindowLimiter implements RateLimiter {
   readonly #orm: Orm;
 
@@ -119,7 +127,7 @@ export class PostgresWindowLimiter implements RateLimiter {
   }
 
   async hit(keyId: string, limit: number): Promise<RateDecision> {
-    const [r] = await query<HitRow>(this.#orm.em.fork(), HIT_RATE_WINDOW, [keyId, limit]);
+    const [r] = (await requestCounts.run(outsideTransaction(this.#orm), { keyId, limit })) as unknown as HitRow[];
     return decide(limit, r!);
   }
 

@@ -28,7 +28,7 @@ const run = (t: TestApp, key: string, headers: Record<string, string> = {}) =>
 
 /** The messages that carry POST /runs's own statements (the engine runs accepted runs meanwhile), PREPAREs (once per connection) aside. */
 const postRunsMessages = (messages: string[]) =>
-  messages.filter((m) => /\b(find_workflow_to_run|accept_runs|hit_rate_window)(_b)?\b/.test(m) && !/^(begin; )?prepare /.test(m));
+  messages.filter((m) => /\b(find_workflow_to_run|accept_runs|count_requests)(_b)?\b/.test(m) && !/^(begin; )?prepare /.test(m));
 
 t('on a Postgres server a request whose workflow read is kept reaches Postgres in two messages: its count, then the acceptance', async ({ t }) => {
   if (!SERVER) {
@@ -47,7 +47,7 @@ t('on a Postgres server a request whose workflow read is kept reaches Postgres i
   assert.is(kept.result.headers.get('ratelimit-limit'), '60');
   const sent = postRunsMessages(kept.messages);
   assert.is(sent.length, 2, sent.join('\n'));
-  assert.match(sent[0]!, /\bhit_rate_window\b/);
+  assert.match(sent[0]!, /\bcount_requests\b/);
   assert.match(sent[1]!, /\baccept_runs\b/);
   const replay = await run(t, 'wr_test_carol', { 'idempotency-key': 'kept-one-message' });
   assert.is(replay.status, 202);
