@@ -5,6 +5,7 @@ import pg from 'pg';
 import { describeMachine } from './machine.ts';
 import { tempDirs } from './measure.ts';
 import { acceptance } from './parts/acceptance.ts';
+import { batches } from './parts/batch.ts';
 import { endToEnd } from './parts/end-to-end.ts';
 import { hotPath } from './parts/hot-path.ts';
 import { instrumentationCost } from './parts/instrumentation.ts';
@@ -25,6 +26,8 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  *      (bench/floor.ts POST /cte/runs, pool of 4), and the same without a key.
  *   1. POST /runs at 1, 32 and 128 clients (NullEngine: runs stay queued) vs the floor, a bare node:http
  *      route doing the same inserts in one transaction (bench/floor.ts); once more with Idempotency-Key.
+ *   1d. Batches (`batch`): runs accepted per second through 1,000-run POST /runs/batch at one client vs
+ *      keyed POST /runs at 32, and keyed POST /runs at one client vs the floor's.
  *   1b. What the instrumentation costs: POST /runs ×32 with the metrics on (and /metrics scraped every
  *      5 s) vs off, alternating in one server process, BENCH_METRICS_ROUNDS (3) pairs.
  *   2. End-to-end on the embedded engine: 3-step template runs from 202 to terminal, closed loop of
@@ -46,8 +49,9 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  * Environment: DATABASE_URL (else embedded PGlite), BENCH_DURATION (s per load step, 5), BENCH_WARMUP
  * (s, 1), BENCH_STREAMS (10000), BENCH_HOT_STREAMS (1000), BENCH_LIVE_RUNS (2000), RUN_CAPACITY (64),
  * BENCH_USERS (closed-loop clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY
- * (hotpath,accept,metrics,e2e,poll,list,streams,process, and temporal when a Temporal CLI is found or TEMPORAL_ADDRESS
- * is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_COMPILED (a compiled tree for the process part; else it compiles one), BENCH_JSON (file for all
+ * (hotpath,accept,batch,metrics,e2e,poll,list,streams,process, and temporal when a Temporal CLI is found or TEMPORAL_ADDRESS
+ * is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_COMPILED (a compiled tree for the
+ * process part; else it compiles one), BENCH_JSON (file for all
  * figures as JSON), TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (the temporal part's server; else its own dev server).
  * With DATABASE_URL the bench drops and recreates the database's `public` schema: use a bench database.
  *
@@ -76,6 +80,7 @@ async function main(): Promise<void> {
     if (ONLY.has('hotpath')) await hotPath();
     // A queued run's poll needs the queue the acceptance steps build: with `poll` alone only a completed run is polled.
     if (ONLY.has('accept')) await acceptance();
+    if (ONLY.has('batch')) await batches();
     if (ONLY.has('metrics')) await instrumentationCost();
     if (ONLY.has('e2e') || ONLY.has('poll')) await endToEnd();
     if (ONLY.has('list')) await listRunsFiltered();

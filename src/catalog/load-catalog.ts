@@ -237,6 +237,7 @@ class Loader {
         capUsd,
         expires,
         k.revoked,
+        k.runBudgetPerMinute,
       ]);
       this.report.apiKeys.created++;
       return;
@@ -248,12 +249,14 @@ class Loader {
     const changed =
       !same(json(row.scopes), k.scopes) ||
       Number(row.rate_limit_per_minute) !== k.rateLimitPerMinute ||
+      Number(row.run_budget_per_minute) !== k.runBudgetPerMinute ||
       (row.spend_cap_window ?? null) !== capWindow ||
       moneyOrNull(row.spend_cap_usd) !== capUsd ||
       timeOrNull(dateOrNull(row.expires_at)) !== timeOrNull(k.expiresAt) ||
       Boolean(row.revoked) !== k.revoked;
     if (changed) {
-      await this.q(CATALOG_UPDATE_API_KEY, [JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked, row.id]);
+      const values = [JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked, row.id, k.runBudgetPerMinute];
+      await this.q(CATALOG_UPDATE_API_KEY, values);
       this.report.apiKeys.updated++;
     } else this.report.apiKeys.unchanged++;
   }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CREDENTIAL_MODES, LISTINGS, RUN_MODELS, SPEND_WINDOWS } from '../db/entities/index.ts';
+import { CREDENTIAL_MODES, LISTINGS, RUN_BUDGET_PER_MINUTE, RUN_MODELS, SPEND_WINDOWS } from '../db/entities/index.ts';
 import type { Graph } from '../domain/graph/types.ts';
 import { PROVIDERS } from '../domain/graph/types.ts';
 import { validateGraph } from '../domain/graph/validate.ts';
@@ -78,6 +78,8 @@ const apiKeySchema = z.strictObject({
   secret: z.string().min(8, 'must be at least 8 characters').max(256).regex(/^\S+$/, 'must not contain whitespace'),
   scopes: z.array(z.enum(SCOPES)).min(1, 'must name at least one scope').transform((s) => [...new Set(s)]),
   rateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(60),
+  /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
+  runBudgetPerMinute: z.number().int().min(1).max(1_000_000).default(RUN_BUDGET_PER_MINUTE),
   spendCap: z.strictObject({ window: z.enum(SPEND_WINDOWS), usd: amount }).nullable().default(null),
   expiresAt: instant.nullable().default(null),
   revoked: z.boolean().default(false),

@@ -116,6 +116,13 @@ export class UnreceivedBody extends ApiError {
   }
 }
 
+/** The envelope's `error` for `e` (`details` only for the two codes the spec gives them to). */
+export function errorObject(e: ApiError): { code: string; message: string; details?: unknown[] } {
+  return e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required')
+    ? { code: e.code, message: e.message, details: e.details }
+    : { code: e.code, message: e.message };
+}
+
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 export const forbidden = (message = 'you are not allowed to use this resource') => new ApiError('forbidden', message);
 export const invalidRequest = (message: string) => new ApiError('invalid_request', message);

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, errorObject } from '../domain/errors.ts';
 import { errorHeaders } from './headers.ts';
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -16,13 +16,11 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 /** The spec's envelope; anything that is not an ApiError becomes a bare internal_error. */
 export function sendError(res: ServerResponse, err: unknown): void {
   const e = err instanceof ApiError ? err : new ApiError('internal_error', 'an unexpected error occurred');
-  const body: { error: { code: string; message: string; details?: unknown[] } } = { error: { code: e.code, message: e.message } };
-  if (e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required')) body.error.details = e.details;
   const headers = errorHeaders(e);
   // Answered before its body arrived: the rest would have to be read and thrown away to reuse the
   // connection, and a body that stalls would hold it. The connection closes with the answer instead.
   if (!res.req.complete) headers.Connection = 'close';
-  sendJson(res, e.status, body, headers);
+  sendJson(res, e.status, { error: errorObject(e) }, headers);
 }
 
 export const MAX_BODY_BYTES = 1024 * 1024;

@@ -203,7 +203,7 @@ export function subscriptionOpen(delta: 1 | -1): void {
 
 const rateLimited = new Counter({
   name: 'wr_requests_rate_limited_total',
-  help: 'Requests refused with 429, by limit: runs_per_minute (POST /runs), open_streams, or bodies_in_flight (request bodies still arriving)',
+  help: 'Requests refused with 429, by limit: runs_per_minute (POST /runs), run_budget (POST /runs/batch), open_streams, or bodies_in_flight (request bodies still arriving)',
   labelNames: ['limit'] as const,
   registers: [registry],
 });
@@ -213,7 +213,7 @@ const spendCapped = new Counter({
   registers: [registry],
 });
 
-export function requestRateLimited(limit: 'runs_per_minute' | 'open_streams' | 'bodies_in_flight'): void {
+export function requestRateLimited(limit: 'runs_per_minute' | 'run_budget' | 'open_streams' | 'bodies_in_flight'): void {
   if (enabled) rateLimited.labels(limit).inc();
 }
 
@@ -229,4 +229,24 @@ const idempotencyDeleted = new Counter({
 
 export function idempotencyRecordsDeleted(n: number): void {
   if (enabled && n > 0) idempotencyDeleted.inc(n);
+}
+
+// POST /runs/batch (src/runs/start-batch.ts).
+const batchSize = new Histogram({
+  name: 'wr_run_batch_size',
+  help: 'Items of each POST /runs/batch answered',
+  buckets: [1, 10, 50, 100, 250, 500, 1000],
+  registers: [registry],
+});
+const batchItemsRefused = new Counter({
+  name: 'wr_run_batch_items_refused_total',
+  help: 'Items of POST /runs/batch refused, by error code',
+  labelNames: ['code'] as const,
+  registers: [registry],
+});
+
+export function runBatchAnswered(items: number, refusedCodes: readonly string[]): void {
+  if (!enabled) return;
+  batchSize.observe(items);
+  for (const code of refusedCodes) batchItemsRefused.labels(code).inc();
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Batch } from '../db/batch.ts';
-import type { StatementEm } from '../db/statement.ts';
+import { query, type StatementEm } from '../db/statement.ts';
 import { ApiError } from '../domain/errors.ts';
 import { timeOrderedUuid } from '../domain/ids.ts';
 import type { ResolvedInputs } from '../domain/inputs.ts';
@@ -9,18 +9,16 @@ import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
 import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../sql/accept-runs.ts';
-import type { HitRow } from '../sql/rate-windows.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
 import type { WorkflowAccess } from '../services/workflows/workflow-access.ts';
-import type { RequestRate } from './rate-limiter.ts';
 
 /**
  * POST /runs's one write (src/sql/accept-runs.ts): the idempotency record, the spend-cap reservation,
  * the run, its `run.queued` event and its sealed password inputs, fenced on the workflow read the
- * request was checked against. When the request is still to be counted in its key's rate window and
- * the window is a database row, the same statement counts it. The acceptances that arrive while one
- * execution is in flight go together as the next (src/db/batch.ts; docs/design/rules.md#rate-limit).
+ * request was checked against. The request was counted in its key's rate window before (counted-start.ts).
+ * The acceptances of single requests that arrive while one execution is in flight go together as the
+ * next (src/db/batch.ts); a batch's set is one execution of its own.
  */
 
 export interface RunToAccept {
@@ -40,6 +38,14 @@ export interface RunToAccept {
 /** The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed since its read, nothing was written. */
 export type Acceptance = { runId: string; replayed: boolean } | 'stale';
 
+/** One run to accept: the checked run, its idempotency key and fingerprint, and the view token it is fenced on (null: none). */
+export interface AcceptCall {
+  run: RunToAccept;
+  idempotencyKey: string | null;
+  fingerprint: string;
+  token: string | null;
+}
+
 /** Two requests with one (account, idempotency key) never share an execution: one insert cannot claim one record twice. */
 const acceptances = new Batch<RunAcceptance>({
   statement: ACCEPT_RUNS,
@@ -48,38 +54,39 @@ const acceptances = new Batch<RunAcceptance>({
 });
 
 /**
- * Accepts run `r`. `token`: the view token of the workflow read (null fences nothing). `rate`: the
- * request's rate count, taken here unless the workflow read took it; throws its 429 when the window is full.
- * Throws 409 on a key reused with another request and 402 when the run's displayed price would exceed
- * the key's cap (nothing is written then).
+ * Accepts a set of runs in one statement, in order (the queue's order; the spend cap is taken in it).
+ * A set of one goes with the acceptances of other requests in flight (src/db/batch.ts). The calls must
+ * not share an idempotency key (the caller keeps one call per key). Each call's answer: its run, 'stale',
+ * or its refusal: 409 on a key reused with another request, 402 when its price would exceed the key's
+ * cap (nothing is written for it then).
  */
-export async function acceptRun(
-  em: StatementEm,
-  deps: Deps,
-  r: RunToAccept,
-  idempotencyKey: string | null,
-  fingerprint: string,
-  token: string | null,
-  rate: RequestRate | undefined,
-): Promise<Acceptance> {
-  const limit = rate ? await rate.statementLimit() : null;
-  const [row] = (await acceptances.run(em, acceptanceOf(deps, r, idempotencyKey, fingerprint, token, limit))) as AcceptedRow[];
-  if (!row) throw new Error('POST /runs: the acceptance statement returned no row');
-  // Throws the 429 when the window was full (then nothing was written).
-  if (limit !== null) rate!.folded(row as HitRow);
+export async function acceptRuns(em: StatementEm, deps: Deps, calls: readonly AcceptCall[]): Promise<(Acceptance | ApiError)[]> {
+  const values = calls.map((c) => acceptanceOf(deps, c.run, c.idempotencyKey, c.fingerprint, c.token, null));
+  const rows = (
+    values.length === 1 ? await acceptances.run(em, values[0]!) : await query(em, ACCEPT_RUNS, acceptRunsValues(values))
+  ) as (AcceptedRow & { ord?: number })[];
+  if (rows.length !== calls.length) throw new Error('POST /runs: the acceptance statement did not answer every call');
+  return rows.map((row, i) => outcomeOf(row, calls[i]!));
+}
+
+function outcomeOf(row: AcceptedRow, c: AcceptCall): Acceptance | ApiError {
   if (row.stale) return 'stale';
-  const cap = r.principal.spendCap;
+  const cap = c.run.principal.spendCap;
   if (row.over_cap && cap) {
     requestSpendCapped();
-    throw new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
+    return spendCapReached(cap);
   }
-  if (row.inserted) return { runId: r.runId, replayed: false };
-  if (idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
-  if (row.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
-  }
+  if (row.inserted) return { runId: c.run.runId, replayed: false };
+  if (c.idempotencyKey === null || !row.run_id) throw new Error('POST /runs: the acceptance statement wrote no run');
+  if (row.fingerprint !== c.fingerprint) return idempotencyConflict();
   return { runId: String(row.run_id), replayed: true };
 }
+
+export const spendCapReached = (cap: NonNullable<Principal['spendCap']>) =>
+  new ApiError('spend_cap_reached', `this API key's ${cap.window} spend cap of $${toDb(cap.usd)} would be exceeded by this run`);
+
+export const idempotencyConflict = () =>
+  new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
 
 /** The acceptance of run `r`, with its password inputs sealed and taken out of its public inputs. */
 function acceptanceOf(

@@ -3,13 +3,13 @@ import type { Principal } from '../services/auth/authenticate-key.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
 import type { Deps } from '../services/deps.ts';
+import { checkBatch, quoteBatch, startBatch, type BatchAnswer, type BatchQuote, type StartBatchRequest } from './start-batch.ts';
 
 /**
- * POST /runs in its key's rate window (docs/design/rules.md#rate-limit). Every request that got past
- * authentication and scope counts: one that reaches the workflow read in that read's statement
- * (start-run.ts), any other on its own before its error is answered, so a full window answers 429
- * whatever else is wrong with the request. A refusal carries the window it was counted in (its
- * RateLimit-* headers).
+ * A start request (POST /runs, POST /runs/batch) in its key's rate window (docs/design/rules.md#rate-limit):
+ * the one place a request is counted. Every request that got past authentication and scope counts,
+ * first, before its body is read, so a full window answers 429 whatever else is wrong with the request
+ * and never creates a run. A refusal carries the window it was counted in (its RateLimit-* headers).
  */
 
 export interface CountedStart extends StartRunResult {
@@ -17,23 +17,64 @@ export interface CountedStart extends StartRunResult {
   rateLimit: RateDecision;
 }
 
-/** Reads the request (`read`: the adapter's body parsing, refused requests count too) and starts the run. */
+/** Counts the request, then reads it (`read`: the adapter's body parsing) and starts the run. */
 export async function startCountedRun(
   deps: Deps,
   principal: Principal,
   limiter: RateLimiter,
-  read: () => Promise<Omit<StartRunRequest, 'rate'>>,
+  read: () => Promise<StartRunRequest>,
 ): Promise<CountedStart> {
+  return counting(principal, limiter, async (rateLimit) => ({ ...(await startRun(deps, principal, await read())), rateLimit }));
+}
+
+export interface CountedBatch {
+  answer: BatchAnswer;
+  rateLimit: RateDecision;
+  /** The key's run budget after the batch drew its runs. */
+  runBudget: RateDecision;
+}
+
+/**
+ * Counts POST /runs/batch as one request, reads and checks it, then draws its runs from the key's run
+ * budget (all or none: 429 when the budget cannot hold them) and starts them.
+ */
+export async function startCountedBatch(
+  deps: Deps,
+  principal: Principal,
+  limiter: RateLimiter,
+  read: () => Promise<StartBatchRequest>,
+): Promise<CountedBatch> {
+  return counting(principal, limiter, async (rateLimit) => {
+    const batch = await checkBatch(deps, principal, await read());
+    const runBudget = await limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, batch.runs.length);
+    return { answer: await startBatch(deps, principal, batch), rateLimit, runBudget };
+  });
+}
+
+/** `?dryRun=true`: counts the request (it draws nothing from the run budget: it starts nothing), then quotes it. */
+export async function quoteCountedBatch(
+  deps: Deps,
+  principal: Principal,
+  limiter: RateLimiter,
+  read: () => Promise<StartBatchRequest>,
+): Promise<{ answer: BatchQuote; rateLimit: RateDecision }> {
+  return counting(principal, limiter, async (rateLimit) => ({
+    answer: await quoteBatch(deps, principal, await checkBatch(deps, principal, await read())),
+    rateLimit,
+  }));
+}
+
+/** Runs `start` once the request is counted; a refusal is answered with the window it was counted in. */
+export async function counting<T>(principal: Principal, limiter: RateLimiter, start: (rateLimit: RateDecision) => Promise<T>): Promise<T> {
   const rate = new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute);
   try {
-    const result = await startRun(deps, principal, { ...(await read()), rate });
-    return { ...result, rateLimit: (await rate.count())! };
+    return await start((await rate.count())!);
   } catch (err) {
     throw await counted(rate, err);
   }
 }
 
-/** A POST /runs refused before it was read (its parameters): what to answer once it is counted. */
+/** A start request refused before it was read (its parameters): what to answer once it is counted. */
 export function refuseStart(principal: Principal, limiter: RateLimiter, err: unknown): Promise<unknown> {
   return counted(new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute), err);
 }

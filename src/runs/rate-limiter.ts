@@ -1,7 +1,9 @@
 import { ApiError, type RateLimitState } from '../domain/errors.ts';
 import type { Orm } from '../db/orm.ts';
-import { query } from '../db/statement.ts';
-import { HIT_RATE_WINDOW, type HitRow } from '../sql/rate-windows.ts';
+import { outsideTransaction, query } from '../db/statement.ts';
+import { COUNT_REQUESTS, type HitRow } from '../sql/rate-windows.ts';
+import { Batch } from '../db/batch.ts';
+import { DRAW_RUN_BUDGET } from '../sql/run-budget.ts';
 import { requestRateLimited } from '../observability/metrics.ts';
 
 /**
@@ -11,9 +13,7 @@ import { requestRateLimited } from '../observability/metrics.ts';
  * limiter counts, whatever its outcome; a 429 does not.
  *
  * On a Postgres server the window is a row per key (`api_key_rate_windows`, src/sql/rate-windows.ts),
- * so every API process on the database enforces one limit, and a request that reaches POST /runs's
- * workflow read, or its acceptance on a kept read, is counted by that statement (`RequestRate`);
- * embedded PGlite is one process by construction and keeps the buckets in memory.
+ * so every API process on the database enforces one limit; embedded PGlite is one process by construction and keeps the buckets in memory.
  */
 
 export const WINDOW_MS = 60_000;
@@ -24,8 +24,8 @@ export type RateDecision = RateLimitState;
 export interface RateLimiter {
   /** Counts the request or throws 429 `rate_limited` (with when to retry). */
   hit(keyId: string, limit: number): Promise<RateDecision>;
-  /** Whether a statement of POST /runs can count the request itself (the window is a database row). */
-  readonly inStatement: boolean;
+  /** Draws a batch's `runs` from the key's run budget (`budget` a minute), all or none, or throws 429 (docs/design/batch-runs.md#run-budget). */
+  draw(keyId: string, budget: number, runs: number): Promise<RateDecision>;
 }
 
 
@@ -35,6 +35,18 @@ function refuse(limit: number, oldestMs: number, now: number): never {
   throw new ApiError('rate_limited', `more than ${limit} POST /runs per minute for this API key; retry in ${retry} s`, {
     retryAfterSeconds: retry,
     rateLimit: { limit, remaining: 0, resetSeconds: retry },
+  });
+}
+
+/** The 429 of a batch its key's run budget cannot hold now (or ever: more runs than the budget). */
+function refuseDraw(budget: number, runs: number, counted: number, oldestMs: number | null, now: number): never {
+  requestRateLimited('run_budget');
+  const retry = runs > budget || oldestMs === null ? 60 : Math.max(1, Math.ceil((oldestMs + WINDOW_MS - now) / 1000));
+  const left = Math.max(0, budget - counted);
+  const message = `a batch of ${runs} runs does not fit this API key's run budget of ${budget} a minute (${left} left); retry in ${retry} s`;
+  throw new ApiError('rate_limited', message, {
+    // Its RateLimit-* headers are the request window's (counted-start.ts): the message states the budget.
+    retryAfterSeconds: retry,
   });
 }
 
@@ -59,8 +71,9 @@ interface Buckets {
 }
 
 export class SlidingWindowLimiter implements RateLimiter {
-  readonly inStatement = false;
   readonly #windows = new Map<string, Buckets>();
+  /** The run budgets' windows, by key. */
+  readonly #runs = new Map<string, Buckets>();
 
   async hit(keyId: string, limit: number, now = Date.now()): Promise<RateDecision> {
     const w = this.#shifted(keyId, Math.floor(now / 1000));
@@ -71,10 +84,19 @@ export class SlidingWindowLimiter implements RateLimiter {
     return decision(limit, total + 1, oldestMs(w), now);
   }
 
+  async draw(keyId: string, budget: number, runs: number, now = Date.now()): Promise<RateDecision> {
+    const w = this.#shifted(keyId, Math.floor(now / 1000), this.#runs);
+    let total = 0;
+    for (const c of w.counts) total += c;
+    if (total + runs > budget) refuseDraw(budget, runs, total, total > 0 ? oldestMs(w) : null, now);
+    w.counts[BUCKETS - 1]! += runs;
+    return decision(budget, total + runs, oldestMs(w), now);
+  }
+
   /** The key's buckets moved on to `second` (a bucket 60 s old or older has left the window). */
-  #shifted(keyId: string, second: number): Buckets {
-    let w = this.#windows.get(keyId);
-    if (!w) this.#windows.set(keyId, (w = { second, counts: new Int32Array(BUCKETS) }));
+  #shifted(keyId: string, second: number, windows = this.#windows): Buckets {
+    let w = windows.get(keyId);
+    if (!w) windows.set(keyId, (w = { second, counts: new Int32Array(BUCKETS) }));
     const by = second - w.second;
     if (by > 0) {
       if (by >= BUCKETS) w.counts.fill(0);
@@ -90,8 +112,14 @@ function oldestMs(w: Buckets): number {
   return (w.second - BUCKETS + 1 + i) * 1000;
 }
 
+/** The counts that arrive while one is on its way go together as the next statement (src/db/batch.ts), keys in one order. */
+const requestCounts = new Batch<{ keyId: string; limit: number }>({
+  statement: COUNT_REQUESTS,
+  values: (calls) => [calls.map((c) => c.keyId), calls.map((c) => c.limit)],
+  orderKey: (call) => call.keyId,
+});
+
 export class PostgresWindowLimiter implements RateLimiter {
-  readonly inStatement = true;
   readonly #orm: Orm;
 
   constructor(orm: Orm) {
@@ -99,17 +127,19 @@ export class PostgresWindowLimiter implements RateLimiter {
   }
 
   async hit(keyId: string, limit: number): Promise<RateDecision> {
-    const [r] = await query<HitRow>(this.#orm.em.fork(), HIT_RATE_WINDOW, [keyId, limit]);
+    const [r] = (await requestCounts.run(outsideTransaction(this.#orm), { keyId, limit })) as unknown as HitRow[];
     return decide(limit, r!);
+  }
+
+  async draw(keyId: string, budget: number, runs: number): Promise<RateDecision> {
+    const [r] = await query<HitRow>(this.#orm.em.fork(), DRAW_RUN_BUDGET, [keyId, budget, runs]);
+    const now = r ? Number(r.now_ms) : Date.now();
+    if (!r?.allowed) refuseDraw(budget, runs, r ? Number(r.counted) : 0, r?.oldest_ms == null ? null : Number(r.oldest_ms), now);
+    return decision(budget, Number(r.counted), Number(r.oldest_ms), now);
   }
 }
 
-/**
- * One POST /runs request's place in its key's window, counted exactly once: by the statement it reaches
- * (the workflow read, or the acceptance on a kept read) when the limiter allows it (`statementLimit`,
- * `folded`), else on its own (`count`). The handler counts a request that reached neither on its own
- * afterwards.
- */
+/** One start request's place in its key's window, counted exactly once (counted-start.ts). */
 export class RequestRate {
   /** The decision once counted (undefined while not counted, or when refused). */
   decision: RateDecision | undefined;
@@ -122,7 +152,7 @@ export class RequestRate {
     readonly limit: number,
   ) {}
 
-  /** Counts the request on its own unless it was already; throws 429 when the window is full. */
+  /** Counts the request unless it was already; throws 429 when the window is full. */
   async count(): Promise<RateDecision | undefined> {
     if (this.settled) return this.decision;
     try {
@@ -130,24 +160,6 @@ export class RequestRate {
     } finally {
       this.settled = true;
     }
-    return this.decision;
-  }
-
-  /**
-   * The limit to pass to a statement that counts the request itself (its hit then goes to `folded`), or
-   * null when there is nothing for it to count: the request was counted already, or the limiter cannot
-   * count in a statement and counts it here first (throwing the 429 when the window is full).
-   */
-  async statementLimit(): Promise<number | null> {
-    if (this.limiter.inStatement && !this.settled) return this.limit;
-    await this.count();
-    return null;
-  }
-
-  /** That statement's hit (it committed): records the decision, or throws its 429. */
-  folded(r: HitRow): RateDecision {
-    this.settled = true;
-    this.decision = decide(this.limit, r);
     return this.decision;
   }
 }

@@ -13,7 +13,7 @@ import {
 } from '../db/entities/index.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { GATE_CTE } from './queue-line.ts';
-import { SHIFTED_WINDOW } from './rate-windows.ts';
+import { COUNT_CALLS } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
 
 /** One POST /runs to accept: the run as it is to be written, and what its acceptance checks. */
@@ -93,27 +93,7 @@ call as materialized (
          with ordinality as call(run_id, account_id, api_key_id, workflow_id, version_id, price, user_access, creator_price, step_usd,
                                  compute_limit, credential_mode, inputs, engine, idempotency_key, fingerprint, record_id, cap_usd,
                                  cap_since, trace_context, view_token, rate_limit, metadata, cancel_after, ord)),
-counted_call as (
-  select ord, api_key_id, row_number() over (partition by api_key_id order by ord)::int as key_rank from call where rate_limit is not null),
-key_count as (
-  select api_key_id, count(*)::int as requested, min(rate_limit) as rate_limit from call where rate_limit is not null group by api_key_id),
-window_count as (
-  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed, last_counted)
-  select k.api_key_id, s.second, array_fill(0, array[59]) || n.allowed, n.allowed, s.second, n.allowed = k.requested, n.allowed
-    from key_count k
-   cross join (select floor(extract(epoch from now()))::bigint as second) s
-   cross join lateral (select least(k.requested, greatest(k.rate_limit, 1)) as allowed) n
-   order by k.api_key_id
-  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed, last_counted) = (
-    select q.second, q.kept[1:59] || (q.kept[60] + q.allowed), q.total + q.allowed, q.second, q.allowed = q.requested, q.allowed
-      from (select s.second, s.kept, s.total, k.requested, least(k.requested, greatest(k.rate_limit - s.total, 0)) as allowed
-              from ${SHIFTED_WINDOW} s, key_count k
-             where k.api_key_id = excluded.api_key_id
-            offset 0) q)
-  returning api_key_id, total, last_counted, ((second - 60 + array_position(counts::boolean[], true)) * 1000)::float8 as oldest_ms),
-call_rate as (
-  select c.ord, c.key_rank <= h.last_counted as allowed, h.total - h.last_counted + least(c.key_rank, h.last_counted) as counted, h.oldest_ms
-    from counted_call c join window_count h on h.api_key_id = c.api_key_id),
+${COUNT_CALLS},
 checked_call as materialized (
   select c.*, coalesce(r.allowed, true) as allowed,
          (c.view_token is null or ${viewTokenOf('c.account_id', 'c.workflow_id')} is not distinct from c.view_token) as current

@@ -86,20 +86,21 @@ export const CATALOG_API_KEY_BY_HASH = statement('catalog_api_key_by_hash', `sel
 
 /**
  * $1 id, $2 account id, $3 key hash, $4 prefix, $5 scopes (JSON text), $6 rate limit per minute,
- * $7 spend cap window, $8 spend cap, $9 expiry (ISO text or null), $10 revoked.
+ * $7 spend cap window, $8 spend cap, $9 expiry (ISO text or null), $10 revoked, $11 run budget per minute.
  */
 export const CATALOG_INSERT_API_KEY = statement(
   'catalog_insert_api_key',
-  `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute, spend_cap_window, spend_cap_usd, expires_at, revoked, created_at)
-   values ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6, $7, $8::numeric, $9::timestamptz, $10, now())`,
+  `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute, spend_cap_window, spend_cap_usd, expires_at, revoked, created_at,
+                         run_budget_per_minute)
+   values ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6, $7, $8::numeric, $9::timestamptz, $10, now(), $11)`,
   [ApiKeySchema],
 );
 
-/** $1 scopes (JSON text), $2 rate limit per minute, $3 spend cap window, $4 spend cap, $5 expiry, $6 revoked, $7 API key id. */
+/** $1 scopes (JSON text), $2 rate limit per minute, $3 spend cap window, $4 spend cap, $5 expiry, $6 revoked, $7 API key id, $8 run budget per minute. */
 export const CATALOG_UPDATE_API_KEY = statement(
   'catalog_update_api_key',
   `update api_keys set scopes = $1::jsonb, rate_limit_per_minute = $2, spend_cap_window = $3, spend_cap_usd = $4::numeric,
-                       expires_at = $5::timestamptz, revoked = $6
+                       expires_at = $5::timestamptz, revoked = $6, run_budget_per_minute = $8
     where id = $7::uuid`,
   [ApiKeySchema],
 );

@@ -58,5 +58,46 @@ export interface HitRow {
   now_ms: number;
 }
 
-/** Counts one POST /runs of an API key on its own (a request that does not reach acceptance). $1 API key id, $2 its limit per minute. */
-export const HIT_RATE_WINDOW = statement('hit_rate_window', `with ${rateHitCte('$1', '$2')} select * from hit`, [ApiKeyRateWindowSchema]);
+
+/**
+ * CTEs counting a set of calls in their keys' windows, over a CTE `call` (`ord`, `api_key_id`,
+ * `rate_limit`; a call with a null limit is not counted): `window_count`, one upsert per key in key order
+ * (the row stays locked until the commit), where the k-th call of a key is allowed iff the window's total
+ * before the set plus k is within the limit and only allowed calls are counted; `call_rate`, each counted
+ * call's `allowed`, `counted` (the window's total after it) and `oldest_ms`.
+ */
+export const COUNT_CALLS = `counted_call as (
+  select ord, api_key_id, row_number() over (partition by api_key_id order by ord)::int as key_rank from call where rate_limit is not null),
+key_count as (
+  select api_key_id, count(*)::int as requested, min(rate_limit) as rate_limit from call where rate_limit is not null group by api_key_id),
+window_count as (
+  insert into api_key_rate_windows as w (api_key_id, second, counts, total, total_second, allowed, last_counted)
+  select k.api_key_id, s.second, array_fill(0, array[59]) || n.allowed, n.allowed, s.second, n.allowed = k.requested, n.allowed
+    from key_count k
+   cross join (select floor(extract(epoch from now()))::bigint as second) s
+   cross join lateral (select least(k.requested, greatest(k.rate_limit, 1)) as allowed) n
+   order by k.api_key_id
+  on conflict (api_key_id) do update set (second, counts, total, total_second, allowed, last_counted) = (
+    select q.second, q.kept[1:59] || (q.kept[60] + q.allowed), q.total + q.allowed, q.second, q.allowed = q.requested, q.allowed
+      from (select s.second, s.kept, s.total, k.requested, least(k.requested, greatest(k.rate_limit - s.total, 0)) as allowed
+              from ${SHIFTED_WINDOW} s, key_count k
+             where k.api_key_id = excluded.api_key_id
+            offset 0) q)
+  returning api_key_id, total, last_counted, ((second - 60 + array_position(counts::boolean[], true)) * 1000)::float8 as oldest_ms),
+call_rate as (
+  select c.ord, c.key_rank <= h.last_counted as allowed, h.total - h.last_counted + least(c.key_rank, h.last_counted) as counted, h.oldest_ms
+    from counted_call c join window_count h on h.api_key_id = c.api_key_id)`;
+
+/**
+ * Counts start requests in their keys' windows, many in one statement (src/runs/rate-limiter.ts: the
+ * requests of a process that arrive while one count is on its way go together as the next, so a key's
+ * row is locked once per set, not once per request). $1 API key ids, $2 their limits, one per request.
+ */
+export const COUNT_REQUESTS = statement(
+  'count_requests',
+  `with call as materialized (
+  select * from unnest($1::uuid[], $2::int[]) with ordinality as call(api_key_id, rate_limit, ord)),
+${COUNT_CALLS}
+select r.ord, r.allowed, r.counted, r.oldest_ms, (extract(epoch from now()) * 1000)::float8 as now_ms from call_rate r order by r.ord`,
+  [ApiKeyRateWindowSchema],
+);

@@ -6,8 +6,7 @@ import { workflowReadCache } from '../../src/runs/workflow-cache.ts';
 
 /**
  * POST /runs keeps a caller's workflow read for a while (src/runs/workflow-cache.ts): a request
- * that finds it kept sends only the acceptance, which counts it in its key's rate window on a Postgres
- * server, and the acceptance is fenced on the read's view token, so a workflow changed since is never run
+ * that finds it kept sends only its count in its key's rate window and the acceptance, and the acceptance is fenced on the read's view token, so a workflow changed since is never run
  * on the old view.
  */
 
@@ -29,9 +28,9 @@ const run = (t: TestApp, key: string, headers: Record<string, string> = {}) =>
 
 /** The messages that carry POST /runs's own statements (the engine runs accepted runs meanwhile), PREPAREs (once per connection) aside. */
 const postRunsMessages = (messages: string[]) =>
-  messages.filter((m) => /\b(find_workflow_to_run|accept_runs|hit_rate_window)(_b)?\b/.test(m) && !/^(begin; )?prepare /.test(m));
+  messages.filter((m) => /\b(find_workflow_to_run|accept_runs|count_requests)(_b)?\b/.test(m) && !/^(begin; )?prepare /.test(m));
 
-t('on a Postgres server a request whose workflow read is kept reaches Postgres in one message: the acceptance, which counts it', async ({ t }) => {
+t('on a Postgres server a request whose workflow read is kept reaches Postgres in two messages: its count, then the acceptance', async ({ t }) => {
   if (!SERVER) {
     console.log('  (skipped on PGlite: no messages, and the limiter is in memory)');
     return;
@@ -40,15 +39,16 @@ t('on a Postgres server a request whose workflow read is kept reaches Postgres i
   workflowReadCache(t.deps.orm).drop(CAROL, W_SUMMARY);
   const first = await messagesWhile(() => run(t, 'wr_test_carol'));
   assert.is(first.result.status, 202);
-  assert.is(postRunsMessages(first.messages).length, 2, postRunsMessages(first.messages).join('\n'));
+  assert.is(postRunsMessages(first.messages).length, 3, postRunsMessages(first.messages).join('\n'));
   // A few more so that whichever pooled connection serves the request has the statements prepared.
   for (let i = 0; i < 3; i++) assert.is((await run(t, 'wr_test_carol')).status, 202);
   const kept = await messagesWhile(() => run(t, 'wr_test_carol', { 'idempotency-key': 'kept-one-message' }));
   assert.is(kept.result.status, 202);
   assert.is(kept.result.headers.get('ratelimit-limit'), '60');
   const sent = postRunsMessages(kept.messages);
-  assert.is(sent.length, 1, sent.join('\n'));
-  assert.match(sent[0]!, /\baccept_runs\b/);
+  assert.is(sent.length, 2, sent.join('\n'));
+  assert.match(sent[0]!, /\bcount_requests\b/);
+  assert.match(sent[1]!, /\baccept_runs\b/);
   const replay = await run(t, 'wr_test_carol', { 'idempotency-key': 'kept-one-message' });
   assert.is(replay.status, 202);
   assert.is(replay.body.run.id, kept.result.body.run.id);
@@ -110,7 +110,7 @@ t('a request refused by the rate limit on a kept read writes no run and no idemp
   const refused = await messagesWhile(() => run(t, slow, { 'idempotency-key': 'refused-on-a-kept-read' }));
   assert.is(refused.result.status, 429);
   assert.ok(Number(refused.result.headers.get('retry-after')) >= 1);
-  if (SERVER) assert.match(postRunsMessages(refused.messages).join('\n'), /accept_run/, 'the acceptance was sent, and wrote nothing');
+  if (SERVER) assert.not.match(postRunsMessages(refused.messages).join('\n'), /accept_run/, 'the count refused it before any acceptance');
   assert.is(await runs(), before);
   const [rec] = await sql(t, `select count(*)::int as n from idempotency_records where key = 'refused-on-a-kept-read'`);
   assert.is(Number(rec.n), 0);

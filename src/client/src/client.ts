@@ -14,6 +14,8 @@ import {
   type Run,
   type RunEvent,
   type RunListPage,
+  type StartRunsItem,
+  type StartRunsResponse,
   type WorkflowDetail,
   type WorkflowListPage,
   type WorkflowVersionsPage,
@@ -51,6 +53,14 @@ export interface StartRunOptions {
   /** The run's labels (at most 16 string keys to strings), shown on every view and matched by `listRuns({ metadata })`. No secrets. */
   metadata?: Record<string, string>;
   /** A deadline such as `30s`, `5m`, `1h` (at most 24h), sent as `Cancel-After`: the run is cancelled if it has not ended by then. */
+  cancelAfter?: string;
+  signal?: AbortSignal;
+}
+
+export interface StartRunsOptions {
+  /** Sent as the batch's `Idempotency-Key`; generated (a UUID) unless given. Every retry of this call reuses it. */
+  idempotencyKey?: string;
+  /** A deadline such as `30s`, `5m`, `1h` for every run, sent as `Cancel-After`. */
   cancelAfter?: string;
   signal?: AbortSignal;
 }
@@ -149,6 +159,18 @@ export class WorkflowRunClient implements StreamSource {
       replayed,
       run: applied && isTerminal(run.status) ? run : null,
     };
+  }
+
+  /**
+   * POST /runs/batch: up to 1,000 runs in one call, each what `startRun` sends, answered item by item
+   * (`{index, run}` or `{index, error}`) in order. Sent with an Idempotency-Key for the whole batch
+   * (generated unless given) and retried with it, so a retried batch starts each run once.
+   */
+  async startRuns(runs: StartRunsItem[], opts: StartRunsOptions = {}): Promise<StartRunsResponse & { idempotencyKey: string }> {
+    const idempotencyKey = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
+    const { data } = await this.#send(() => this.http.POST('/runs/batch', { body: { runs }, headers, signal: opts.signal }), opts.signal);
+    return { ...(data as StartRunsResponse), idempotencyKey };
   }
 
   getRun(id: string, signal?: AbortSignal): Promise<Run> {

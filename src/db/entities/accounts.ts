@@ -21,6 +21,9 @@ export type Account = InferEntity<typeof AccountSchema>;
 export const SPEND_WINDOWS = ['daily', 'monthly', 'lifetime'] as const;
 export type SpendWindow = (typeof SPEND_WINDOWS)[number];
 
+/** The run budget of a key the catalog gives none: ten 1,000-run batches a minute (docs/design/batch-runs.md#run-budget). */
+export const RUN_BUDGET_PER_MINUTE = 10_000;
+
 export const ApiKeySchema = defineEntity({
   name: 'ApiKey',
   tableName: 'api_keys',
@@ -33,6 +36,8 @@ export const ApiKeySchema = defineEntity({
     prefix: p.string().length(16),
     scopes: p.json<string[]>(),
     rateLimitPerMinute: p.integer().default(60),
+    /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
+    runBudgetPerMinute: p.integer().default(RUN_BUDGET_PER_MINUTE),
     spendCapWindow: p.enum(SPEND_WINDOWS).nullable(),
     spendCapUsd: money().nullable(),
     expiresAt: p.datetime().nullable(),
@@ -41,6 +46,21 @@ export const ApiKeySchema = defineEntity({
   },
 });
 export type ApiKey = InferEntity<typeof ApiKeySchema>;
+
+/** The columns of a per-key sliding window of 60 one-second buckets (requests, or a batch's runs). */
+const windowColumns = () => ({
+  apiKeyId: p.manyToOne(ApiKeySchema).mapToPk().fieldName('api_key_id').primary().deleteRule('cascade'),
+  /** Epoch second of the newest bucket (`counts[60]`). */
+  second: p.bigint('number'),
+  /** What was counted per second, oldest first: `counts[i]` for the second `second - 60 + i`. */
+  counts: p.array<number>().columnType('int[]'),
+  /** The sum of `counts`, kept with them. */
+  total: p.integer().default(0),
+  /** The `second` `total` was kept for; another (a row an older version wrote) has its total added up again. */
+  totalSecond: p.bigint('number').nullable(),
+  /** Whether the last count was allowed (false: it was refused with 429). */
+  allowed: p.boolean(),
+});
 
 /**
  * The POST /runs sliding window of one API key, shared by every API process on the database: the
@@ -51,22 +71,23 @@ export const ApiKeyRateWindowSchema = defineEntity({
   name: 'ApiKeyRateWindow',
   tableName: 'api_key_rate_windows',
   properties: {
-    apiKeyId: p.manyToOne(ApiKeySchema).mapToPk().fieldName('api_key_id').primary().deleteRule('cascade'),
-    /** Epoch second of the newest bucket (`counts[60]`). */
-    second: p.bigint('number'),
-    /** Requests counted per second, oldest first: `counts[i]` for the second `second - 60 + i`. */
-    counts: p.array<number>().columnType('int[]'),
-    /** The sum of `counts`, kept with them. */
-    total: p.integer().default(0),
-    /** The `second` `total` was kept for; another (a row an older version wrote) has its total added up again. */
-    totalSecond: p.bigint('number').nullable(),
-    /** Whether the last request was counted (false: it was refused with 429). */
-    allowed: p.boolean(),
+    ...windowColumns(),
     /** How many requests the last count allowed (one statement counts a batch's requests of the key together). */
     lastCounted: p.integer().default(0),
   },
 });
 export type ApiKeyRateWindow = InferEntity<typeof ApiKeyRateWindowSchema>;
+
+/**
+ * The run budget of one API key, shared by every API process on the database: the runs its batches
+ * started in each of the last 60 seconds (src/sql/run-budget.ts), shaped like its request window.
+ */
+export const ApiKeyRunWindowSchema = defineEntity({
+  name: 'ApiKeyRunWindow',
+  tableName: 'api_key_run_windows',
+  properties: windowColumns(),
+});
+export type ApiKeyRunWindow = InferEntity<typeof ApiKeyRunWindowSchema>;
 
 /** Open streams per holder across processes (src/services/streams/stream-slots.ts). */
 export const StreamSlotTotalSchema = defineEntity({

@@ -1,4 +1,12 @@
-import { AccountSchema, ApiKeyRateWindowSchema, ApiKeySchema, ProviderKeySchema, StreamSlotLeaseSchema, StreamSlotTotalSchema } from './accounts.ts';
+import {
+  AccountSchema,
+  ApiKeyRateWindowSchema,
+  ApiKeyRunWindowSchema,
+  ApiKeySchema,
+  ProviderKeySchema,
+  StreamSlotLeaseSchema,
+  StreamSlotTotalSchema,
+} from './accounts.ts';
 import { WorkflowRunTallySchema, WorkflowSchema, WorkflowVersionSchema } from './catalog.ts';
 import { BundleSchema, LedgerEntrySchema, PurchaseSchema, WalletSchema } from './money.ts';
 import { RunLabelSchema } from './run-labels.ts';
@@ -34,6 +42,7 @@ export const entities = [
   WorkflowSchema,
   WorkflowRunTallySchema,
   ApiKeyRateWindowSchema,
+  ApiKeyRunWindowSchema,
   StreamSlotTotalSchema,
   StreamSlotLeaseSchema,
   WorkflowVersionSchema,

@@ -4,12 +4,12 @@ import { cancelRun } from '../../runs/cancel-run.ts';
 import { getRun } from '../../runs/get-run.ts';
 import { listRunEvents } from '../../runs/list-run-events.ts';
 import { listRuns } from '../../runs/list-runs.ts';
-import { startCountedRun } from '../../runs/counted-start.ts';
+import { quoteCountedBatch, startCountedBatch, startCountedRun } from '../../runs/counted-start.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import { getWorkflow } from '../../services/workflows/get-workflow.ts';
 import { listWorkflowVersions } from '../../services/workflows/list-workflow-versions.ts';
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
-import { rateLimitHeaders } from '../headers.ts';
+import { batchRateHeaders, rateLimitHeaders } from '../headers.ts';
 import { MAX_BODY_BYTES, sendJson } from '../respond.ts';
 import { keyHolder } from '../../services/streams/stream-slots.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
@@ -22,20 +22,23 @@ import { streamRun } from './stream-run.ts';
  * gets here: query integers are valid, still as text.
  */
 
+/** A batch of 1,000 runs with inputs of about 8 KiB each. */
+const MAX_BATCH_BODY_BYTES = 8 * 1024 * 1024;
+
 const param = (c: RestCall, name: string): string => String((c.api.request.params as Record<string, unknown>)[name]);
 const q = (c: RestCall): Record<string, string | number | undefined> => c.api.request.query as Record<string, string | number | undefined>;
 const int = (value: string | number | undefined) => (value === undefined ? undefined : Number(value));
 const text = (value: string | number | undefined) => (value === undefined ? undefined : String(value));
 
 /**
- * A JSON request body: its media type, then its text (in time, a bounded number per key), then its
- * parse (numbers a double cannot hold marked, src/domain/exact-json.ts).
+ * A JSON request body: its media type, then its text (in time, a bounded number per key, at most
+ * `limit` bytes), then its parse (numbers a double cannot hold marked, src/domain/exact-json.ts).
  */
-async function readJsonBody(c: RestCall): Promise<unknown> {
+async function readJsonBody(c: RestCall, limit = MAX_BODY_BYTES): Promise<unknown> {
   if (!/^application\/([\w.+-]*\+)?json\b/i.test(header(c.req, 'content-type') ?? '')) {
     throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
   }
-  const text = await c.bodies.read(c.req, c.ctx, keyHolder(c.principal.apiKeyId), MAX_BODY_BYTES);
+  const text = await c.bodies.read(c.req, c.ctx, keyHolder(c.principal.apiKeyId), limit);
   try {
     return parseJson(text);
   } catch {
@@ -92,6 +95,19 @@ export const operations = {
     };
     if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
     sendJson(c.res, 202, { run: result.run }, headers);
+  },
+
+  async startRuns(c: RestCall) {
+    // One request in the key's rate window, counted before its body is read (counted-start.ts).
+    const idempotencyHeader = header(c.req, 'idempotency-key');
+    const cancelAfterHeader = header(c.req, 'cancel-after');
+    const read = async () => ({ body: await readJsonBody(c, MAX_BATCH_BODY_BYTES), idempotencyHeader, cancelAfterHeader });
+    if (text(q(c).dryRun) === 'true') {
+      const quoted = await quoteCountedBatch(c.deps, c.principal, c.limiter, read);
+      return sendJson(c.res, 200, quoted.answer, rateLimitHeaders(quoted.rateLimit));
+    }
+    const result = await startCountedBatch(c.deps, c.principal, c.limiter, read);
+    sendJson(c.res, 202, result.answer, batchRateHeaders(result.rateLimit, result.runBudget));
   },
 
   async listRuns(c: RestCall) {

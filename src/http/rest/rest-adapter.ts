@@ -29,6 +29,8 @@ export const OPENAPI_FILE = fileURLToPath(new URL('../../../openapi/openapi.yaml
 const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
 const API_ROOT = '/v1';
 const DOCUMENT_PATH = `${API_ROOT}/openapi.json`;
+/** The operations that start runs: every request past authentication and scope counts in the key's rate window (src/runs/counted-start.ts). */
+const STARTS = new Set(['startRun', 'startRuns']);
 
 export function loadOpenApiDocument(): Document {
   return parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as Document;
@@ -140,7 +142,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   });
   /** A request refused by the document's rules; a POST /runs counts in its key's rate window whatever is wrong with it. */
   async function refused(api: Context, error: ApiError): Promise<unknown> {
-    return api.operation.operationId === 'startRun' ? refuseStart(api.security?.bearerAuth as Principal, limiter, error) : error;
+    return STARTS.has(api.operation.operationId ?? '') ? refuseStart(api.security?.bearerAuth as Principal, limiter, error) : error;
   }
   await api.init();
   // Its router, compiled once (document-router.ts); the validator matches and parses through it too.

@@ -14,6 +14,8 @@ export interface Principal {
   accountHandle: string;
   scopes: string[];
   rateLimitPerMinute: number;
+  /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
+  runBudgetPerMinute: number;
   spendCap: { window: 'daily' | 'monthly' | 'lifetime'; usd: string } | null;
 }
 
@@ -28,6 +30,7 @@ interface KeyRow {
   expiresAt: Date | null;
   scopes: string[];
   rateLimitPerMinute: number;
+  runBudgetPerMinute: number;
   spendCap: Principal['spendCap'];
 }
 
@@ -50,7 +53,7 @@ function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> 
 
 async function readKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
   const [r] = await fork(deps).execute<Record<string, unknown>[]>(
-    `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.spend_cap_window, k.spend_cap_usd,
+    `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.run_budget_per_minute, k.spend_cap_window, k.spend_cap_usd,
             k.expires_at, k.revoked, a.handle, a.restricted
        from api_keys k join accounts a on a.id = k.account_id
       where k.key_hash = ?`,
@@ -66,6 +69,7 @@ async function readKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | 
     expiresAt: dateOrNull(r.expires_at),
     scopes: (typeof r.scopes === 'string' ? JSON.parse(r.scopes) : r.scopes) as string[],
     rateLimitPerMinute: Number(r.rate_limit_per_minute),
+    runBudgetPerMinute: Number(r.run_budget_per_minute),
     spendCap: r.spend_cap_window ? { window: r.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(r.spend_cap_usd) } : null,
   };
 }
@@ -88,6 +92,7 @@ export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: st
     accountHandle: row.handle,
     scopes: row.scopes,
     rateLimitPerMinute: row.rateLimitPerMinute,
+    runBudgetPerMinute: row.runBudgetPerMinute,
     spendCap: row.spendCap,
   };
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { batch } from './batch.ts';
 import * as cmd from './commands.ts';
 import { oneLine } from './format.ts';
 import { UsageError } from './inputs.ts';
@@ -49,6 +50,15 @@ program
   .option('--metadata <key=value>', 'a label of the run (repeatable; no secrets)', collect, [])
   .option('--cancel-after <duration>', 'cancel the run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
   .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
+
+program
+  .command('batch')
+  .argument('<file>', 'a JSON Lines file (- for stdin): one run a line, each what POST /runs takes')
+  .description('start many runs, 1,000 a call: a progress bar, one result line per run (exit code 1 if any was refused)')
+  .option('--idempotency-key <key>', 'rerun the same command safely: batch n is sent under <key>:n')
+  .option('--cancel-after <duration>', 'cancel each run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
+  .option('--json', 'print each result as a JSON line')
+  .action((file, opts) => set(batch(io, file, opts)));
 
 const runs = program.command('runs').description('your runs');
 runs

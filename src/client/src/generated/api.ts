@@ -185,6 +185,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start up to 1,000 runs in one call
+         * @description `{"runs": [item, …]}`, 1 to 1,000 items, each exactly what `POST /runs` takes. Every item is checked
+         *     by the rules of `POST /runs` (entitlement, version, inputs, metadata, its own `idempotencyKey`) and
+         *     answered on its own, in request order: `{"index", "run"}` when it was accepted (an `AcceptedRun`, as
+         *     `POST /runs` answers it) or `{"index", "error"}` with exactly the `code` and `message` (and `details`)
+         *     `POST /runs` answers for the same body. `accepted` and `refused` count them. The answer is 202 (the
+         *     accepted runs were durably enqueued, as `POST /runs` answers 202) whatever the items' outcomes.
+         *
+         *     **Together.** The accepted items are written by one statement: queue order is index order, and the
+         *     key's spend cap is taken in index order, so the items past the cap are refused
+         *     `spend_cap_reached` and the cap is never exceeded, across processes. Items that repeat an
+         *     `idempotencyKey` inside one batch are one run (a different request under the repeated key is
+         *     `idempotency_conflict` for the later item).
+         *
+         *     **Idempotency.** `Idempotency-Key` (the header only) names the whole batch: the same key with the
+         *     same body answers the same items (the same run ids) and creates nothing; the key with another body
+         *     is 409 `idempotency_conflict`. An item's own `idempotencyKey` still names that item. Kept 24 hours.
+         *
+         *     **Rate limit.** The batch is one request in the key's `POST /runs` window (the same `RateLimit-*`
+         *     headers), and its items draw on the key's **run budget**: `runBudgetPerMinute` runs in a sliding
+         *     60-second window (a catalog setting per key, default 10,000), shared by every process. A batch the
+         *     budget cannot hold now is refused whole with 429 `rate_limited` and `Retry-After` (it still counts as
+         *     one request; nothing is drawn); the answer states both in `RateLimit-Policy` and `RateLimit`. A
+         *     retried batch draws again. `Cancel-After` applies to every run.
+         *
+         *     The whole request fails only for what concerns the request: 401, 403 `insufficient_scope`, 400
+         *     `invalid_json` or `invalid_request` (not `{"runs": [...]}`, 0 or more than 1,000 items, a malformed
+         *     header), 409 (the batch key with another body), 413 (over 8 MiB), 415 and 429.
+         */
+        post: operations["startRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs/{id}": {
         parameters: {
             query?: never;
@@ -708,6 +754,58 @@ export interface components {
          */
         InputValue: components["schemas"]["WorkflowMedia"] | string | number | boolean | null | unknown[] | {
             [key: string]: unknown;
+        };
+        /** @description Body of `POST /runs/batch`. */
+        StartRunsRequest: {
+            /** @description The runs to start, each exactly what `POST /runs` takes (checked item by item). */
+            runs: components["schemas"]["StartRunFields"][];
+        };
+        /** @description Response of `POST /runs/batch` (202). */
+        StartRunsResponse: {
+            /** @description One per item of the request, in its order. */
+            items: components["schemas"]["StartRunsItem"][];
+            /** @description Items answered with a run. */
+            accepted: number;
+            /** @description Items answered with an error. */
+            refused: number;
+        };
+        /** @description Response of `POST /runs/batch?dryRun=true` (200). */
+        StartRunsQuote: {
+            items: ({
+                index: number;
+                quote: {
+                    /** Format: uuid */
+                    workflow: string;
+                    /**
+                     * Format: uuid
+                     * @description The version that would run.
+                     */
+                    version: string;
+                    /** @description The displayed run price (USD, 6 decimal places). */
+                    priceUsd: number;
+                    /** @enum {string} */
+                    funding: "owned" | "bundle" | "wallet" | "byok";
+                };
+            } | {
+                index: number;
+                error: components["schemas"]["Error"]["error"];
+            })[];
+            /** @description Items that would be accepted. */
+            accepted: number;
+            /** @description Items that would be refused. */
+            refused: number;
+            /** @description The displayed prices of the items that would be accepted (USD). */
+            totalUsd: number;
+            /** @description The items the key's spend cap would refuse. */
+            overSpendCap: number[];
+        };
+        /** @description An item's answer: its run, or the error `POST /runs` answers for the same body. */
+        StartRunsItem: {
+            index: number;
+            run: components["schemas"]["AcceptedRun"];
+        } | {
+            index: number;
+            error: components["schemas"]["Error"]["error"];
         };
         /** @description Response of `POST /runs` (202). */
         StartRunResponse: {
@@ -1680,6 +1778,242 @@ export interface operations {
                 };
             };
             /** @description `payload_too_large`: the body exceeds 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not sent as `application/json`. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    startRuns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description `true`: nothing is written and nothing drawn from the run budget (the call is one request in the
+                 *     window); the answer is 200 with each item's quote (`priceUsd`, the displayed price, and the
+                 *     `funding` it would use now: `owned`, `bundle`, `wallet`, or `byok`: the wallet, with model calls
+                 *     on the caller's own provider key) or its refusal, `totalUsd` of the items that would be accepted,
+                 *     and `overSpendCap`, the items the key's spend cap would refuse (also answered `spend_cap_reached`).
+                 */
+                dryRun?: boolean;
+            };
+            header?: {
+                /** @description The batch's idempotency key (1–255 characters after trimming). */
+                "Idempotency-Key"?: string;
+                /**
+                 * @description A deadline for the run: a whole number of seconds, minutes or hours (`30s`, `5m`, `1h`), at most 24
+                 *     hours, counted from its acceptance and shown as the run's `deadline`. A run not terminal by then is
+                 *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
+                 *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
+                 *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
+                 *     than 24 hours: 400 `invalid_request`. The pattern states exactly the values taken: 1–86400 `s`,
+                 *     1–1440 `m` or 1–24 `h`, without leading zeros.
+                 */
+                "Cancel-After"?: components["parameters"]["CancelAfter"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description JSON body. The service validates it itself and answers the documented error codes. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "runs": [
+                 *         {
+                 *           "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
+                 *           "inputs": {
+                 *             "url": "https://example.com/a"
+                 *           },
+                 *           "metadata": {
+                 *             "customer": "acme"
+                 *           }
+                 *         },
+                 *         {
+                 *           "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
+                 *           "inputs": {
+                 *             "colour": "red"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["StartRunsRequest"];
+            };
+        };
+        responses: {
+            /** @description `?dryRun=true`: every item quoted or refused, in request order; nothing written. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "index": 0,
+                     *           "quote": {
+                     *             "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
+                     *             "version": "7c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e9f",
+                     *             "priceUsd": 0.2502,
+                     *             "funding": "wallet"
+                     *           }
+                     *         },
+                     *         {
+                     *           "index": 1,
+                     *           "error": {
+                     *             "code": "spend_cap_reached",
+                     *             "message": "this API key's daily spend cap of $0.500000 would be exceeded by this run"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "accepted": 1,
+                     *       "refused": 1,
+                     *       "totalUsd": 0.2502,
+                     *       "overSpendCap": [
+                     *         1
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StartRunsQuote"];
+                };
+            };
+            /** @description Every item answered, in request order. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    /**
+                     * @description Both limits of a batch (IETF RateLimit header fields): `"requests";q=<rateLimitPerMinute>;w=60, "runs";q=<runBudgetPerMinute>;w=60`.
+                     * @example "requests";q=60;w=60, "runs";q=10000;w=60
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description What is left of each: `"requests";r=<remaining>;t=<seconds to reset>, "runs";r=<remaining>;t=<seconds to reset>`.
+                     * @example "requests";r=59;t=60, "runs";r=9000;t=60
+                     */
+                    RateLimit: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "index": 0,
+                     *           "run": {
+                     *             "id": "3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b",
+                     *             "status": "accepted",
+                     *             "statusUrl": "http://localhost:8080/v1/runs/3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b",
+                     *             "eventsUrl": "http://localhost:8080/v1/runs/3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b/events",
+                     *             "streamUrl": "http://localhost:8080/v1/runs/3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b/stream"
+                     *           }
+                     *         },
+                     *         {
+                     *           "index": 1,
+                     *           "error": {
+                     *             "code": "invalid_inputs",
+                     *             "message": "unknown input",
+                     *             "details": [
+                     *               {
+                     *                 "input": "colour",
+                     *                 "message": "unknown input"
+                     *               }
+                     *             ]
+                     *           }
+                     *         }
+                     *       ],
+                     *       "accepted": 1,
+                     *       "refused": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StartRunsResponse"];
+                };
+            };
+            /** @description `invalid_json`, or `invalid_request`: the body is not `{"runs": [...]}` with 1 to 1,000 items; the idempotency key is empty or longer than 255 characters; `Cancel-After` is malformed or over 24 hours. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "\"runs\" must hold 1 to 1000 items; it holds 0"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description `insufficient_scope`: the key lacks `run:execute`. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `idempotency_conflict`: the batch's Idempotency-Key was used with another body. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_conflict",
+                     *         "message": "this idempotency key was already used with a different request; use a new key to start a new run"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConflictError"];
+                };
+            };
+            /** @description `payload_too_large`: the body exceeds 8 MiB. */
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
