@@ -88,6 +88,12 @@ export class ApiError extends Error {
   }
 }
 
+/** The spec's `error` member of an error: code, message and, for the codes that carry them, details. */
+export function errorBody(e: ApiError): { code: ErrorCode; message: string; details?: InputErrorDetail[] | IntegrationErrorDetail[] } {
+  const withDetails = e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required');
+  return { code: e.code, message: e.message, ...(withDetails ? { details: e.details } : {}) };
+}
+
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 export const forbidden = (message = 'you are not allowed to use this resource') => new ApiError('forbidden', message);
 export const invalidRequest = (message: string) => new ApiError('invalid_request', message);

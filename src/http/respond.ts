@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, errorBody } from '../domain/errors.ts';
 import { errorHeaders } from './headers.ts';
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -16,9 +16,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 /** The spec's envelope; anything that is not an ApiError becomes a bare internal_error. */
 export function sendError(res: ServerResponse, err: unknown): void {
   const e = err instanceof ApiError ? err : new ApiError('internal_error', 'an unexpected error occurred');
-  const body: { error: { code: string; message: string; details?: unknown[] } } = { error: { code: e.code, message: e.message } };
-  if (e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required')) body.error.details = e.details;
-  sendJson(res, e.status, body, errorHeaders(e));
+  sendJson(res, e.status, { error: errorBody(e) }, errorHeaders(e));
 }
 
 export const MAX_BODY_BYTES = 1024 * 1024;

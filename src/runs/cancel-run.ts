@@ -48,7 +48,9 @@ export async function tellCancelled(deps: RunsDeps, engine: EnginePort, runIds: 
   const abortNext = async (): Promise<void> => {
     for (let i = next++; i < runIds.length; i = next++) {
       const runId = runIds[i]!;
-      await engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'engine could not abort a cancelled run'));
+      await engine
+        .runCancelled(runId)
+        .catch((err) => deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'engine could not abort a cancelled run'));
     }
   };
   await Promise.all(Array.from({ length: Math.min(ABORTS_AT_ONCE, runIds.length) }, abortNext));

@@ -25,6 +25,7 @@ import { Migration20261205000000NoRefusalsRaised } from './Migration202612050000
 import { Migration20261205000000WebhookBodyFromRun } from './Migration20261205000000WebhookBodyFromRun.ts';
 import { Migration20261206000000QueuePlace } from './Migration20261206000000QueuePlace.ts';
 import { Migration20261206000000RunMetadataAndDeadline } from './Migration20261206000000RunMetadataAndDeadline.ts';
+import { Migration20261207070000ReplayOf } from './Migration20261207070000ReplayOf.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -54,4 +55,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261205000000WebhookBodyFromRun', class: Migration20261205000000WebhookBodyFromRun },
   { name: 'Migration20261206000000QueuePlace', class: Migration20261206000000QueuePlace },
   { name: 'Migration20261206000000RunMetadataAndDeadline', class: Migration20261206000000RunMetadataAndDeadline },
+  { name: 'Migration20261207070000ReplayOf', class: Migration20261207070000ReplayOf },
 ];

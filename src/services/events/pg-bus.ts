@@ -226,7 +226,8 @@ export class PostgresRunEventBus implements RunEventBus {
         await this.#client!.query(named(NOTIFY_ONE, [RUN_CANCELS_CHANNEL, runIds.slice(i, i + CANCELS_PER_NOTIFICATION).join(',')]));
       }
     };
-    send().catch((err) => this.#opts.log?.warn({ err, runIds: runIds.slice(0, 10) }, 'could not tell other processes of a cancel (their lease check stops the run)'));
+    const failed = 'could not tell other processes of a cancel (their lease check stops the run)';
+    send().catch((err) => this.#opts.log?.warn({ err, runIds: runIds.slice(0, 10) }, failed));
   }
 
   onCancel(listener: (runId: string) => void): () => void {
