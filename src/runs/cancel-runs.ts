@@ -35,7 +35,8 @@ export async function cancelRuns(deps: Deps, accountId: string, body: unknown, o
   const cancelled = dryRun ? live : await commitCancellations(deps, live);
   if (!dryRun) {
     runsCancelledInBulk(cancelled.length);
-    await tellCancelled(deps, deps.engine, cancelled);
+    // Committed: the answer does not wait for the engines (on Temporal, one call per run).
+    void tellCancelled(deps, deps.engine, cancelled);
   }
   const result: CancelRunsResult = {
     dryRun,
