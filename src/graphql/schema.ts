@@ -32,7 +32,16 @@ const ErrorCodes: MiddlewareFn<GraphqlContext> = async (_data, next) => {
 
 async function buildTypeGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({
-    resolvers: [RunResolver, WorkflowResolver, WorkflowVersionResolver, AccountResolver, ApiKeyResolver, PurchaseResolver, RunEventsSubscriptionResolver, RunsInSetsResolver],
+    resolvers: [
+      RunResolver,
+      WorkflowResolver,
+      WorkflowVersionResolver,
+      AccountResolver,
+      ApiKeyResolver,
+      PurchaseResolver,
+      RunEventsSubscriptionResolver,
+      RunsInSetsResolver,
+    ],
     globalMiddlewares: [ErrorCodes],
     // type-graphql insists on a PubSub once a @Subscription exists; runEvents brings its own source
     // (`subscribe`), fed by the run event bus, so this one is never published to.
