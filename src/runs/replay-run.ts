@@ -10,7 +10,7 @@ import type { Deps } from '../services/deps.ts';
 import { findVersion, findVisibleWorkflow } from '../services/workflows/workflow-access.ts';
 import { MARK_REPLAY, RUNS_TO_REPLAY } from '../sql/replay-runs.ts';
 import { startCountedRun } from './counted-start.ts';
-import type { RateLimiter } from './rate-limiter.ts';
+import { RequestRate, type RateLimiter } from './rate-limiter.ts';
 import { parseRunSelection, selectRuns } from './run-selection.ts';
 import { startRun, type StartRunResult } from './start-run.ts';
 import type { AcceptedRun } from './run-views.ts';
@@ -75,13 +75,18 @@ export async function replayRun(
     return { ...req, body: await replayBody(deps, principal.accountId, run, options) };
   });
   await marked(deps, result, runId.toLowerCase());
+  if (!result.replayed) runReplayed('accepted');
   return result;
 }
 
 export type ReplayItem = { index: number; run: AcceptedRun } | { index: number; error: ReturnType<typeof errorBody> };
 
-/** POST /runs/replay: each run named by `ids` or matched by `filter` replayed, in order, one item each. */
-export async function replayRuns(deps: Deps, principal: Principal, body: unknown) {
+/**
+ * POST /runs/replay: each run named by `ids` or matched by `filter` replayed, in order, one item each.
+ * With `limiter` (REST), the call counts once in the key's rate window first (429 when it is full).
+ */
+export async function replayRuns(deps: Deps, principal: Principal, body: unknown, limiter?: RateLimiter) {
+  const rateLimit = limiter ? await new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute).count() : undefined;
   const selection = parseRunSelection(body, OPTION_KEYS);
   const given = body as Record<string, unknown>;
   const options = parseReplayOptions(Object.fromEntries(OPTION_KEYS.filter((k) => given[k] !== undefined).map((k) => [k, given[k]])));
@@ -103,7 +108,8 @@ export async function replayRuns(deps: Deps, principal: Principal, body: unknown
   const accepted = items.filter((i) => 'run' in i).length;
   runReplayed('accepted', accepted);
   runReplayed('refused', items.length - accepted);
-  return { items, accepted, refused: items.length - accepted, ...(selection.kind === 'filter' ? { nextCursor: selected.nextCursor } : {}) };
+  const page = selection.kind === 'filter' ? { nextCursor: selected.nextCursor } : {};
+  return { body: { items, accepted, refused: items.length - accepted, ...page }, rateLimit };
 }
 
 /** The one call of the acceptance for a replay (POST /runs' startRun), then the new run marked as the replay of `run`. */
@@ -114,10 +120,7 @@ async function startReplay(deps: Deps, principal: Principal, run: ReplayedRun, o
 }
 
 async function marked(deps: Deps, result: StartRunResult, replayOf: string): Promise<void> {
-  if (!result.replayed) {
-    await query(outsideTransaction(deps.orm), MARK_REPLAY, [result.run.id, replayOf]);
-    runReplayed('accepted');
-  }
+  if (!result.replayed) await query(outsideTransaction(deps.orm), MARK_REPLAY, [result.run.id, replayOf]);
 }
 
 async function replayedRuns(deps: Deps, accountId: string, ids: string[]): Promise<ReplayedRun[]> {

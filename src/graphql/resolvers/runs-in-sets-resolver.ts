@@ -25,7 +25,7 @@ export class RunsInSetsResolver {
       ...(args.inputs === undefined || args.inputs === null ? {} : { inputs: args.inputs }),
       ...(args.currentVersion ? { version: 'current' } : {}),
     };
-    const result = await replayRuns(ctx.deps, principal, body);
+    const { body: result } = await replayRuns(ctx.deps, principal, body);
     const items = result.items.map((i) =>
       'run' in i
         ? { index: i.index, runId: i.run.id, errorCode: null, errorMessage: null }

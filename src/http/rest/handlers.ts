@@ -140,7 +140,8 @@ export const operations = {
   },
 
   async replayRuns(c: RestCall) {
-    sendJson(c.res, 200, await replayRuns(c.deps, c.principal, await readJsonBody(c.req)));
+    const { body, rateLimit } = await replayRuns(c.deps, c.principal, await readJsonBody(c.req), c.limiter);
+    sendJson(c.res, 200, body, rateLimit ? rateLimitHeaders(rateLimit) : {});
   },
 
   async listRunEvents(c: RestCall) {

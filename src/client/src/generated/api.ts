@@ -298,7 +298,8 @@ export interface paths {
          *     `POST /runs/cancel`: at most 1,000 a call, `nextCursor` to continue), with the same `inputs`,
          *     `version` and `metadata` for each. Answers one item per run in order: `{index, run}` when its
          *     replay was accepted, `{index, error}` with the code and message the single replay gives otherwise
-         *     (an unknown id: `not_found`), and the counts.
+         *     (an unknown id: `not_found`), and the counts. The call counts once in the key's rate window
+         *     (429 when it is full); a single replay counts as a `POST /runs`.
          */
         post: operations["replayRuns"];
         delete?: never;
@@ -2030,6 +2031,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2073,6 +2077,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2109,6 +2116,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
     };
