@@ -73,6 +73,9 @@ export async function replayRun(
     const [run] = isUuid(runId) ? await replayedRuns(deps, principal.accountId, [runId]) : [];
     if (!run) throw notFound('run');
     return { ...req, body: await replayBody(deps, principal.accountId, run, options) };
+  }).catch((err: unknown) => {
+    if (err instanceof ApiError) runReplayed('refused');
+    throw err;
   });
   await marked(deps, result, runId.toLowerCase());
   if (!result.replayed) runReplayed('accepted');
