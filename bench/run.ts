@@ -10,6 +10,7 @@ import { endToEnd } from './parts/end-to-end.ts';
 import { hotPath } from './parts/hot-path.ts';
 import { instrumentationCost } from './parts/instrumentation.ts';
 import { listRunsFiltered } from './parts/list-runs.ts';
+import { bulkCancel } from './parts/bulk-cancel.ts';
 import { executingStreams } from './parts/executing-streams.ts';
 import { streams } from './parts/streams.ts';
 import { onTemporal } from './parts/temporal-part.ts';
@@ -35,6 +36,7 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  *      sequential single runs.
  *   3. GET /runs/{id} at 32 clients (a completed run; a queued run behind a deep queue) vs the floor's select.
  *   3c. GET /runs filtered (metadata pairs, a creation-time range) vs unfiltered, 100,000 runs of one account.
+ *   3d. POST /runs/cancel of 10,000 queued runs by one metadata filter, page after page (`bulk`).
  *   4. Live delivery while BENCH_LIVE_RUNS (2000) runs execute on the embedded engine, a stream each
  *      (`live` alone); then N concurrent SSE streams: server memory per stream, live-event delivery
  *      latency to 1000 followers of one run, vs bare node:http SSE responses.
@@ -49,9 +51,9 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  * Environment: DATABASE_URL (else embedded PGlite), BENCH_DURATION (s per load step, 5), BENCH_WARMUP
  * (s, 1), BENCH_STREAMS (10000), BENCH_HOT_STREAMS (1000), BENCH_LIVE_RUNS (2000), RUN_CAPACITY (64),
  * BENCH_USERS (closed-loop clients, RUN_CAPACITY), BENCH_ACCOUNTS (16), BENCH_ONLY
- * (hotpath,accept,batch,metrics,e2e,poll,list,streams,process, and temporal when a Temporal CLI is found or TEMPORAL_ADDRESS
- * is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_COMPILED (a compiled tree for the
- * process part; else it compiles one), BENCH_JSON (file for all
+ * (hotpath,accept,batch,metrics,e2e,poll,list,bulk,streams,process, and temporal when a Temporal CLI is found or
+ * TEMPORAL_ADDRESS is set; `live`: the streams part's first step alone), BENCH_PROFILE (1), BENCH_COMPILED (a compiled
+ * tree for the process part; else it compiles one), BENCH_JSON (file for all
  * figures as JSON), TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (the temporal part's server; else its own dev server).
  * With DATABASE_URL the bench drops and recreates the database's `public` schema: use a bench database.
  *
@@ -84,6 +86,7 @@ async function main(): Promise<void> {
     if (ONLY.has('metrics')) await instrumentationCost();
     if (ONLY.has('e2e') || ONLY.has('poll')) await endToEnd();
     if (ONLY.has('list')) await listRunsFiltered();
+    if (ONLY.has('bulk')) await bulkCancel();
     if (ONLY.has('streams')) await streams();
     else if (ONLY.has('live')) await executingStreams();
     // Without a Temporal CLI or server the default set says so (onTemporal prints the reason).

@@ -24,7 +24,9 @@ export const ACCOUNTS = Math.round(num('BENCH_ACCOUNTS', 16));
 export const PROFILE = env.BENCH_PROFILE !== '0';
 export const TEMPORAL = temporalTarget(env);
 export const ONLY = new Set(
-  (env.BENCH_ONLY ?? `hotpath,accept,batch,metrics,e2e,poll,list,streams,process${'skip' in TEMPORAL ? '' : ',temporal'}`).split(',').map((s) => s.trim()),
+  (env.BENCH_ONLY ?? `hotpath,accept,batch,metrics,e2e,poll,list,bulk,streams,process${'skip' in TEMPORAL ? '' : ',temporal'}`)
+    .split(',')
+    .map((s) => s.trim()),
 );
 export const DATABASE_URL = env.DATABASE_URL || undefined;
 export const DB_LOCAL = DATABASE_URL ? /@(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(DATABASE_URL) || !/@/.test(DATABASE_URL) : true;

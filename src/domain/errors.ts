@@ -116,11 +116,10 @@ export class UnreceivedBody extends ApiError {
   }
 }
 
-/** The envelope's `error` for `e` (`details` only for the two codes the spec gives them to). */
-export function errorObject(e: ApiError): { code: string; message: string; details?: unknown[] } {
-  return e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required')
-    ? { code: e.code, message: e.message, details: e.details }
-    : { code: e.code, message: e.message };
+/** The spec's `error` member of an error: code, message and, for the codes that carry them, details. */
+export function errorBody(e: ApiError): { code: ErrorCode; message: string; details?: InputErrorDetail[] | IntegrationErrorDetail[] } {
+  const withDetails = e.details && (e.code === 'invalid_inputs' || e.code === 'integration_connection_required');
+  return { code: e.code, message: e.message, ...(withDetails ? { details: e.details } : {}) };
 }
 
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);

@@ -8,6 +8,7 @@ import type { GraphqlContext } from './context.ts';
 import { toGraphQLError } from './errors.ts';
 import { AccountResolver, ApiKeyResolver, PurchaseResolver } from './resolvers/account-resolver.ts';
 import { RunResolver } from './resolvers/run-resolver.ts';
+import { RunsInSetsResolver } from './resolvers/runs-in-sets-resolver.ts';
 import { RunEventsSubscriptionResolver } from './resolvers/subscription-resolver.ts';
 import { WorkflowResolver, WorkflowVersionResolver } from './resolvers/workflow-resolver.ts';
 
@@ -31,7 +32,16 @@ const ErrorCodes: MiddlewareFn<GraphqlContext> = async (_data, next) => {
 
 async function buildTypeGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({
-    resolvers: [RunResolver, WorkflowResolver, WorkflowVersionResolver, AccountResolver, ApiKeyResolver, PurchaseResolver, RunEventsSubscriptionResolver],
+    resolvers: [
+      RunResolver,
+      WorkflowResolver,
+      WorkflowVersionResolver,
+      AccountResolver,
+      ApiKeyResolver,
+      PurchaseResolver,
+      RunEventsSubscriptionResolver,
+      RunsInSetsResolver,
+    ],
     globalMiddlewares: [ErrorCodes],
     // type-graphql insists on a PubSub once a @Subscription exists; runEvents brings its own source
     // (`subscribe`), fed by the run event bus, so this one is never published to.

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ApiError, errorObject } from '../domain/errors.ts';
+import { ApiError, errorBody } from '../domain/errors.ts';
 import { errorHeaders } from './headers.ts';
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -20,7 +20,7 @@ export function sendError(res: ServerResponse, err: unknown): void {
   // Answered before its body arrived: the rest would have to be read and thrown away to reuse the
   // connection, and a body that stalls would hold it. The connection closes with the answer instead.
   if (!res.req.complete) headers.Connection = 'close';
-  sendJson(res, e.status, { error: errorObject(e) }, headers);
+  sendJson(res, e.status, { error: errorBody(e) }, headers);
 }
 
 export const MAX_BODY_BYTES = 1024 * 1024;

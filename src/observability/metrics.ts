@@ -250,3 +250,24 @@ export function runBatchAnswered(items: number, refusedCodes: readonly string[])
   batchSize.observe(items);
   for (const code of refusedCodes) batchItemsRefused.labels(code).inc();
 }
+
+// Runs in sets: bulk cancel and replay (docs/design/runs-in-sets.md).
+const bulkCancelled = new Counter({
+  name: 'wr_runs_bulk_cancelled_total',
+  help: 'Runs cancelled by POST /runs/cancel or the GraphQL cancelRuns (dry runs not counted)',
+  registers: [registry],
+});
+const replays = new Counter({
+  name: 'wr_run_replays_total',
+  help: 'Replays asked for (POST /runs/{id}/replay, POST /runs/replay, GraphQL replayRuns), by result',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export function runsCancelledInBulk(n: number): void {
+  if (enabled && n > 0) bulkCancelled.inc(n);
+}
+
+export function runReplayed(result: 'accepted' | 'refused', n = 1): void {
+  if (enabled && n > 0) replays.labels(result).inc(n);
+}

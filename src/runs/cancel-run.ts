@@ -7,8 +7,9 @@ import { OVERDUE_RUNS } from '../sql/runs.ts';
 import type { EnginePort } from './engine-port.ts';
 import { knownRunAccount } from './run-state.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { publishTerminal } from './fenced-write.ts';
-import { finishRun } from './finish-run.ts';
+import { CANCEL_RUNS } from '../sql/cancel-runs.ts';
+import { announceFinished, terminalEventData, type FinishedRun } from './finish-run.ts';
+import { writtenBy } from './written.ts';
 import { findAccountRun, findRun } from './run-views.ts';
 
 /**
@@ -25,23 +26,35 @@ export async function cancelRun(deps: Deps, accountId: string | null, runId: str
   if (!run) throw notFound('run');
   if (isTerminal(run.status)) return { id: run.id, status: run.status, cancelRequested: false };
 
-  const { cancelled } = await commitCancellation(deps, runId);
+  const [cancelled] = await commitCancellations(deps, [runId]);
   if (!cancelled) {
     // It became terminal while we asked: report what it is now.
     const now = (await findRun(fork(deps), runId))!;
     return { id: now.id, status: now.status, cancelRequested: false };
   }
-  await tellCancelled(deps, deps.engine, runId);
+  await tellCancelled(deps, deps.engine, [runId]);
   return { id: runId, status: 'cancelled' as const, cancelRequested: true };
 }
 
+/** How many runs' engine work is aborted at once (a Temporal cancel is one call to the server per run). */
+const ABORTS_AT_ONCE = 16;
+
 /**
- * After a committed cancellation (counted and announced by commitCancellation): this process's engine
- * aborts the run's work, then the others on the database (one of them may be executing the run).
+ * After committed cancellations (counted and announced by commitCancellations): this process's engine
+ * aborts the runs' work, then the others on the database are told (one of them may be executing a run).
  */
-async function tellCancelled(deps: RunsDeps, engine: EnginePort, runId: string): Promise<void> {
-  await engine.runCancelled(runId).catch((err) => deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'engine could not abort a cancelled run'));
-  deps.bus.publishCancel(runId);
+export async function tellCancelled(deps: RunsDeps, engine: EnginePort, runIds: readonly string[]): Promise<void> {
+  let next = 0;
+  const abortNext = async (): Promise<void> => {
+    for (let i = next++; i < runIds.length; i = next++) {
+      const runId = runIds[i]!;
+      await engine
+        .runCancelled(runId)
+        .catch((err) => deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'engine could not abort a cancelled run'));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ABORTS_AT_ONCE, runIds.length) }, abortNext));
+  deps.bus.publishCancel(runIds);
 }
 
 /** How many overdue runs one round cancels at most (the next round takes the rest). */
@@ -55,23 +68,37 @@ const OVERDUE_BATCH = 100;
  */
 export async function cancelOverdueRuns(deps: RunsDeps, engine: EnginePort, exceptLeaseOwner: string | null = null): Promise<string[]> {
   const overdue = await query<{ id: string }>(fork(deps), OVERDUE_RUNS, [engine.name, exceptLeaseOwner, OVERDUE_BATCH]);
-  const cancelled: string[] = [];
-  for (const { id } of overdue) {
-    const runId = String(id);
-    if (!(await commitCancellation(deps, runId)).cancelled) continue;
-    await tellCancelled(deps, engine, runId);
-    cancelled.push(runId);
-  }
+  const cancelled = await commitCancellations(deps, overdue.map(({ id }) => String(id)));
+  await tellCancelled(deps, engine, cancelled);
   return cancelled;
 }
 
 /**
- * Commits a run's cancellation (not charged, hold released, terminal event, webhooks) and tells live
- * readers. False when the run was already terminal or does not exist. Called by cancelRun and by the
- * Temporal worker when the workflow itself was cancelled (UI, CLI).
+ * Commits the cancellation of the runs of `runIds` still in flight, in one statement (CANCEL_RUNS: not
+ * charged, hold released or bundle run given back, terminal event, webhooks), and tells live readers.
+ * Returns the runs it cancelled; one already terminal or missing is left out. A single cancel is a set of
+ * one; the Temporal worker calls it when the workflow itself was cancelled (UI, CLI).
  */
+export async function commitCancellations(deps: RunsDeps, runIds: readonly string[]): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const rows = await query(fork(deps), CANCEL_RUNS, [runIds]);
+  for (const row of rows) {
+    const finished: FinishedRun = {
+      ...writtenBy(row, [CANCELLED_EVENT]),
+      webhooks: Number(row.webhooks),
+      status: 'cancelled',
+      outcome: null,
+      accountId: String(row.account_id),
+    };
+    announceFinished(deps, String(row.id), finished);
+  }
+  return rows.map((row) => String(row.id));
+}
+
+/** The event CANCEL_RUNS writes, as finishRun writes a cancellation's. */
+const CANCELLED_EVENT = { type: 'run.cancelled', data: terminalEventData({ status: 'cancelled', charge: 'none' }) };
+
+/** commitCancellations of one run: whether this call cancelled it. */
 export async function commitCancellation(deps: RunsDeps, runId: string): Promise<{ cancelled: boolean }> {
-  const finished = await fork(deps).transactional((tx) => finishRun(tx, runId, { status: 'cancelled', charge: 'none' }));
-  publishTerminal(deps, runId, finished);
-  return { cancelled: finished !== null };
+  return { cancelled: (await commitCancellations(deps, [runId])).length === 1 };
 }

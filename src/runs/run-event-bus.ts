@@ -12,10 +12,10 @@ export interface RunEventBus {
   publish(runId: string, lastSequence: number, events?: readonly PublicRunEvent[]): void;
   subscribe(runId: string, listener: RunEventListener): () => void;
   /**
-   * After a cancel committed: tells the other processes on the database, whose engines may be executing
-   * the run (this process's engine is told directly). Nothing to do within one process.
+   * After cancels committed: tells the other processes on the database, whose engines may be executing
+   * the runs (this process's engine is told directly). Nothing to do within one process.
    */
-  publishCancel(runId: string): void;
+  publishCancel(runIds: readonly string[]): void;
   /**
    * Across processes: when the bus would send a notification at once anyway (nothing waiting, its gap
    * over), a transaction about to commit may carry it instead, saving the bus its round trip. Returns

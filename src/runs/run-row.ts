@@ -31,6 +31,8 @@ export interface RunRow {
   metadata: RunMetadata;
   /** The `Cancel-After` deadline, or null. */
   deadline: string | null;
+  /** The run this one replays, or null. */
+  replayOf: string | null;
   /** The exact queue place, when the row was read with it (null: not queued). */
   queuePosition?: number | null;
 }
@@ -57,6 +59,7 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     lastSequence: Number(r.last_sequence ?? 0),
     metadata: r.metadata === undefined || r.metadata === null ? {} : json<RunMetadata>(r.metadata),
     deadline: isoOrNull(r.deadline),
+    replayOf: r.replay_of === undefined || r.replay_of === null ? null : String(r.replay_of),
     ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
   };
 }
@@ -85,6 +88,8 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
     outputs: run.outputs,
     metadata: run.metadata,
     deadline: run.deadline,
+    // Only on a replayed run: the run it replays.
+    ...(run.replayOf === null ? {} : { replayOf: run.replayOf }),
   };
 }
 

@@ -1,5 +1,5 @@
 import { canonicalJson } from '../domain/canonical-json.ts';
-import { errorObject, invalidRequest } from '../domain/errors.ts';
+import { errorBody, invalidRequest } from '../domain/errors.ts';
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
 import { outsideTransaction, query } from '../db/statement.ts';
 import { runBatchAnswered } from '../observability/metrics.ts';
@@ -29,7 +29,7 @@ export interface StartBatchRequest {
 }
 
 /** An item's refusal: the envelope's `error` POST /runs answers for the same body. */
-export type ItemError = ReturnType<typeof errorObject>;
+export type ItemError = ReturnType<typeof errorBody>;
 
 export type BatchItem = { index: number; run: AcceptedRun } | { index: number; error: ItemError };
 
@@ -68,7 +68,7 @@ export async function checkBatch(deps: Deps, principal: Principal, req: StartBat
 /** Starts a checked batch's runs, answered item by item in request order. */
 export async function startBatch(deps: Deps, principal: Principal, { runs, options }: CheckedBatch): Promise<BatchAnswer> {
   const outcomes = await startRuns(deps, principal, runs, options);
-  const items = outcomes.map((o): BatchItem => ('error' in o ? { index: o.index, error: errorObject(o.error) } : { index: o.index, run: o.run }));
+  const items = outcomes.map((o): BatchItem => ('error' in o ? { index: o.index, error: errorBody(o.error) } : { index: o.index, run: o.run }));
   const refused = items.filter((i) => 'error' in i);
   runBatchAnswered(items.length, refused.map((i) => ('error' in i ? i.error.code : '')));
   return { items, accepted: items.length - refused.length, refused: refused.length };
@@ -90,7 +90,7 @@ export interface BatchQuote {
 /** `?dryRun=true`: each item's quote or refusal, the total, the items past the spend cap; nothing written. */
 export async function quoteBatch(deps: Deps, principal: Principal, { runs, options }: CheckedBatch): Promise<BatchQuote> {
   const { outcomes, totalUsd } = await quoteStartRuns(deps, principal, runs, options);
-  const items = outcomes.map((o): QuotedItem => ('error' in o ? { index: o.index, error: errorObject(o.error) } : o));
+  const items = outcomes.map((o): QuotedItem => ('error' in o ? { index: o.index, error: errorBody(o.error) } : o));
   const refused = items.filter((i) => 'error' in i);
   const overSpendCap = refused.filter((i) => 'error' in i && i.error.code === 'spend_cap_reached').map((i) => i.index);
   return { items, accepted: items.length - refused.length, refused: refused.length, totalUsd, overSpendCap };

@@ -12,7 +12,7 @@ export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_rea
 
 /** The columns of a run as the API shows it (src/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
-  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline`;
+  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline, replay_of`;
 
 /** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
 export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);
@@ -136,6 +136,42 @@ export const LIST_RUNS_BY_LABEL = statement(
       and ${createdWithin('label')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
     order by label.created_at desc, label.run_id desc limit $4 offset $5`,
   [RunSchema, RunLabelSchema],
+);
+
+/** A run's creation instant as text to the microsecond (UTC), the keyset of a filter's walk (src/runs/run-selection.ts). */
+const createdKey = (t: string) => `to_char(${t}.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`;
+
+/** Past the keyset ($5 created_at, $8 id: where the last call of a walk ended, or null: from the newest) on alias `t`'s `created_at`, `id`. */
+const pastKeyset = (t: string, id: string) => `($5::timestamptz is null or (${t}.created_at, ${id}) < ($5::timestamptz, $8::uuid))`;
+
+/**
+ * The runs a bulk call's filter matches (src/runs/run-selection.ts), in the list's order, from a keyset
+ * on: LIST_RUNS's filters ($1 account, $2 statuses, $3 workflow, $6, $7 the time range), $4 at most,
+ * $5 and $8 the keyset (pastKeyset). Each run's id, status and created_key.
+ */
+export const MATCH_RUNS = statement(
+  'match_runs',
+  `select r.id, r.status, ${createdKey('r')} from runs r
+    where r.account_id = $1 and ${createdWithin('r')} and ${statusAndWorkflow('r')} and ${pastKeyset('r', 'r.id')}
+    order by r.created_at desc, r.id desc limit $4`,
+  [RunSchema],
+);
+
+/** MATCH_RUNS of the runs whose metadata holds every pair of $11 (JSON), walking `run_labels` by the pair $9 = $10 as LIST_RUNS_BY_LABEL does. */
+export const MATCH_RUNS_BY_LABEL = statement(
+  'match_runs_by_label',
+  `select r.id, r.status, ${createdKey('r')} from run_labels label join runs r on r.id = label.run_id
+    where label.account_id = $1 and label.key = $9 and label.value = $10
+      and ${createdWithin('label')} and r.metadata @> $11::jsonb and ${statusAndWorkflow('r')} and ${pastKeyset('label', 'label.run_id')}
+    order by label.created_at desc, label.run_id desc limit $4`,
+  [RunSchema, RunLabelSchema],
+);
+
+/** $1 run ids, $2 account: the status of each of them the account owns (another account's run is as unknown as a missing one). */
+export const ACCOUNT_RUN_STATUSES = statement(
+  'account_run_statuses',
+  'select id, status from runs where id = any($1::uuid[]) and account_id = $2',
+  [RunSchema],
 );
 
 /**

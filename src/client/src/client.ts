@@ -8,6 +8,7 @@ import {
   type AcceptedRun,
   type AcceptUpdateResponse,
   type CancelRunResponse,
+  type CancelRunsResponse,
   type InputValue,
   type ListRunsQuery,
   type ListWorkflowsQuery,
@@ -16,6 +17,10 @@ import {
   type RunListPage,
   type StartRunsItem,
   type StartRunsResponse,
+  type ReplayRunRequest,
+  type ReplayRunsRequest,
+  type ReplayRunsResponse,
+  type RunSetRequest,
   type WorkflowDetail,
   type WorkflowListPage,
   type WorkflowVersionsPage,
@@ -199,6 +204,35 @@ export class WorkflowRunClient implements StreamSource {
   /** Cancels a run in flight; a terminal run is returned as it is (`cancelRequested: false`). */
   cancelRun(id: string, signal?: AbortSignal): Promise<CancelRunResponse> {
     return this.#data(() => this.http.POST('/runs/{id}/cancel', { params: { path: { id } }, signal }), signal) as Promise<CancelRunResponse>;
+  }
+
+  // Runs in sets (POST /runs/cancel, POST /runs/{id}/replay, POST /runs/replay).
+
+  /**
+   * Cancels the runs named by `ids` or matched by `filter` (one page of at most 1,000; pass the answer's
+   * `nextCursor` as `cursor` for the next), each as cancelRun would; `dryRun` only counts.
+   */
+  cancelRuns(set: RunSetRequest, opts: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<CancelRunsResponse> {
+    const query = opts.dryRun ? { dryRun: true } : {};
+    return this.#data(() => this.http.POST('/runs/cancel', { params: { query }, body: set, signal: opts.signal }), opts.signal) as Promise<CancelRunsResponse>;
+  }
+
+  /**
+   * Starts a new run with run `id`'s workflow, version (or `version: 'current'`), inputs (with `inputs`
+   * merged over them: password inputs must be given again) and metadata (unless given). Retried safely
+   * under one Idempotency-Key.
+   */
+  async replayRun(id: string, opts: ReplayRunRequest & { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<StartedRun> {
+    const { idempotencyKey = globalThis.crypto.randomUUID(), signal, ...body } = opts;
+    const headers = { 'Idempotency-Key': idempotencyKey };
+    const { data, response } = await this.#send(() => this.http.POST('/runs/{id}/replay', { params: { path: { id } }, body, headers, signal }), signal);
+    const run = (data as { run: AcceptedRun }).run;
+    return { ...run, idempotencyKey, replayed: response.headers.get('idempotent-replayed') === 'true', run: null };
+  }
+
+  /** replayRun for each run named by `ids` or matched by `filter` (one page, as cancelRuns): one item per run. */
+  replayRuns(request: ReplayRunsRequest, signal?: AbortSignal): Promise<ReplayRunsResponse> {
+    return this.#data(() => this.http.POST('/runs/replay', { body: request, signal }), signal) as Promise<ReplayRunsResponse>;
   }
 
   /** Polls GET /runs/{id} (1 s, growing to 3 s) until the run is terminal; returns the terminal Run. */

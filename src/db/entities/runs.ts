@@ -66,6 +66,8 @@ export const RunSchema = defineEntity({
     metadata: p.json<Record<string, string>>().default('{}').onCreate(() => ({})),
     /** The `Cancel-After` deadline: past it a run that is not terminal is cancelled (src/runs/cancel-run.ts). */
     deadline: p.datetime().nullable(),
+    /** The run this one replays (POST /runs/{id}/replay: docs/design/runs-in-sets.md), or null. */
+    replayOf: p.uuid().nullable(),
     /** The W3C trace context the run was started in (docs/tracing.md); null when tracing was off. */
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),

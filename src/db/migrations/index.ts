@@ -26,6 +26,7 @@ import { Migration20261205000000WebhookBodyFromRun } from './Migration2026120500
 import { Migration20261206000000QueuePlace } from './Migration20261206000000QueuePlace.ts';
 import { Migration20261206000000RunMetadataAndDeadline } from './Migration20261206000000RunMetadataAndDeadline.ts';
 import { Migration20261207060000RunBudget } from './Migration20261207060000RunBudget.ts';
+import { Migration20261207070000ReplayOf } from './Migration20261207070000ReplayOf.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -56,4 +57,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261206000000QueuePlace', class: Migration20261206000000QueuePlace },
   { name: 'Migration20261206000000RunMetadataAndDeadline', class: Migration20261206000000RunMetadataAndDeadline },
   { name: 'Migration20261207060000RunBudget', class: Migration20261207060000RunBudget },
+  { name: 'Migration20261207070000ReplayOf', class: Migration20261207070000ReplayOf },
 ];

@@ -163,7 +163,7 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
           if (runId === args.runId) beat({ lastSequence });
         },
         subscribe: (runId, listener) => deps.bus.subscribe(runId, listener),
-        publishCancel: (runId) => deps.bus.publishCancel(runId),
+        publishCancel: (runIds) => deps.bus.publishCancel(runIds),
         onCancel: (listener) => deps.bus.onCancel(listener),
         close: () => deps.bus.close(),
       };

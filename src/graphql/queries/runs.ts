@@ -14,6 +14,7 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 const RUN_FIELDS = [
   'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
   'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence', 'metadata', 'deadline',
+  'replayOf',
 ] as const satisfies readonly (keyof Run)[];
 
 type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;
@@ -36,6 +37,7 @@ export interface RunRecord {
   outputs: unknown;
   metadata: RunRow['metadata'];
   deadline: string | null;
+  replayOf: string | null;
   accountId: string;
   createdAt: string;
   lastSequence: number;
@@ -65,6 +67,7 @@ function runRowOf(run: RunFields): RunRow {
     lastSequence: run.lastSequence,
     metadata: run.metadata ?? {},
     deadline: isoOrNull(run.deadline),
+    replayOf: run.replayOf ?? null,
   };
 }
 
@@ -87,6 +90,7 @@ function toRunRecord(run: RunFields): RunRecord {
     outputs: pub.outputs,
     metadata: pub.metadata,
     deadline: pub.deadline,
+    replayOf: row.replayOf,
     accountId: row.accountId,
     createdAt: row.createdAt,
     lastSequence: row.lastSequence,

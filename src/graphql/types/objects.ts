@@ -69,6 +69,7 @@ export class RunType {
   metadata!: Record<string, string>;
   @Field(() => DateTimeScalar, { nullable: true, description: 'When the run is cancelled unless it ended (Cancel-After), or null.' })
   deadline!: string | null;
+  @Field(() => ID, { nullable: true, description: 'The run this one replays (POST /runs/{id}/replay), or null.' }) replayOf!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;

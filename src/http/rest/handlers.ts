@@ -1,6 +1,8 @@
 import { ApiError } from '../../domain/errors.ts';
 import { parseJson } from '../../domain/exact-json.ts';
 import { cancelRun } from '../../runs/cancel-run.ts';
+import { cancelRuns } from '../../runs/cancel-runs.ts';
+import { replayRun, replayRuns } from '../../runs/replay-run.ts';
 import { getRun } from '../../runs/get-run.ts';
 import { listRunEvents } from '../../runs/list-run-events.ts';
 import { listRuns } from '../../runs/list-runs.ts';
@@ -44,6 +46,13 @@ async function readJsonBody(c: RestCall, limit = MAX_BODY_BYTES): Promise<unknow
   } catch {
     throw new ApiError('invalid_json', 'the request body is not valid JSON');
   }
+}
+
+/** readJsonBody, where no body at all (no Content-Type, nothing sent) is undefined. */
+async function readOptionalJsonBody(c: RestCall): Promise<unknown> {
+  if (header(c.req, 'content-type') !== undefined) return readJsonBody(c);
+  if ((await c.bodies.read(c.req, c.ctx, keyHolder(c.principal.apiKeyId), MAX_BODY_BYTES)) === '') return undefined;
+  throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
 }
 
 export const operations = {
@@ -130,6 +139,29 @@ export const operations = {
 
   async cancelRun(c: RestCall) {
     sendJson(c.res, 200, await cancelRun(c.deps, c.principal.accountId, param(c, 'id')));
+  },
+
+  // Runs in sets (docs/design/runs-in-sets.md).
+  async cancelRuns(c: RestCall) {
+    const dryRun = String(q(c).dryRun) === 'true';
+    sendJson(c.res, 200, await cancelRuns(c.deps, c.principal.accountId, await readJsonBody(c), { dryRun }));
+  },
+
+  async replayRun(c: RestCall) {
+    const idempotencyHeader = header(c.req, 'idempotency-key');
+    const cancelAfterHeader = header(c.req, 'cancel-after');
+    const result = await replayRun(c.deps, c.principal, c.limiter, param(c, 'id'), async () => ({
+      body: await readOptionalJsonBody(c),
+      idempotencyHeader,
+      cancelAfterHeader,
+    }));
+    const headers = { Location: result.run.statusUrl, ...(result.replayed ? { 'Idempotent-Replayed': 'true' } : {}), ...rateLimitHeaders(result.rateLimit) };
+    sendJson(c.res, 202, { run: result.run }, headers);
+  },
+
+  async replayRuns(c: RestCall) {
+    const { body, rateLimit } = await replayRuns(c.deps, c.principal, await readJsonBody(c), c.limiter);
+    sendJson(c.res, 200, body, rateLimit ? rateLimitHeaders(rateLimit) : {});
   },
 
   async listRunEvents(c: RestCall) {

@@ -1,4 +1,5 @@
 import { ApiError } from '../../domain/errors.ts';
+import { isUuid } from '../../domain/ids.ts';
 import { hashApiKey } from '../../security/crypto.ts';
 import { fork, type Deps } from '../deps.ts';
 import { ShortLivedCache } from '../../db/short-lived-cache.ts';
@@ -48,16 +49,17 @@ const keyCaches = new WeakMap<object, ShortLivedCache<KeyRow>>();
 function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
   let cache = keyCaches.get(deps);
   if (!cache) keyCaches.set(deps, (cache = new ShortLivedCache(KEY_CACHE_MS, KEY_CACHE_MAX)));
-  return cache.get(hash, () => readKey(deps, hash));
+  return cache.get(hash, () => readKey(deps, 'key_hash', hash));
 }
 
-async function readKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> {
+/** The key whose `column` (its hash, or its id) is `value`. */
+async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value: string): Promise<KeyRow | null> {
   const [r] = await fork(deps).execute<Record<string, unknown>[]>(
     `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.run_budget_per_minute, k.spend_cap_window, k.spend_cap_usd,
             k.expires_at, k.revoked, a.handle, a.restricted
        from api_keys k join accounts a on a.id = k.account_id
-      where k.key_hash = ?`,
-    [hash],
+      where k.${column} = ?`,
+    [value],
   );
   if (!r) return null;
   return {
@@ -81,7 +83,18 @@ async function readKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | 
 export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: string | undefined): Promise<Principal> {
   const match = authorization ? BEARER.exec(authorization) : null;
   if (!match) throw new ApiError('unauthorized', 'missing or malformed Authorization header; expected "Bearer <API_KEY>"');
-  const row = await findKey(deps, hashApiKey(match[1]!));
+  return principalOf(await findKey(deps, hashApiKey(match[1]!)));
+}
+
+/**
+ * The principal of the key with id `apiKeyId` (internal GraphQL acting for a key: POST /runs/replay's
+ * service), refused as that key's requests would be.
+ */
+export async function principalOfKey(deps: Pick<Deps, 'orm'>, apiKeyId: string): Promise<Principal> {
+  return principalOf(isUuid(apiKeyId) ? await readKey(deps, 'id', apiKeyId.toLowerCase()) : null);
+}
+
+function principalOf(row: KeyRow | null): Principal {
   if (!row || row.revoked || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) {
     throw new ApiError('unauthorized', 'the API key is invalid, revoked or expired');
   }

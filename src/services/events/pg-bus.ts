@@ -40,6 +40,8 @@ export const RUN_CANCELS_CHANNEL = 'run_cancels';
 const CANCEL = Symbol('cancel');
 /** Emitter event of any run event notified by another process. */
 const ACTIVITY = Symbol('activity');
+/** Run ids (36 characters and a comma) that fit a NOTIFY payload (under 8,000 bytes). */
+const CANCELS_PER_NOTIFICATION = 200;
 
 export interface PostgresRunEventBusOptions {
   connectionString: string;
@@ -130,7 +132,7 @@ export class PostgresRunEventBus implements RunEventBus {
     if (!msg.payload) return;
     if (msg.processId === (client as unknown as { processID?: number }).processID) return; // our own NOTIFY
     if (msg.channel === RUN_CANCELS_CHANNEL) {
-      this.#emitter.emit(CANCEL, msg.payload);
+      for (const runId of msg.payload.split(',')) this.#emitter.emit(CANCEL, runId);
       return;
     }
     if (msg.channel !== RUN_EVENTS_CHANNEL) return;
@@ -217,14 +219,18 @@ export class PostgresRunEventBus implements RunEventBus {
     return () => this.#emitter.off(runId, listener);
   }
 
-  publishCancel(runId: string): void {
-    if (this.#closed) return;
-    // Rare and urgent: sent at once on the pool-less listening connection (or a short-lived one before it exists).
+  publishCancel(runIds: readonly string[]): void {
+    if (this.#closed || runIds.length === 0) return;
+    // Rare and urgent: sent at once on the pool-less listening connection (or a short-lived one before it
+    // exists), the ids comma-separated, as many to a notification as its payload limit takes.
     const send = async () => {
       if (!this.#client) await this.connect();
-      await this.#client!.query(named(NOTIFY_ONE, [RUN_CANCELS_CHANNEL, runId]));
+      for (let i = 0; i < runIds.length; i += CANCELS_PER_NOTIFICATION) {
+        await this.#client!.query(named(NOTIFY_ONE, [RUN_CANCELS_CHANNEL, runIds.slice(i, i + CANCELS_PER_NOTIFICATION).join(',')]));
+      }
     };
-    send().catch((err) => this.#opts.log?.warn({ err, runId }, 'could not tell other processes of a cancel (their lease check stops the run)'));
+    const failed = 'could not tell other processes of a cancel (their lease check stops the run)';
+    send().catch((err) => this.#opts.log?.warn({ err, runIds: runIds.slice(0, 10) }, failed));
   }
 
   onCancel(listener: (runId: string) => void): () => void {

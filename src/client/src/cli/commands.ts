@@ -65,7 +65,7 @@ export interface RunOpts {
 }
 
 /** `--metadata k=v` options as an object (the value may hold `=`). */
-function metadataOf(pairs: string[] | undefined): Record<string, string> | undefined {
+export function metadataOf(pairs: string[] | undefined): Record<string, string> | undefined {
   if (!pairs?.length) return undefined;
   return Object.fromEntries(
     pairs.map((pair) => {

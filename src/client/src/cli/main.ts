@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { batch } from './batch.ts';
 import * as cmd from './commands.ts';
+import * as sets from './runs-in-sets.ts';
 import { oneLine } from './format.ts';
 import { UsageError } from './inputs.ts';
 
@@ -91,12 +92,29 @@ runs
   .argument('<id>', 'run id')
   .description('follow a run live (Ctrl-C stops watching; the run goes on)')
   .action((id) => set(cmd.runsWatch(io, id)));
+// Runs in sets: cancel by filter, replay (./runs-in-sets.ts).
 runs
   .command('cancel')
-  .argument('<id>', 'run id')
-  .description('cancel a run in flight')
+  .argument('[id]', 'run id (or a filter instead)')
+  .description('cancel a run in flight, or every run a filter matches')
+  .option('--status <status>', 'pending | running | completed | failed | cancelled (repeatable)', collect, [])
+  .option('--workflow <id>', 'only runs of this workflow')
+  .option('--metadata <key=value>', 'only runs with this metadata pair (repeatable: all must match)', collect, [])
+  .option('--since <date-time>', 'only runs created at or after this instant (RFC 3339)')
+  .option('--until <date-time>', 'only runs created before this instant (RFC 3339)')
+  .option('--dry-run', 'count what would be cancelled, change nothing')
   .option('--json', 'print the answer as JSON')
-  .action((id, opts) => set(cmd.runsCancel(io, id, opts)));
+  .action((id, opts) => set(id ? cmd.runsCancel(io, id, opts) : sets.runsCancelMany(io, opts)));
+runs
+  .command('replay')
+  .argument('<id>', 'run id')
+  .description("start a new run with a run's inputs (password inputs must be given again)")
+  .option('-i, --input <name=value>', 'an input to change or give again, by nodeId or name (repeatable)', collect, [])
+  .option('--current-version', "run the workflow's current version instead of the run's")
+  .option('--metadata <key=value>', "the new run's labels instead of the run's (repeatable)", collect, [])
+  .option('--idempotency-key <key>', 'reuse a key to retry a replay safely')
+  .option('--json', 'print the new run as JSON')
+  .action((id, opts) => set(sets.runsReplay(io, id, opts)));
 
 try {
   await program.parseAsync(process.argv);

@@ -279,6 +279,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel runs by ids or by filter
+         * @description Cancels the account's runs named by `ids` (1 to 1,000 run ids) or matched by `filter` (the filters of
+         *     `GET /runs`: `status` a list of `RunListStatus`, `workflow`, `metadata`, `createdAfter`,
+         *     `createdBefore`; at least one). Every run follows the rules of `POST /runs/{id}/cancel`: a run in flight
+         *     becomes `cancelled` with its `run.cancelled` event and webhook and is not charged; a terminal run is
+         *     unchanged (`alreadyTerminal`). With `ids`, each id has its outcome (`cancelled`, `already_terminal`,
+         *     or `not_found` for an unknown id or another account's run). A filter takes at most 1,000 runs a call,
+         *     newest first: when more match, `nextCursor` continues (send the same filter with `cursor`; `null` when
+         *     none are left). `?dryRun=true` counts what the call would do and changes nothing.
+         */
+        post: operations["cancelRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a new run with a run's inputs
+         * @description Starts a new run of the run's workflow, exactly as `POST /runs` would (entitlement, inputs, spend cap,
+         *     billing, `Idempotency-Key`, `Cancel-After`), with the run's version (or the version `POST /runs`
+         *     would pick, with `"version": "current"`), the run's inputs with `inputs` merged over them, and the
+         *     run's metadata unless `metadata` is given. The new run's `replayOf` names the run. Password inputs are
+         *     never kept once a run ends: every password input of the version must be given in `inputs` again,
+         *     else 400 `invalid_inputs` names them. Unknown run or another account's: 404 `not_found`.
+         */
+        post: operations["replayRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay runs by ids or by filter
+         * @description `POST /runs/{id}/replay` for each run named by `ids` (1 to 1,000) or matched by `filter` (as
+         *     `POST /runs/cancel`: at most 1,000 a call, `nextCursor` to continue), with the same `inputs`,
+         *     `version` and `metadata` for each. Answers one item per run in order: `{index, run}` when its
+         *     replay was accepted, `{index, error}` with the code and message the single replay gives otherwise
+         *     (an unknown id: `not_found`), and the counts. The call counts once in the key's rate window
+         *     (429 when it is full); a single replay counts as a `POST /runs`.
+         */
+        post: operations["replayRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs/{run_id}/events": {
         parameters: {
             query?: never;
@@ -868,6 +945,11 @@ export interface components {
             outputs: components["schemas"]["RunOutputField"][];
             metadata: components["schemas"]["RunMetadata"];
             deadline: components["schemas"]["RunDeadline"];
+            /**
+             * Format: uuid
+             * @description Only on a run started by `POST /runs/{id}/replay` or `POST /runs/replay`: the run it replays.
+             */
+            replayOf?: string;
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description Buyer-facing charge in USD, a JSON number with up to six decimal places (exact, never rounded to
@@ -929,6 +1011,77 @@ export interface components {
             status: components["schemas"]["PublicRunStatus"];
             /** @description True when this request cancelled the run in flight; false when it was already terminal. */
             cancelRequested: boolean;
+        };
+        /** @description The filters of `GET /runs` as an object; at least one is given. A run matches every filter given. */
+        RunFilter: {
+            /** @description `running` also matches suspended runs. */
+            status?: components["schemas"]["RunListStatus"][];
+            /** Format: uuid */
+            workflow?: string;
+            metadata?: components["schemas"]["RunMetadata"];
+            /** Format: date-time */
+            createdAfter?: string;
+            /** Format: date-time */
+            createdBefore?: string;
+        };
+        /** @description The runs a bulk call takes, by `ids` or by `filter` (exactly one), with the `cursor` of the call before to continue a filter (never with `ids`). */
+        RunSetRequest: {
+            ids?: string[];
+            filter?: components["schemas"]["RunFilter"];
+            /** @description `nextCursor` of the call before, with the same filter. */
+            cursor?: string;
+        } & (unknown | unknown);
+        CancelRunsResponse: {
+            dryRun: boolean;
+            /** @description The account's runs the call named. */
+            matched: number;
+            /** @description Runs this call cancelled (with `dryRun`: would cancel). */
+            cancelled: number;
+            alreadyTerminal: number;
+            /** @description With `ids`, each id's outcome in the order given. */
+            results?: {
+                id: string;
+                /** @enum {string} */
+                outcome: "cancelled" | "already_terminal" | "not_found";
+            }[];
+            /** @description With `filter`: the cursor to the next page; null when none is left. */
+            nextCursor?: string | null;
+        };
+        ReplayRunRequest: {
+            /** @description Merged over the run's inputs (keys: nodeId or name). Password inputs must be given again. */
+            inputs?: {
+                [key: string]: components["schemas"]["InputValue"];
+            };
+            /**
+             * @description Omitted: the run's version. `current`: the version `POST /runs` would run now.
+             * @enum {string}
+             */
+            version?: "current";
+            metadata?: components["schemas"]["RunMetadata"];
+        };
+        ReplayRunsRequest: {
+            ids?: unknown;
+            filter?: unknown;
+            cursor?: unknown;
+            inputs?: {
+                [key: string]: components["schemas"]["InputValue"];
+            };
+            /** @enum {string} */
+            version?: "current";
+            metadata?: components["schemas"]["RunMetadata"];
+        } & components["schemas"]["RunSetRequest"];
+        ReplayRunsResponse: {
+            items: ({
+                index: number;
+                run: components["schemas"]["AcceptedRun"];
+            } | {
+                index: number;
+                error: components["schemas"]["Error"]["error"];
+            })[];
+            accepted: number;
+            refused: number;
+            /** @description With `filter`: the cursor to the next page; null when none is left. */
+            nextCursor?: string | null;
         };
         /** @description One entry of a run's append-only event log. Only these public fields are exposed. */
         RunEvent: {
@@ -1266,6 +1419,32 @@ export interface components {
                 "application/json": components["schemas"]["RateLimitedError"];
             };
         };
+        /** @description `payload_too_large`: the body exceeds 1 MiB. */
+        PayloadTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PayloadTooLargeError"];
+            };
+        };
+        /** @description `unsupported_media_type`: the body is not sent as `application/json`. */
+        UnsupportedMediaType: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+            };
+        };
         /** @description `internal_error`: unexpected server error. No internal detail is included. */
         InternalError: {
             headers: {
@@ -1286,6 +1465,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description `true`: count what the call would do, change nothing. */
+        DryRun: boolean;
         /** @description Offset of the first row of the page. An integer from 0 to 2^53−1 (9007199254740991); default 0. Anything else is 400 `invalid_request`. */
         Offset: number;
         /** @description Page size. An integer from 1 to 50; default 20. Anything else is 400 `invalid_request`. */
@@ -2108,6 +2289,202 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    cancelRuns: {
+        parameters: {
+            query?: {
+                /** @description `true`: count what the call would do, change nothing. */
+                dryRun?: components["parameters"]["DryRun"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunSetRequest"];
+            };
+        };
+        responses: {
+            /** @description What the call cancelled (or, with `dryRun`, would cancel). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "dryRun": false,
+                     *       "matched": 2,
+                     *       "cancelled": 1,
+                     *       "alreadyTerminal": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b",
+                     *           "outcome": "cancelled"
+                     *         },
+                     *         {
+                     *           "id": "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f70",
+                     *           "outcome": "already_terminal"
+                     *         },
+                     *         {
+                     *           "id": "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d",
+                     *           "outcome": "not_found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CancelRunsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    replayRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
+                 *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
+                 *     After trimming surrounding whitespace: non-empty, at most 255 characters, case-sensitive; else 400
+                 *     `invalid_request`.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description A deadline for the run: a whole number of seconds, minutes or hours (`30s`, `5m`, `1h`), at most 24
+                 *     hours, counted from its acceptance and shown as the run's `deadline`. A run not terminal by then is
+                 *     cancelled exactly as `POST /runs/{id}/cancel` would cancel it (status `cancelled`, not charged,
+                 *     `run.cancelled` event and webhook), whether it is queued, running or suspended. Not part of the
+                 *     idempotency fingerprint (a replay answers the original run, with its deadline). Malformed or longer
+                 *     than 24 hours: 400 `invalid_request`. The pattern states exactly the values taken: 1–86400 `s`,
+                 *     1–1440 `m` or 1–24 `h`, without leading zeros.
+                 */
+                "Cancel-After"?: components["parameters"]["CancelAfter"];
+            };
+            path: {
+                /** @description The run's id (UUID returned by `POST /runs`). A value that is not a UUID is answered 404 `not_found`. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "inputs": {
+                 *         "apiKey": "sk-live-example"
+                 *       },
+                 *       "version": "current"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReplayRunRequest"];
+            };
+        };
+        responses: {
+            /** @description The new run was accepted. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartRunResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    replayRuns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "filter": {
+                 *         "status": [
+                 *           "failed"
+                 *         ],
+                 *         "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReplayRunsRequest"];
+            };
+        };
+        responses: {
+            /** @description Each run's replay, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "index": 0,
+                     *           "run": {
+                     *             "id": "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b",
+                     *             "status": "accepted",
+                     *             "statusUrl": "https://api.example.com/v1/runs/5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b",
+                     *             "eventsUrl": "https://api.example.com/v1/runs/5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b/events",
+                     *             "streamUrl": "https://api.example.com/v1/runs/5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b/stream"
+                     *           }
+                     *         },
+                     *         {
+                     *           "index": 1,
+                     *           "error": {
+                     *             "code": "not_found",
+                     *             "message": "run not found"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "accepted": 1,
+                     *       "refused": 1,
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReplayRunsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
     };
