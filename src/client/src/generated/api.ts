@@ -1397,14 +1397,14 @@ export interface components {
                 "application/json": components["schemas"]["PayloadTooLargeError"];
             };
         };
-        /** @description `rate_limited`: more than the key's limit (default 60) of `POST /runs` in the sliding 60-second window. Enforced before execution; never creates a partial run; does not count against the window. */
+        /** @description `rate_limited`: more than the key's limit (default 60) of `POST /runs` in the sliding 60-second window, or one request body too many of the key still arriving (`MAX_BODIES_IN_FLIGHT_PER_KEY`, default 100 per process; `Retry-After: 1`, no RateLimit-* headers, the connection closed). The RateLimit-* headers come with every refusal of the window. Enforced before execution; never creates a partial run; does not count against the window. */
         TooManyRequests: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Retry-After": components["headers"]["Retry-After"];
-                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit-Optional"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining-Optional"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset-Optional"];
                 [name: string]: unknown;
             };
             content: {
@@ -1417,6 +1417,47 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["RateLimitedError"];
+            };
+        };
+        /**
+         * @description `invalid_request`: the request did not arrive in time. Its headers took longer than `HTTP_HEADERS_TIMEOUT_MS`
+         *     (default 30 s) from its first byte, or its body longer than `HTTP_BODY_TIMEOUT_MS` (default 30 s) from the end
+         *     of its headers. The connection is closed with the answer; the request is counted nowhere (no rate window, no
+         *     run). An SSE stream or a `Prefer: wait` answer is never cut by these clocks: its request has arrived.
+         */
+        RequestTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "invalid_request",
+                 *         "message": "the request body did not arrive within 30 s"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["BadRequestError"];
+            };
+        };
+        /** @description `invalid_request`: the request line and headers together exceed 16 KB. The connection is closed with the answer. */
+        HeadersTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "invalid_request",
+                 *         "message": "the request headers are too large"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["BadRequestError"];
             };
         };
         /** @description `payload_too_large`: the body exceeds 1 MiB. */
@@ -1565,6 +1606,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1671,6 +1714,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1706,6 +1751,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1735,6 +1782,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1782,6 +1831,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1945,6 +1996,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             /** @description `idempotency_conflict` (key reused with a different request) or `integration_connection_required` (with `details`). */
             409: {
                 headers: {
@@ -1985,6 +2037,7 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2251,7 +2304,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["OutputTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2288,7 +2343,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2356,8 +2413,8 @@ export interface operations {
                 /**
                  * @description Strongly recommended; the preferred location of the idempotency key (the body field `idempotencyKey`
                  *     is the alternative; if both are sent they must be equal after trimming, else 400 `invalid_request`).
-                 *     After trimming surrounding whitespace: non-empty, at most 255 characters, case-sensitive; else 400
-                 *     `invalid_request`.
+                 *     At most 255 characters as sent and non-empty after trimming surrounding whitespace (the pattern: one
+                 *     character that is not whitespace); case-sensitive; else 400 `invalid_request`.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
@@ -2553,6 +2610,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2617,6 +2676,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["OutputTooLarge"];
             /** @description `too_many_streams`: this API key already holds its limit of open streams (`MAX_STREAMS_PER_KEY`, default 1000, over every process); close one, or retry after `Retry-After` seconds. */
             429: {
@@ -2637,6 +2697,7 @@ export interface operations {
                     "application/json": components["schemas"]["TooManyStreamsError"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2674,6 +2735,8 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
