@@ -203,7 +203,9 @@ export function subscriptionOpen(delta: 1 | -1): void {
 
 const rateLimited = new Counter({
   name: 'wr_requests_rate_limited_total',
-  help: 'Requests refused with 429, by limit: runs_per_minute (POST /runs), run_budget (POST /runs/batch), open_streams, or bodies_in_flight (request bodies still arriving)',
+  help:
+    'Requests refused with 429, by limit: runs_per_minute (POST /runs), run_budget (POST /runs/batch), open_streams, ' +
+    'or bodies_in_flight (request bodies still arriving)',
   labelNames: ['limit'] as const,
   registers: [registry],
 });

@@ -5,7 +5,7 @@ import type { Principal } from '../services/auth/authenticate-key.ts';
 import { windowStart, type AcceptCall } from './accept-run.ts';
 
 /**
- * `?dryRun=true` (docs/design/batch-runs.md#dry-run): what accepting the checked runs would cost, from
+ * `?dryRun=true` (docs/design/batch-runs.md#dryruntrue): what accepting the checked runs would cost, from
  * the same check as the real start and the acceptance's own spend-cap function; nothing is written.
  * Funding is decided at preparation (docs/design/money.md); the quote says what it would be now:
  * `owned` (the caller's own workflow), `bundle` (a bundle of that version has a run left, taken in
