@@ -4,7 +4,7 @@ import { httpJson, openSse, pool, type SseClient } from '../load.ts';
 import { clockOffset, closeChild, countKinds, measured, rate, ratio, startChild } from '../measure.ts';
 import { facts, notes, rows } from '../results.ts';
 import { HOT, LIVE_EVENTS, log, runBody, sleep, STREAMS } from '../settings.ts';
-import { BENCH_KEY, summarise, wallNow, WORKFLOW_3, type MemoryStats } from '../shared.ts';
+import { BENCH_KEY, summarise, WORKFLOW_3, type MemoryStats } from '../shared.ts';
 import { executingStreams } from './executing-streams.ts';
 
 // Part 4 of `npm run bench` (bench/run.ts): N concurrent SSE streams, their memory and live-event latency, vs bare node:http SSE.

@@ -8,7 +8,7 @@ import { usd } from '../domain/money.ts';
 import { hashApiKey, type Sealer } from '../security/crypto.ts';
 import { keyPrefix, moneyOrNull, normalisePricing, workflowFields } from './catalog-fields.ts';
 import { canonicalGraphHash, CatalogError } from './parse-catalog.ts';
-import { pricingCommitted, readPricing, savePricing, type Pricing } from './pricing.ts';
+import { pricingCommitted, readPricing, savePricing } from './pricing.ts';
 import { query, type Statement } from '../db/statement.ts';
 import {
   CATALOG_ACCOUNT_BY_HANDLE,

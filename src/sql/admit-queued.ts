@@ -1,7 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { AccountSchema, RunSchema } from '../db/entities/index.ts';
-import { inFlightRun, queuedRun } from './run-predicates.ts';
-import { STATE_COLUMNS } from './runs.ts';
+import { queuedRun } from './run-predicates.ts';
 
 /**
  * The admission lock (advisory lock 727001, until the transaction ends), which wr_admit_queued takes

@@ -9,7 +9,6 @@ import type { Orm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
-import type { EnginePort } from '../../src/runs/engine-port.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';

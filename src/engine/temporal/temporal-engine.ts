@@ -1,5 +1,4 @@
 import type { NativeConnection, Worker } from '@temporalio/worker';
-import type { RunMemo } from '../../../workflows/definitions.ts';
 import { fork } from '../../runs/deps.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
 import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';

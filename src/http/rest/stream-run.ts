@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../logger.ts';
-import { requestRateLimited, sseStreamOpen } from '../../observability/metrics.ts';
+import { sseStreamOpen } from '../../observability/metrics.ts';
 import { fork } from '../../services/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { watchRunEvents, type RunEventSink, type RunFollower } from '../../runs/follow-run-events.ts';
