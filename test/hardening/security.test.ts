@@ -431,6 +431,7 @@ s('API5 every operation enforces the scopes the document lists for it (any-of)',
       const path = pathOf(op.template, op.template.startsWith('/workflows/') ? W.summary : fresh);
       const bodies: Record<string, unknown> = {
         startRun: { workflow: W.summary, inputs: { topic: 'scope' } },
+        startRuns: { runs: [{ workflow: W.summary, inputs: { topic: 'scope' } }] },
         cancelRuns: { ids: [fresh] },
         replayRuns: { ids: [fresh] },
       };
