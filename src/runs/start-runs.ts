@@ -40,6 +40,8 @@ export interface StartRunsOptions {
   itemKeyHeader?: string;
   /** POST /runs/batch: the batch's Idempotency-Key and the fingerprint of its body. */
   batch?: { key: string; fingerprint: string } | null;
+  /** Replays (replay-run.ts): the run each item replays, by index, written with the item's run. */
+  replayOf?: readonly (string | undefined)[];
 }
 
 export type RunOutcome = { index: number; run: AcceptedRun; replayed: boolean } | { index: number; error: ApiError };
@@ -178,7 +180,9 @@ async function checkItems(
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
       const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds };
-      const run = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
+      const checked = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
+      const replayOf = opts.replayOf?.[item.index];
+      const run = replayOf === undefined ? checked : { ...checked, replayOf };
       calls.push({ item, run, idempotencyKey: item.key, fingerprint: fingerprintOf(deps, item, run, opts), token: r.token });
     };
     const again: Item[] = [];
