@@ -5,9 +5,9 @@ import type { Deps } from '../services/deps.ts';
 import { idempotencyConflict } from './accept-run.ts';
 
 /**
- * A batch's Idempotency-Key (docs/design/batch-runs.md#idempotency): its items without a key of their
- * own are keyed by it, and the key decides the whole batch: the first body accepted under it is the
- * key's, and any other body is refused whole with 409, however the two requests interleave.
+ * A batch's Idempotency-Key (docs/design/batch-runs.md#the-batchs-idempotency-key): its items without
+ * a key of their own are keyed by it, and the key decides the whole batch: the first body accepted under
+ * it is the key's, and any other body is refused whole with 409, however the two requests interleave.
  */
 
 export interface BatchKey {
