@@ -28,7 +28,8 @@ import { CAPACITY, DATABASE_URL, DB_LOCAL, DURATION, env, HOT, log, ONLY, STREAM
  *   1. POST /runs at 1, 32 and 128 clients (NullEngine: runs stay queued) vs the floor, a bare node:http
  *      route doing the same inserts in one transaction (bench/floor.ts); once more with Idempotency-Key.
  *   1d. Batches (`batch`): runs accepted per second through 1,000-run POST /runs/batch at one client vs
- *      keyed POST /runs at 32, and keyed POST /runs at one client vs the floor's.
+ *      keyed POST /runs at 32, and keyed POST /runs at one client vs the floor's; with `e2e` too, 10,000
+ *      runs started by ten batches, first POST to last terminal, beside the end-to-end closed loop.
  *   1b. What the instrumentation costs: POST /runs ×32 with the metrics on (and /metrics scraped every
  *      5 s) vs off, alternating in one server process, BENCH_METRICS_ROUNDS (3) pairs.
  *   2. End-to-end on the embedded engine: 3-step template runs from 202 to terminal, closed loop of

@@ -1,5 +1,6 @@
-import { closeChild, countKinds, loadStep, rate, ratio, startChild } from '../measure.ts';
-import { httpJson } from '../load.ts';
+import type { ServerChild } from '../child.ts';
+import { closeChild, countKinds, loadStep, measured, rate, ratio, startChild } from '../measure.ts';
+import { httpJson, type Waiter } from '../load.ts';
 import { facts, rows } from '../results.ts';
 import { DURATION, HEADERS, log } from '../settings.ts';
 import { BENCH_KEY, WORKFLOW_3 } from '../shared.ts';
@@ -76,4 +77,42 @@ export async function batches(): Promise<void> {
   facts.floorSingle1 = floor1.rps;
   await countKinds(child, `POST /runs/batch of ${BATCH}`, 3, () => httpJson('POST', `${app}/batch`, { key: BENCH_KEY, body: { runs: items } }));
   await closeChild(child);
+}
+
+/** Batches of the end-to-end step (bench/parts/end-to-end.ts): 10,000 runs started by ten batches. */
+const E2E_BATCHES = 10;
+
+/**
+ * 10,000 3-step runs started by ten 1,000-run batches, one after another, on the end-to-end step's
+ * embedded engine (its child and terminal waiter, the same run): from the first batch sent to the last
+ * run terminal, as runs/s beside the closed loop's `e2eRunsPerSec`.
+ */
+export async function batchesEndToEnd(child: ServerChild, app: string, waiter: Waiter, e2eRunsPerSec: number): Promise<void> {
+  log(`end-to-end: ${E2E_BATCHES * BATCH} runs started by ${E2E_BATCHES} batches`);
+  const out = await measured(child, `${E2E_BATCHES} batches of ${BATCH}, end to end`, async () => {
+    const started = performance.now();
+    const finished: Promise<string>[] = [];
+    for (let b = 0; b < E2E_BATCHES; b++) {
+      const runs = Array.from({ length: BATCH }, (_, i) => ({ workflow: WORKFLOW_3, inputs: { name: `Ada ${b}-${i}` } }));
+      const res = await httpJson('POST', `${app}/batch`, { key: BENCH_KEY, body: { runs } });
+      if (res.status !== 202 || res.body.accepted !== BATCH) throw new Error(`POST /runs/batch answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+      for (const item of res.body.items) finished.push(waiter.wait(String(item.run.id), 300_000));
+    }
+    const statuses = await Promise.all(finished);
+    return { ops: statuses.length, statuses, seconds: (performance.now() - started) / 1000 };
+  });
+  const runsPerSec = out.ops / out.seconds;
+  const notCompleted = out.statuses.filter((s) => s !== 'completed').length;
+  facts.e2eBatches = runsPerSec;
+  log(`end-to-end through batches: ${runsPerSec.toFixed(0)} runs/s (${notCompleted} not completed)`);
+  rows.push({
+    group: 'End to end',
+    name: `${E2E_BATCHES * BATCH} 3-step runs started by ${E2E_BATCHES} batches of ${BATCH}, first POST → last terminal`,
+    clients: '1',
+    value: rate(runsPerSec, 'runs/s'),
+    baseline: `closed loop ${rate(e2eRunsPerSec, 'runs/s')}`,
+    ratio: ratio(runsPerSec, e2eRunsPerSec),
+    target: '≥ 100 % of the closed loop',
+    verdict: notCompleted === 0 && runsPerSec >= e2eRunsPerSec ? 'met' : 'MISS',
+  });
 }

@@ -4,6 +4,7 @@ import { closeChild, countKinds, loadStep, measured, profiled, rate, ratio, star
 import { facts, notes, rows } from '../results.ts';
 import { ACCOUNTS, CAPACITY, DATABASE_URL, DURATION, E2E_RUNS_PER_SEC, E2E_TARGET, HEADERS, log, ONLY, USERS, WARMUP } from '../settings.ts';
 import { BENCH_KEY, summarise, WORKFLOW_1, WORKFLOW_3 } from '../shared.ts';
+import { batchesEndToEnd } from './batch.ts';
 
 // Part 2 of `npm run bench` (bench/run.ts): end to end (and 3a. polling a completed run).
 
@@ -150,6 +151,8 @@ export async function endToEnd(): Promise<void> {
         `(202 received → terminal reported, includes the harness's terminal detection, about 1 ms): p50 ${client.p50.toFixed(1)} ms, p99 ${client.p99.toFixed(1)} ms. ` +
         `POST /runs itself during this load: p50 ${post.p50.toFixed(1)} ms, p99 ${post.p99.toFixed(1)} ms.`,
     );
+
+    if (ONLY.has('batch')) await batchesEndToEnd(child, app, waiter, runsPerSec);
 
     // The same spread over several accounts: no wallet row shared by every run.
     const spread = await measured(child, `end-to-end ×${USERS}, ${ACCOUNTS} accounts`, async () => {

@@ -33,6 +33,8 @@ export interface RunToAccept {
   cancelAfterSeconds: number | null;
   displayedPriceUsd: string;
   stepUsd: string;
+  /** The run this one replays (src/runs/replay-run.ts), written by the acceptance itself; absent: none. */
+  replayOf?: string;
 }
 
 /** The run to answer with (this one, or the original of a replayed key), or 'stale': the workflow changed since its read, nothing was written. */
@@ -129,6 +131,7 @@ function acceptanceOf(
     rateLimit,
     metadataJson: JSON.stringify(r.metadata),
     cancelAfterSeconds: r.cancelAfterSeconds,
+    replayOf: r.replayOf ?? null,
     secrets,
   };
 }

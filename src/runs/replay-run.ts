@@ -8,17 +8,17 @@ import { runReplayed } from '../observability/metrics.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
 import { findVersion, findVisibleWorkflow } from '../services/workflows/workflow-access.ts';
-import { MARK_REPLAY, RUNS_TO_REPLAY } from '../sql/replay-runs.ts';
-import { startCountedRun } from './counted-start.ts';
-import { RequestRate, type RateLimiter } from './rate-limiter.ts';
+import { RUNS_TO_REPLAY } from '../sql/replay-runs.ts';
+import { counting, startCountedRun } from './counted-start.ts';
+import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import { parseRunSelection, selectRuns } from './run-selection.ts';
-import { startRun, type StartRunResult } from './start-run.ts';
+import { startRuns } from './start-runs.ts';
 import type { AcceptedRun } from './run-views.ts';
 
 /**
  * Replays (docs/design/runs-in-sets.md#replay): a new run of a run's workflow with its inputs, started
- * through POST /runs' own acceptance (startReplay is the one call of it), so every rule of a new run holds
- * (entitlement, inputs, spend cap, billing, idempotency). Password inputs are never kept once a run ends
+ * through POST /runs' own start path (start-runs.ts), whose acceptance writes its `replay_of`, so every
+ * rule of a new run holds (entitlement, inputs, spend cap, billing, idempotency). Password inputs are never kept once a run ends
  * (its secrets are deleted with it), so they are asked for again.
  */
 
@@ -72,12 +72,11 @@ export async function replayRun(
     const options = parseReplayOptions(req.body);
     const [run] = isUuid(runId) ? await replayedRuns(deps, principal.accountId, [runId]) : [];
     if (!run) throw notFound('run');
-    return { ...req, body: await replayBody(deps, principal.accountId, run, options) };
+    return { ...req, body: await replayBody(deps, principal.accountId, run, options), replayOf: run.id };
   }).catch((err: unknown) => {
     if (err instanceof ApiError) runReplayed('refused');
     throw err;
   });
-  await marked(deps, result, runId.toLowerCase());
   if (!result.replayed) runReplayed('accepted');
   return result;
 }
@@ -85,45 +84,55 @@ export async function replayRun(
 export type ReplayItem = { index: number; run: AcceptedRun } | { index: number; error: ReturnType<typeof errorBody> };
 
 /**
- * POST /runs/replay: each run named by `ids` or matched by `filter` replayed, in order, one item each.
- * With `limiter` (REST), the call counts once in the key's rate window first (429 when it is full).
+ * POST /runs/replay: each run named by `ids` or matched by `filter` replayed, in order, one item each,
+ * as a set through the one start path (start-runs.ts: one acceptance statement, which writes each new
+ * run's `replay_of`). With `limiter` (REST) the call is one request in the key's rate window and its
+ * replays draw on the key's run budget as a batch's items do: all or none, 429 when it cannot hold them.
  */
 export async function replayRuns(deps: Deps, principal: Principal, body: unknown, limiter?: RateLimiter) {
-  const rateLimit = limiter ? await new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute).count() : undefined;
+  if (!limiter) return { ...(await replaySet(deps, principal, body)), rateLimit: undefined, runBudget: undefined };
+  return counting(principal, limiter, async (rateLimit) => {
+    const draw = (runs: number) => limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, runs);
+    return { ...(await replaySet(deps, principal, body, draw)), rateLimit };
+  });
+}
+
+/** The replays of a selection: each run's replay body built (or refused), the budget drawn for them, then started together. */
+async function replaySet(deps: Deps, principal: Principal, body: unknown, draw?: (runs: number) => Promise<RateDecision>) {
   const selection = parseRunSelection(body, OPTION_KEYS);
   const given = body as Record<string, unknown>;
   const options = parseReplayOptions(Object.fromEntries(OPTION_KEYS.filter((k) => given[k] !== undefined).map((k) => [k, given[k]])));
   const selected = await selectRuns(deps, principal.accountId, selection);
   const runs = new Map((await replayedRuns(deps, principal.accountId, selected.runs.map((r) => r.id))).map((r) => [r.id, r]));
   const order = selection.kind === 'ids' ? selection.ids.map((id) => id.toLowerCase()) : selected.runs.map((r) => r.id);
-  const items: ReplayItem[] = [];
+  const items: ReplayItem[] = new Array(order.length);
+  const toStart: { index: number; body: Record<string, unknown>; replayOf: string }[] = [];
   for (const [index, id] of order.entries()) {
     try {
       const run = runs.get(id);
       if (!run) throw notFound('run');
-      const result = await startReplay(deps, principal, run, options);
-      items.push({ index, run: result.run });
+      toStart.push({ index, body: await replayBody(deps, principal.accountId, run, options), replayOf: run.id });
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
-      items.push({ index, error: errorBody(err) });
+      items[index] = { index, error: errorBody(err) };
     }
   }
+  const runBudget = draw && toStart.length > 0 ? await draw(toStart.length) : undefined;
+  const outcomes = await startRuns(
+    deps,
+    principal,
+    toStart.map((s) => s.body),
+    { cancelAfterSeconds: null, replayOf: toStart.map((s) => s.replayOf) },
+  );
+  outcomes.forEach((o, i) => {
+    const index = toStart[i]!.index;
+    items[index] = 'error' in o ? { index, error: errorBody(o.error) } : { index, run: o.run };
+  });
   const accepted = items.filter((i) => 'run' in i).length;
   runReplayed('accepted', accepted);
   runReplayed('refused', items.length - accepted);
   const page = selection.kind === 'filter' ? { nextCursor: selected.nextCursor } : {};
-  return { body: { items, accepted, refused: items.length - accepted, ...page }, rateLimit };
-}
-
-/** The one call of the acceptance for a replay (POST /runs' startRun), then the new run marked as the replay of `run`. */
-async function startReplay(deps: Deps, principal: Principal, run: ReplayedRun, options: ReplayOptions): Promise<StartRunResult> {
-  const result = await startRun(deps, principal, { body: await replayBody(deps, principal.accountId, run, options) });
-  await marked(deps, result, run.id);
-  return result;
-}
-
-async function marked(deps: Deps, result: StartRunResult, replayOf: string): Promise<void> {
-  if (!result.replayed) await query(outsideTransaction(deps.orm), MARK_REPLAY, [result.run.id, replayOf]);
+  return { body: { items, accepted, refused: items.length - accepted, ...page }, runBudget };
 }
 
 async function replayedRuns(deps: Deps, accountId: string, ids: string[]): Promise<ReplayedRun[]> {

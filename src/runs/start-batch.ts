@@ -1,16 +1,15 @@
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { errorBody, invalidRequest } from '../domain/errors.ts';
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
-import { outsideTransaction, query } from '../db/statement.ts';
+import { outsideTransaction } from '../db/statement.ts';
 import { runBatchAnswered } from '../observability/metrics.ts';
-import { FIND_OTHER_BATCH_RECORD } from '../sql/batch-keys.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
-import { idempotencyConflict } from './accept-run.ts';
+import { refuseOtherBody } from './batch-key.ts';
 import { pickIdempotencyKey } from './check-run.ts';
 import type { AcceptedRun } from './run-views.ts';
 import type { RunQuote } from './quote-runs.ts';
-import { batchItemKey, MAX_BATCH_RUNS, quoteStartRuns, startRuns, type StartRunsOptions } from './start-runs.ts';
+import { MAX_BATCH_RUNS, quoteStartRuns, startRuns, type StartRunsOptions } from './start-runs.ts';
 
 /**
  * POST /runs/batch (docs/design/batch-runs.md): the body's `runs`, each what POST /runs takes, through the
@@ -61,7 +60,7 @@ export async function checkBatch(deps: Deps, principal: Principal, req: StartBat
   const cancelAfter = cancelAfterSeconds(req.cancelAfterHeader);
   const key = pickIdempotencyKey(req.idempotencyHeader, undefined);
   const batch = key === null ? null : { key, fingerprint: deps.sealer.mac(canonicalJson(runs)) };
-  if (batch) await refuseOtherBody(deps, principal, batch, runs.length);
+  if (batch) await refuseOtherBody(outsideTransaction(deps.orm), deps, principal, batch, runs.length);
   return { runs, options: { cancelAfterSeconds: cancelAfter, batch } };
 }
 
@@ -94,11 +93,4 @@ export async function quoteBatch(deps: Deps, principal: Principal, { runs, optio
   const refused = items.filter((i) => 'error' in i);
   const overSpendCap = refused.filter((i) => 'error' in i && i.error.code === 'spend_cap_reached').map((i) => i.index);
   return { items, accepted: items.length - refused.length, refused: refused.length, totalUsd, overSpendCap };
-}
-
-/** 409 when the batch key answered another body: a live record of one of its items carries another fingerprint. */
-async function refuseOtherBody(deps: Deps, principal: Principal, batch: { key: string; fingerprint: string }, n: number): Promise<void> {
-  const keys = Array.from({ length: n }, (_, i) => batchItemKey(deps, batch.key, i));
-  const [other] = await query(outsideTransaction(deps.orm), FIND_OTHER_BATCH_RECORD, [principal.accountId, keys, batch.fingerprint]);
-  if (other) throw idempotencyConflict();
 }

@@ -16,6 +16,8 @@ export interface StartRunRequest {
   idempotencyHeader?: string;
   /** The Cancel-After header, if any (src/domain/run-deadline.ts). */
   cancelAfterHeader?: string;
+  /** A replay's: the run it replays (replay-run.ts). */
+  replayOf?: string;
 }
 
 export interface StartRunResult {
@@ -27,6 +29,7 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
   const [outcome] = await startRuns(deps, principal, [req.body], {
     cancelAfterSeconds: cancelAfterSeconds(req.cancelAfterHeader),
     itemKeyHeader: req.idempotencyHeader,
+    ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
   if ('error' in outcome!) throw outcome.error;
   return { run: outcome!.run, replayed: outcome!.replayed };

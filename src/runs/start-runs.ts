@@ -9,7 +9,8 @@ import { runAccepted } from '../observability/metrics.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
 import type { Deps } from '../services/deps.ts';
 import { findWorkflowToRun } from '../services/workflows/workflow-access.ts';
-import { acceptRuns, idempotencyConflict, spendCapReached, type AcceptCall } from './accept-run.ts';
+import { acceptRuns, idempotencyConflict, spendCapReached, type AcceptCall, type Acceptance } from './accept-run.ts';
+import { batchItemKey, underBatchKey, type BatchKey } from './batch-key.ts';
 import { quoteRuns, type RunQuote } from './quote-runs.ts';
 import { checkRun, pickIdempotencyKey, type CheckMemo } from './check-run.ts';
 import { scheduleNumbering } from './queue-line.ts';
@@ -39,7 +40,9 @@ export interface StartRunsOptions {
   /** POST /runs: its Idempotency-Key header, the key of its one item. */
   itemKeyHeader?: string;
   /** POST /runs/batch: the batch's Idempotency-Key and the fingerprint of its body. */
-  batch?: { key: string; fingerprint: string } | null;
+  batch?: BatchKey | null;
+  /** Replays (replay-run.ts): the run each item replays, by index, written with the item's run. */
+  replayOf?: readonly (string | undefined)[];
 }
 
 export type RunOutcome = { index: number; run: AcceptedRun; replayed: boolean } | { index: number; error: ApiError };
@@ -65,9 +68,13 @@ export async function startRuns(deps: Deps, principal: Principal, bodies: readon
   const em = outsideTransaction(deps.orm);
   const memo: CheckMemo = {};
   const accepted: string[] = [];
+  const { batch } = opts;
+  const accept: Accept = batch
+    ? (calls) => underBatchKey(deps, principal, batch, bodies.length, (tx) => acceptRuns(tx, deps, calls))
+    : (calls) => acceptRuns(em, deps, calls);
   for (let attempt = 1; items.length > 0; attempt++) {
     const calls = await checkItems(em, deps, principal, items, opts, memo, attempt, refuse);
-    items = await acceptItems(em, deps, principal, calls, attempt < MAX_READS, outcomes, accepted);
+    items = await acceptItems(accept, deps, principal, calls, attempt < MAX_READS, outcomes, accepted);
   }
   await told(deps, principal.accountId, accepted);
   return outcomes;
@@ -143,15 +150,6 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
   };
 }
 
-/**
- * The idempotency key an item without its own gets from its batch's key: the same batch key and index
- * name the same record, so a retried batch answers the runs of the first. A MAC of the key, so that it
- * fits the record's column and no caller's own key can name it.
- */
-export function batchItemKey(deps: Deps, batchKey: string, index: number): string {
-  return `batch:${deps.sealer.mac(batchKey)}:${index}`;
-}
-
 /** The items checked, grouped by workflow (one read each); refused items go to `refuse`. In index order. */
 async function checkItems(
   em: TransactionAwareEm,
@@ -178,7 +176,9 @@ async function checkItems(
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
       const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds };
-      const run = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
+      const checked = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
+      const replayOf = opts.replayOf?.[item.index];
+      const run = replayOf === undefined ? checked : { ...checked, replayOf };
       calls.push({ item, run, idempotencyKey: item.key, fingerprint: fingerprintOf(deps, item, run, opts), token: r.token });
     };
     const again: Item[] = [];
@@ -205,13 +205,16 @@ function fingerprintOf(deps: Deps, item: Item, run: { inputs: { values: unknown 
   return deps.sealer.mac(canonicalJson({ workflow: item.workflowId, inputs: run.inputs.values, version: item.requestedVersion }));
 }
 
+/** One acceptance statement for checked calls (a keyed batch's under its key: batch-key.ts). */
+type Accept = (calls: AcceptCall[]) => Promise<(Acceptance | ApiError)[]>;
+
 /**
  * Accepts the checked items in one statement, one call per idempotency key (an item repeating a key of
  * an earlier one answers what it answers, or 409 for another request). Answers the items to check
  * again: their workflow changed since it was read.
  */
 async function acceptItems(
-  em: StatementEm,
+  accept: Accept,
   deps: Deps,
   principal: Principal,
   checked: readonly (AcceptCall & { item: Item })[],
@@ -239,7 +242,7 @@ async function acceptItems(
   // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
   // them by id, so ids ascend in index order.
   const ids = calls.map(() => randomUUID()).sort();
-  const answers = await acceptRuns(em, deps, calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } })));
+  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } })));
   const stale: Item[] = [];
   answers.forEach((answer, i) => {
     const { item } = calls[i]!;

@@ -51,12 +51,14 @@ export interface RunAcceptance {
   metadataJson: string;
   /** The Cancel-After duration in seconds (the deadline is counted from the run's creation), or null. */
   cancelAfterSeconds: number | null;
+  /** The run this one replays (POST /runs/{id}/replay), written with it; null or absent: none. */
+  replayOf?: string | null;
   /** Sealed password inputs. */
   secrets: readonly { id: string; name: string; ciphertext: string }[];
 }
 
 /**
- * POST /runs for a batch of requests as ONE statement over arrays, one element per call (a single
+ * POST /runs for a batch of requests as ONE statement over one JSON array of named calls (a single
  * request is a batch of one: src/runs/accept-run.ts), written as the calls one after another
  * would be (docs/design/rules.md#idempotency, #rate-limit, money.md#spend-caps). It never raises for
  * one call's reason: each call gets a row saying what happened to it (`ord`, its place from 1).
@@ -87,12 +89,11 @@ export const ACCEPT_RUNS = statement(
   'accept_runs',
   `with ${GATE_CTE},
 call as materialized (
-  select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::numeric[], $7::text[], $8::numeric[], $9::numeric[],
-                       $10::numeric[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::uuid[], $17::numeric[],
-                       $18::timestamptz[], $19::text[], $20::text[], $21::int[], $26::text[], $27::int[])
-         with ordinality as call(run_id, account_id, api_key_id, workflow_id, version_id, price, user_access, creator_price, step_usd,
-                                 compute_limit, credential_mode, inputs, engine, idempotency_key, fingerprint, record_id, cap_usd,
-                                 cap_since, trace_context, view_token, rate_limit, metadata, cancel_after, ord)),
+  select * from jsonb_to_recordset($1::jsonb)
+         as call(ord bigint, run_id uuid, account_id uuid, api_key_id uuid, workflow_id uuid, version_id uuid, price numeric, user_access text,
+                 creator_price numeric, step_usd numeric, compute_limit numeric, credential_mode text, inputs text, engine text,
+                 idempotency_key text, fingerprint text, record_id uuid, cap_usd numeric, cap_since timestamptz, trace_context text,
+                 view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid)),
 ${COUNT_CALLS},
 checked_call as materialized (
   select c.*, coalesce(r.allowed, true) as allowed,
@@ -120,11 +121,11 @@ inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context, metadata,
-                    deadline)
+                    deadline, replay_of)
   select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending', 'queued', 'pending',
          n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb,
-         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after)
+         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after), n.replay_of
     from new_call n
    order by n.ord
   returning id, created_at, account_id, metadata),
@@ -134,7 +135,7 @@ labelled as (
 sealed_input as (
   insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
   select s.id, r.id, 'password_input', s.name, s.ciphertext, now()
-    from unnest($22::bigint[], $23::uuid[], $24::text[], $25::text[]) as s(ord, id, name, ciphertext)
+    from jsonb_to_recordset($2::jsonb) as s(ord bigint, id uuid, name text, ciphertext text)
     join call c on c.ord = s.ord
     join inserted_run r on r.id = c.run_id),
 queued_event as (
@@ -163,41 +164,39 @@ select c.ord, cl.run_id, cl.fingerprint, exists (select 1 from inserted_run r wh
 );
 
 /**
- * ACCEPT_RUNS's parameters for `calls`, in order: one array per field, the sealed inputs flattened with
- * their call's ord, then the metadata and Cancel-After.
+ * ACCEPT_RUNS's two parameters for `calls`: the calls as one JSON array of named fields (`ord`: the
+ * call's place from 1), and their sealed password inputs flattened with their call's ord.
  */
 export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
-  const field = <T>(pick: (call: RunAcceptance) => T): T[] => calls.map(pick);
-  const secrets = calls.flatMap((call, i) => call.secrets.map((secret) => ({ ord: i + 1, ...secret })));
-  return [
-    field((c) => c.runId),
-    field((c) => c.accountId),
-    field((c) => c.apiKeyId),
-    field((c) => c.workflowId),
-    field((c) => c.versionId),
-    field((c) => c.priceUsd),
-    field((c) => c.userAccess),
-    field((c) => c.creatorPriceUsd),
-    field((c) => c.stepUsd),
-    field((c) => c.computeLimitUsd),
-    field((c) => c.credentialMode),
-    field((c) => c.inputsJson),
-    field((c) => c.engine),
-    field((c) => c.idempotencyKey),
-    field((c) => c.fingerprint),
-    field((c) => c.recordId),
-    field((c) => c.capUsd),
-    field((c) => c.capSince),
-    field((c) => c.traceContext),
-    field((c) => c.viewToken),
-    field((c) => c.rateLimit),
-    secrets.map((s) => s.ord),
-    secrets.map((s) => s.id),
-    secrets.map((s) => s.name),
-    secrets.map((s) => s.ciphertext),
-    field((c) => c.metadataJson),
-    field((c) => c.cancelAfterSeconds),
-  ];
+  const rows = calls.map((c, i) => ({
+    ord: i + 1,
+    run_id: c.runId,
+    account_id: c.accountId,
+    api_key_id: c.apiKeyId,
+    workflow_id: c.workflowId,
+    version_id: c.versionId,
+    price: c.priceUsd,
+    user_access: c.userAccess,
+    creator_price: c.creatorPriceUsd,
+    step_usd: c.stepUsd,
+    compute_limit: c.computeLimitUsd,
+    credential_mode: c.credentialMode,
+    inputs: c.inputsJson,
+    engine: c.engine,
+    idempotency_key: c.idempotencyKey,
+    fingerprint: c.fingerprint,
+    record_id: c.recordId,
+    cap_usd: c.capUsd,
+    cap_since: c.capSince,
+    trace_context: c.traceContext,
+    view_token: c.viewToken,
+    rate_limit: c.rateLimit,
+    metadata: c.metadataJson,
+    cancel_after: c.cancelAfterSeconds,
+    replay_of: c.replayOf ?? null,
+  }));
+  const secrets = calls.flatMap((c, i) => c.secrets.map((secret) => ({ ord: i + 1, ...secret })));
+  return [JSON.stringify(rows), JSON.stringify(secrets)];
 }
 
 /** ACCEPT_RUNS's row for one call. */

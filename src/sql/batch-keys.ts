@@ -12,3 +12,10 @@ export const FIND_OTHER_BATCH_RECORD = statement(
     where account_id = $1::uuid and key = any($2::text[]) and expires_at > now() and fingerprint <> $3 limit 1`,
   [IdempotencyRecordSchema],
 );
+
+/**
+ * $1 account id, $2 the MAC of a batch's key: the key's lock until the transaction ends (two int4 keys,
+ * a space apart from the one-key advisory locks of src/sql/queue-line.ts and admit-queued.ts), so the
+ * acceptances of two bodies under one batch key pass one after another (src/runs/batch-key.ts).
+ */
+export const LOCK_BATCH_KEY = statement('lock_batch_key', 'select pg_advisory_xact_lock(hashtext($1::text), hashtext($2::text))', []);

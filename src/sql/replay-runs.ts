@@ -10,5 +10,3 @@ export const RUNS_TO_REPLAY = statement(
   [RunSchema],
 );
 
-/** $1 the new run, $2 the run it replays: written once, right after the new run's acceptance. */
-export const MARK_REPLAY = statement('mark_replay', 'update runs set replay_of = $2 where id = $1 and replay_of is null', [RunSchema]);

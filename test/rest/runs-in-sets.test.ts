@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { hashApiKey } from '../../src/security/crypto.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { cloneRun } from '../helpers/cloned-runs.ts';
 
@@ -168,6 +169,43 @@ t('replay by filter and by ids: one item per run in order, refusals with the sin
   assert.ok(byIds.body.items[0].run.id);
   assert.equal(byIds.body.items[1], { index: 1, error: { code: 'not_found', message: 'run not found' } });
   assert.is(byIds.body.items[2].error.code, 'invalid_inputs');
+});
+
+t("replays draw on the key's run budget as a batch's items: a set it cannot hold is refused whole with 429", async ({ t }) => {
+  const key = 'wr_test_bob_exec';
+  const sql = <T = any>(text: string, params: unknown[] = []) => t.deps.orm.em.fork().execute<T[]>(text, params);
+  await sql('update api_keys set run_budget_per_minute = 3 where key_hash = ?', [hashApiKey(key)]);
+  // The key as authenticated is kept a second.
+  await new Promise((r) => setTimeout(r, 1100));
+  const tag = randomUUID();
+  const ids: string[] = [];
+  for (const topic of ['r1', 'r2', 'r3', 'r4']) ids.push(await start(t, { workflow: W_SUMMARY, inputs: { topic }, metadata: { tag } }));
+  const runCount = async () => Number((await sql('select count(*)::int as n from runs'))[0].n);
+  const before = await runCount();
+  const over = await t.call('POST', '/runs/replay', { key, body: { filter: { metadata: { tag } } } });
+  assert.is(over.status, 429, over.text);
+  assert.is(over.body.error.code, 'rate_limited');
+  assert.match(over.body.error.message, /run budget of 3/);
+  assert.is(await runCount(), before, 'nothing written');
+
+  const fits = await t.call('POST', '/runs/replay', { key, body: { ids: ids.slice(0, 2) } });
+  assert.is(fits.status, 200, fits.text);
+  assert.is(fits.body.accepted, 2);
+  assert.is(fits.headers.get('ratelimit-policy'), '"requests";q=60;w=60, "runs";q=3;w=60');
+  // Written by the acceptance itself: present as soon as the answer is.
+  const rows = await sql<{ id: string; replay_of: string }>('select id, replay_of from runs where id in (?)', [fits.body.items.map((i: { run: { id: string } }) => i.run.id)]);
+  const replayOf = new Map(rows.map((r) => [r.id, r.replay_of]));
+  assert.equal(fits.body.items.map((i: { run: { id: string } }) => replayOf.get(i.run.id)), ids.slice(0, 2));
+  const one = await t.call('POST', '/runs/replay', { key, body: { ids: [ids[2], ids[3]] } });
+  assert.is(one.status, 429, 'one left in the budget: two replays refused whole');
+});
+
+t('a single replay carries replayOf as soon as it is answered 202', async ({ t }) => {
+  const original = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'once' } });
+  const res = await t.call('POST', `/runs/${original}/replay`, { key: BOB, body: {} });
+  assert.is(res.status, 202, res.text);
+  const [row] = await t.deps.orm.em.fork().execute('select replay_of from runs where id = ?', [res.body.run.id]);
+  assert.is(row.replay_of, original);
 });
 
 t.run();

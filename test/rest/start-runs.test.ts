@@ -142,6 +142,21 @@ t('the batch Idempotency-Key: the same body answers the same runs and creates no
   assert.ok(fresh.body.items[0].run.id !== first.body.items[0].run.id);
 });
 
+t('two bodies raced under one batch key: the key decides the whole batch, the other is 409 and writes nothing', async ({ t }) => {
+  const key = 'raced-batch-key';
+  const short = [summary('short-0'), summary('short-1')];
+  const long = [summary('long-0'), summary('long-1'), summary('long-2'), summary('long-3'), summary('long-4')];
+  const before = await runCount(t);
+  const answers = await Promise.all([short, long].map((runs) => batch(t, runs, { headers: { 'idempotency-key': key } })));
+  assert.equal(answers.map((a) => a.status).sort(), [202, 409], answers.map((a) => a.text).join('\n'));
+  const won = answers.findIndex((a) => a.status === 202);
+  const winner = [short, long][won]!;
+  assert.is(answers[1 - won]!.body.error.code, 'idempotency_conflict');
+  assert.is(await runCount(t), before + winner.length, "only the winner's items are written");
+  const topics = await sql(t, "select inputs->>'topic' as topic from runs where inputs->>'topic' like 'short-%' or inputs->>'topic' like 'long-%'");
+  assert.equal(topics.map((r) => r.topic).sort(), winner.map((r) => r.inputs.topic).sort());
+});
+
 t('the spend cap is taken in index order: items past it are refused spend_cap_reached, never overspent', async ({ t }) => {
   const capped = 'wr_test_bob_capped'; // $0.50 a day
   await sql(t, `delete from purchases where account_id = (select id from accounts where handle = 'bob') and workflow_id = ?`, [W_SUMMARY]);

@@ -160,8 +160,8 @@ export const operations = {
   },
 
   async replayRuns(c: RestCall) {
-    const { body, rateLimit } = await replayRuns(c.deps, c.principal, await readJsonBody(c), c.limiter);
-    sendJson(c.res, 200, body, rateLimit ? rateLimitHeaders(rateLimit) : {});
+    const { body, rateLimit, runBudget } = await replayRuns(c.deps, c.principal, await readJsonBody(c), c.limiter);
+    sendJson(c.res, 200, body, !rateLimit ? {} : runBudget ? batchRateHeaders(rateLimit, runBudget) : rateLimitHeaders(rateLimit));
   },
 
   async listRunEvents(c: RestCall) {

@@ -347,7 +347,9 @@ export interface paths {
          *     `version` and `metadata` for each. Answers one item per run in order: `{index, run}` when its
          *     replay was accepted, `{index, error}` with the code and message the single replay gives otherwise
          *     (an unknown id: `not_found`), and the counts. The call counts once in the key's rate window
-         *     (429 when it is full); a single replay counts as a `POST /runs`.
+         *     (429 when it is full) and its replays draw on the key's run budget as a batch's items do: a set
+         *     the budget cannot hold is refused whole with 429, nothing started. A single replay counts as a
+         *     `POST /runs`.
          */
         post: operations["replayRuns"];
         delete?: never;
@@ -2503,6 +2505,16 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    /**
+                     * @description Both limits, when replays were drawn from the run budget: `"requests";q=<rateLimitPerMinute>;w=60, "runs";q=<runBudgetPerMinute>;w=60`.
+                     * @example "requests";q=60;w=60, "runs";q=10000;w=60
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description What is left of each: `"requests";r=<remaining>;t=<seconds to reset>, "runs";r=<remaining>;t=<seconds to reset>`.
+                     * @example "requests";r=59;t=60, "runs";r=9998;t=60
+                     */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
