@@ -7,9 +7,10 @@ import { checkBatch, quoteBatch, startBatch, type BatchAnswer, type BatchQuote, 
 
 /**
  * A start request (POST /runs, POST /runs/batch) in its key's rate window (docs/design/rules.md#rate-limit):
- * the one place a request is counted. Every request that got past authentication and scope counts,
- * first, before its body is read, so a full window answers 429 whatever else is wrong with the request
- * and never creates a run. A refusal carries the window it was counted in (its RateLimit-* headers).
+ * the one place a request is counted. Every request that got past authentication and scope counts once
+ * its body has arrived (one whose body never arrives is counted nowhere), before anything else is checked,
+ * so a full window answers 429 whatever else is wrong with the request and never creates a run. A
+ * refusal carries the window it was counted in (its RateLimit-* headers).
  */
 
 export interface CountedStart extends StartRunResult {
@@ -17,14 +18,14 @@ export interface CountedStart extends StartRunResult {
   rateLimit: RateDecision;
 }
 
-/** Counts the request, then reads it (`read`: the adapter's body parsing) and starts the run. */
+/** Reads the request (`read`: the adapter's body parsing), counts it, then starts the run. */
 export async function startCountedRun(
   deps: Deps,
   principal: Principal,
   limiter: RateLimiter,
   read: () => Promise<StartRunRequest>,
 ): Promise<CountedStart> {
-  return counting(principal, limiter, async (rateLimit) => ({ ...(await startRun(deps, principal, await read())), rateLimit }));
+  return counting(principal, limiter, read, async (request, rateLimit) => ({ ...(await startRun(deps, principal, request)), rateLimit }));
 }
 
 export interface CountedBatch {
@@ -44,8 +45,8 @@ export async function startCountedBatch(
   limiter: RateLimiter,
   read: () => Promise<StartBatchRequest>,
 ): Promise<CountedBatch> {
-  return counting(principal, limiter, async (rateLimit) => {
-    const batch = await checkBatch(deps, principal, await read());
+  return counting(principal, limiter, read, async (request, rateLimit) => {
+    const batch = await checkBatch(deps, principal, request);
     const runBudget = await limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, batch.runs.length);
     return { answer: await startBatch(deps, principal, batch), rateLimit, runBudget };
   });
@@ -58,17 +59,23 @@ export async function quoteCountedBatch(
   limiter: RateLimiter,
   read: () => Promise<StartBatchRequest>,
 ): Promise<{ answer: BatchQuote; rateLimit: RateDecision }> {
-  return counting(principal, limiter, async (rateLimit) => ({
-    answer: await quoteBatch(deps, principal, await checkBatch(deps, principal, await read())),
+  return counting(principal, limiter, read, async (request, rateLimit) => ({
+    answer: await quoteBatch(deps, principal, await checkBatch(deps, principal, request)),
     rateLimit,
   }));
 }
 
-/** Runs `start` once the request is counted; a refusal is answered with the window it was counted in. */
-export async function counting<T>(principal: Principal, limiter: RateLimiter, start: (rateLimit: RateDecision) => Promise<T>): Promise<T> {
+/** Reads the request, counts it, then runs `start`; a refusal is answered with the window it was counted in. */
+export async function counting<R, T>(
+  principal: Principal,
+  limiter: RateLimiter,
+  read: () => Promise<R>,
+  start: (request: R, rateLimit: RateDecision) => Promise<T>,
+): Promise<T> {
   const rate = new RequestRate(limiter, principal.apiKeyId, principal.rateLimitPerMinute);
   try {
-    return await start((await rate.count())!);
+    const request = await read();
+    return await start(request, (await rate.count())!);
   } catch (err) {
     throw await counted(rate, err);
   }

@@ -91,7 +91,7 @@ export type ReplayItem = { index: number; run: AcceptedRun } | { index: number; 
  */
 export async function replayRuns(deps: Deps, principal: Principal, body: unknown, limiter?: RateLimiter) {
   if (!limiter) return { ...(await replaySet(deps, principal, body)), rateLimit: undefined, runBudget: undefined };
-  return counting(principal, limiter, async (rateLimit) => {
+  return counting(principal, limiter, async () => body, async (_body, rateLimit) => {
     const draw = (runs: number) => limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, runs);
     return { ...(await replaySet(deps, principal, body, draw)), rateLimit };
   });

@@ -87,7 +87,7 @@ export const operations = {
 
   async startRun(c: RestCall) {
     // The rate window and its refusals are the service's (counted-start.ts); the body is read inside it,
-    // so a request refused for its body counts too.
+    // so a request refused for its body counts too (one whose body never arrives does not).
     const prefer = c.req.headers.prefer;
     const since = prefer === undefined ? 0 : Date.now();
     const idempotencyHeader = header(c.req, 'idempotency-key');
@@ -107,7 +107,7 @@ export const operations = {
   },
 
   async startRuns(c: RestCall) {
-    // One request in the key's rate window, counted before its body is read (counted-start.ts).
+    // One request in the key's rate window, counted once its body has arrived (counted-start.ts).
     const idempotencyHeader = header(c.req, 'idempotency-key');
     const cancelAfterHeader = header(c.req, 'cancel-after');
     const read = async () => ({ body: await readJsonBody(c, MAX_BATCH_BODY_BYTES), idempotencyHeader, cancelAfterHeader });
