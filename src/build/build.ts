@@ -3,12 +3,14 @@ import { cpSync, mkdirSync, renameSync, rmSync, utimesSync, writeFileSync } from
 import { dirname, join, relative } from 'node:path';
 import { bundleWorkflows } from '../engine/temporal/workflow-bundle.ts';
 import { DATA_DIRS, DIST, filesUnder, ROOT, SOURCE_DIRS, STAMP } from './output.ts';
+import { writeParsedData } from './parsed-data.ts';
 
 /**
  * `npm run build`: src/ and workflows/ compiled by the project's tsc (tsconfig.build.json) into dist/,
  * laid out as in the repository (dist/src/main.js), with the files modules read by a path relative to
- * themselves (catalog/, openapi/, the docs page's assets) copied to the same places, and the
- * Temporal workflow bundle (dist/workflow-bundle.js) so no worker runs webpack at start. Built in a
+ * themselves (catalog/, openapi/, the docs page's assets) copied to the same places, the OpenAPI
+ * document also as JSON (src/build/parsed-data.ts), and the Temporal workflow bundle
+ * (dist/workflow-bundle.js) so no worker runs webpack at start. Built in a
  * folder of its own and moved into place at the end: a process starting meanwhile sees the old output
  * or the new one, never half of one.
  */
@@ -24,6 +26,7 @@ export async function build(): Promise<void> {
     if (compiled.status !== 0) throw new Error(`tsc failed (exit ${compiled.status ?? compiled.signal})`);
 
     for (const dir of DATA_DIRS) cpSync(join(ROOT, dir), join(out, dir), { recursive: true });
+    writeParsedData(ROOT, out);
     for (const dir of SOURCE_DIRS) {
       for (const file of filesUnder(ROOT, dir)) {
         if (file.endsWith('.ts') || file.endsWith('.md')) continue;
