@@ -13,14 +13,14 @@ export const ENTRIES = ['src/main.js', 'src/worker.js'];
 
 /**
  * Not bundled: what only some configurations load (Temporal, provider SDKs, the docs page and explorer,
- * OpenTelemetry's SDK and exporters, PGlite), packages that read their own files or load native code
- * at run time, and MikroORM, which imports its driver and migrator by name, with the pg and kysely it
- * loads (one copy of each).
+ * OpenTelemetry's SDK and exporters, PGlite's engine), and packages that read their own files or load
+ * native code at run time. Everything MikroORM is bundled, its driver and migrator too: one copy of its
+ * metadata, and the migrator it would otherwise import by name is found registered.
  */
 const EXTERNAL = [
   '@temporalio/*', '@ai-sdk/*', 'ai', '@openrouter/*', 'undici', '@scalar/*', 'graphiql', 'react', 'react-dom',
   '@opentelemetry/sdk-*', '@opentelemetry/exporter-*', '@opentelemetry/resources', '@opentelemetry/core',
-  '@electric-sql/*', '@mikro-orm/*', 'kysely', 'pg', 'pg-native', '@swc/*', 'class-validator',
+  '@electric-sql/*', 'pg-native', '@swc/*', 'class-validator',
 ];
 
 /**
@@ -50,6 +50,8 @@ export async function bundleService(compiled: string, out: string): Promise<void
     outdir,
     bundle: true,
     splitting: true,
+    // MikroORM and type-graphql name entities, tables and GraphQL types after classes: no renaming.
+    keepNames: true,
     format: 'esm',
     platform: 'node',
     target: 'node22',
