@@ -52,6 +52,10 @@ export async function bundleService(compiled: string, out: string): Promise<void
     splitting: true,
     // MikroORM and type-graphql name entities, tables and GraphQL types after classes: no renaming.
     keepNames: true,
+    // Smaller sources, which V8 keeps in the heap; `node --enable-source-maps` maps stack traces back.
+    minify: true,
+    legalComments: 'none',
+    sourcemap: true,
     format: 'esm',
     platform: 'node',
     target: 'node22',
