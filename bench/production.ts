@@ -1,29 +1,23 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, statSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The production process as an operator runs it: the service compiled by the project's tsc and started
- * as `node …/src/main.js`, no tsx. Used by the process part of `npm run bench` (bench/parts/process.ts).
+ * The production process as an operator runs it: the service built by `npm run build` and started as
+ * `node dist/src/main.js`, no tsx. Used by the process part of `npm run bench` (bench/parts/process.ts).
  */
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 
-/** Compiles src/ and workflows/ into a temporary directory that also sees the files read at run time. */
+/**
+ * The output of `npm run build` (src/build/build.ts): dist/, built now so the bench measures the current
+ * sources exactly as an operator would start them (`node dist/src/main.js`).
+ */
 export function compileService(): string {
-  const out = mkdtempSync(join(tmpdir(), 'wr-compiled-'));
-  // tsc reports type errors of the client workspace (not part of the service) yet still emits.
-  spawnSync(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', REPO, '--noEmit', 'false', '--outDir', out, '--rewriteRelativeImportExtensions', '--rootDir', REPO], {
-    stdio: 'ignore',
-  });
-  for (const d of ['catalog', 'openapi', 'schema', 'node_modules', 'package.json']) symlinkSync(join(REPO, d), join(out, d));
-  // The Temporal worker bundles the workflow sources themselves, and what they import from src/.
-  for (const d of ['workflows', 'src']) {
-    cpSync(join(REPO, d), join(out, d), { recursive: true, filter: (f) => !f.includes('node_modules') && (statSync(f).isDirectory() || f.endsWith('.ts')) });
-  }
-  return out;
+  const built = spawnSync(process.execPath, [join(REPO, 'src/build/build.ts')], { cwd: REPO, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (built.status !== 0) throw new Error(`npm run build failed (exit ${built.status ?? built.signal})`);
+  return join(REPO, 'dist');
 }
 
 export interface Started {

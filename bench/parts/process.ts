@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { startDevServer } from '../../src/engine/temporal/dev-server.ts';
-import { freshDatabase, tempDirs } from '../measure.ts';
+import { freshDatabase } from '../measure.ts';
 import { streamCost } from './process-streams.ts';
 import { compileService, heapUsedBytes, rssBytes, startCompiled, stopService, type Started } from '../production.ts';
 import { facts, notes, rows } from '../results.ts';
@@ -26,12 +26,12 @@ const SETTLE_MS = 3000;
  * The compiled service (`node …/src/main.js`, demo catalog) on a fresh and then a migrated database:
  * time from spawn to /readyz 200, then idle RSS, heap used and the commits Postgres counts over 10 s
  * with nothing in flight, then what open SSE streams add (process-streams.ts); on ENGINE=temporal with an in-process worker too when a Temporal CLI or
- * server is at hand. BENCH_COMPILED reuses a compiled tree instead of compiling one.
+ * server is at hand. BENCH_COMPILED names a built tree (a dist/) to start instead of building one.
  */
 export async function productionProcess(): Promise<void> {
   log('the production process: start time, idle memory, idle commits');
   let compiled = env.BENCH_COMPILED;
-  if (!compiled) tempDirs.push((compiled = compileService()));
+  compiled ??= compileService();
   const fresh = await freshDatabase();
   const dbEnv = (extra: Record<string, string> = {}): Record<string, string> => ({
     ...(fresh.databaseUrl ? { DATABASE_URL: fresh.databaseUrl } : {}),

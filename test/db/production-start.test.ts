@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -71,12 +71,24 @@ test('npm start runs the compiled service as npm\'s one node child, and a SIGTER
   }
 });
 
+/** Above this many modules loaded at idle, the service is no longer bundled (src/build/bundle.ts): each of its own files and packages would count. */
+const BUNDLED_MODULES_MAX = 300;
+
 test('node dist/src/main.js serves from the compiled output: demo catalog, OpenAPI document, docs assets', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-dist-start-'));
-  const svc = startService({ DATA_DIR: dir, LOG_LEVEL: 'warn' }, { command: [process.execPath, 'dist/src/main.js'] });
+  const modules = join(dir, 'modules.txt');
+  writeFileSync(modules, '');
+  const hook = ['--import', './test/helpers/record-loaded-modules.mjs'];
+  const svc = startService({ DATA_DIR: dir, LOG_LEVEL: 'warn', LOADED_MODULES_FILE: modules }, { command: [process.execPath, ...hook, 'dist/src/main.js'] });
   try {
     const url = await svc.url;
     assert.equal(proc(svc.child.pid!)?.children, [], 'one process');
+    // Bundled, it loads a few chunks and Node's own modules; the packages left outside the bundle only
+    // when used, so none here (test/process/loaded-modules.test.ts holds the same from source).
+    const loaded = new Set(readFileSync(modules, 'utf8').split('\n').filter(Boolean));
+    assert.ok(loaded.size < BUNDLED_MODULES_MAX, `${loaded.size} modules loaded`);
+    const unused = [...loaded].filter((u) => /node_modules\/(@temporalio|@ai-sdk|ai|undici|@scalar|graphiql|react|@opentelemetry\/(sdk-|exporter-))\b/.test(u));
+    assert.equal(unused, [], 'an idle embedded process loads no Temporal SDK, provider SDK, page or OpenTelemetry SDK');
     const workflows = await fetch(`${url}/v1/workflows`, { headers: { authorization: 'Bearer wr_demo_key' } });
     assert.is(workflows.status, 200);
     assert.ok(((await workflows.json()) as { workflows: unknown[] }).workflows.length > 0);
@@ -104,7 +116,7 @@ if (address) {
       const svc = startService(env, { command: [process.execPath, 'dist/src/main.js'] });
       try {
         const url = await svc.url;
-        // Compiled, workflows/ has no .ts to bundle from (dist/workflows holds .js): only the built file can run.
+        // Compiled, there are no workflow sources to bundle from: only the built file can run.
         const res = await fetch(`${url}/v1/runs`, {
           method: 'POST',
           headers: { authorization: 'Bearer wr_demo_key', 'content-type': 'application/json', prefer: 'wait=30' },

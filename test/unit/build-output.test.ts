@@ -1,9 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { outputIsStale } from '../../src/build/output.ts';
+import { parse } from 'yaml';
+import { outputIsStale, ROOT } from '../../src/build/output.ts';
+import { writeParsedData } from '../../src/build/parsed-data.ts';
 
 /**
  * When `npm start` builds (src/build/output.ts): no output, or any input newer than the stamp the last
@@ -66,5 +68,17 @@ test('the client package and the build scripts are not inputs', () =>
     for (const file of ['src/client/src/index.ts', 'src/build/start.ts']) utimesSync(join(root, file), AFTER, AFTER);
     assert.is(outputIsStale(root), false);
   }));
+
+test('the build ships the OpenAPI document as JSON equal to the YAML source', () => {
+  const out = mkdtempSync(join(tmpdir(), 'wr-build-parsed-'));
+  try {
+    mkdirSync(join(out, 'openapi'));
+    writeParsedData(ROOT, out);
+    const json: unknown = JSON.parse(readFileSync(join(out, 'openapi/openapi.json'), 'utf8'));
+    assert.equal(json, parse(readFileSync(join(ROOT, 'openapi/openapi.yaml'), 'utf8')));
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
 
 test.run();
