@@ -170,4 +170,24 @@ t('replay by filter and by ids: one item per run in order, refusals with the sin
   assert.is(byIds.body.items[2].error.code, 'invalid_inputs');
 });
 
+t('a replay body that breaks the document is the call\'s 400, not a refusal per run: NUL, lone surrogate, metadata beyond its limits', async ({ t }) => {
+  const a = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'a' } });
+  const bodies = [
+    { metadata: { team: 'o\u0000ps' } },
+    { inputs: { topic: ['\ud800'] } },
+    { metadata: { ['k'.repeat(65)]: 'v' } },
+  ];
+  for (const options of bodies) {
+    for (const [path, body] of [['/runs/replay', { ids: [a], ...options }], [`/runs/${a}/replay`, options]] as const) {
+      const res = await t.call('POST', path, { key: BOB, body });
+      assert.is(res.status, 400, `${path} ${JSON.stringify(body)}: ${res.text}`);
+      assert.is(res.body.error.code, 'invalid_request');
+    }
+  }
+  const cursorWithIds = await t.call('POST', '/runs/replay', { key: BOB, body: { ids: [a], cursor: 'x' } });
+  assert.is(cursorWithIds.status, 400, 'the document allows no cursor with ids');
+  const nullCursor = await t.call('POST', '/runs/cancel?dryRun=true', { key: BOB, body: { filter: { status: ['failed'] }, cursor: null } });
+  assert.is(nullCursor.status, 200, `a null cursor is the first page, as the document says: ${nullCursor.text}`);
+});
+
 t.run();

@@ -834,8 +834,12 @@ export interface components {
         };
         /** @description Body of `POST /runs/batch`. */
         StartRunsRequest: {
-            /** @description The runs to start, each exactly what `POST /runs` takes (checked item by item). */
-            runs: components["schemas"]["StartRunFields"][];
+            /**
+             * @description The runs to start, each what `POST /runs` takes (`StartRunFields`), checked item by item: an item
+             *     that is not (any JSON value) is refused in the answer with the error `POST /runs` gives it, and the
+             *     others start.
+             */
+            runs: unknown[];
         };
         /** @description Response of `POST /runs/batch` (202). */
         StartRunsResponse: {
@@ -1024,13 +1028,20 @@ export interface components {
             /** Format: date-time */
             createdBefore?: string;
         };
+        /** @description The body of `POST /runs/cancel`, `RunSet` and nothing else. */
+        RunSetRequest: components["schemas"]["RunSet"];
         /** @description The runs a bulk call takes, by `ids` or by `filter` (exactly one), with the `cursor` of the call before to continue a filter (never with `ids`). */
-        RunSetRequest: {
+        RunSet: {
             ids?: string[];
             filter?: components["schemas"]["RunFilter"];
-            /** @description `nextCursor` of the call before, with the same filter. */
-            cursor?: string;
-        } & (unknown | unknown);
+            /** @description `nextCursor` of the call before, with the same filter; null or absent: the first page. */
+            cursor?: string | null;
+        } & ({
+            filter?: never;
+            cursor?: never;
+        } | {
+            ids?: never;
+        });
         CancelRunsResponse: {
             dryRun: boolean;
             /** @description The account's runs the call named. */
@@ -1060,16 +1071,13 @@ export interface components {
             metadata?: components["schemas"]["RunMetadata"];
         };
         ReplayRunsRequest: {
-            ids?: unknown;
-            filter?: unknown;
-            cursor?: unknown;
             inputs?: {
                 [key: string]: components["schemas"]["InputValue"];
             };
             /** @enum {string} */
             version?: "current";
             metadata?: components["schemas"]["RunMetadata"];
-        } & components["schemas"]["RunSetRequest"];
+        } & components["schemas"]["RunSet"];
         ReplayRunsResponse: {
             items: ({
                 index: number;
