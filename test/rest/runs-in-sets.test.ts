@@ -188,6 +188,9 @@ t('a replay body that breaks the document is the call\'s 400, not a refusal per 
   assert.is(cursorWithIds.status, 400, 'the document allows no cursor with ids');
   const nullCursor = await t.call('POST', '/runs/cancel?dryRun=true', { key: BOB, body: { filter: { status: ['failed'] }, cursor: null } });
   assert.is(nullCursor.status, 200, `a null cursor is the first page, as the document says: ${nullCursor.text}`);
+  const nullMember = await t.call('POST', '/runs/cancel?dryRun=true', { key: BOB, body: { filter: { status: ['failed'], createdBefore: null } } });
+  assert.is(nullMember.status, 400, 'the document allows no null filter member');
+  assert.match(nullMember.body.error.message, 'filter.createdBefore must not be null');
 });
 
 t.run();

@@ -584,4 +584,17 @@ test('openapi-backend loads the 3.1 document and routes relative to apiRoot, not
   assert.is(v1.matchOperation({ method: 'get', path: '/runs/abc', headers: {} })?.operationId, undefined);
 });
 
+test('request JSON states what Postgres can store: no NUL in any string or key, at any depth', () => {
+  for (const value of ['a😀b', [['x', 1], { k: [null, true] }], { nested: { list: ['é', 2.5] } }]) ok('JsonValue', value);
+  for (const value of ['a\u0000', ['\u0000'], [[['ok', 'x\u0000']]], { 'k\u0000': 1 }, { k: [{ deep: 'x\u0000' }] }]) {
+    bad('JsonValue', value, `unstorable ${JSON.stringify(value)}`);
+    bad('InputValue', value, `unstorable input ${JSON.stringify(value)}`);
+  }
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', idempotencyKey: 'k\u0000' }, 'NUL in the body idempotencyKey');
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', metadata: { k: '\u0000' } }, 'NUL in metadata');
+  const media = { __workflowMedia: true, kind: 'document', base64: 'aGk=', mimeType: 'text/plain' };
+  ok('WorkflowMedia', { ...media, filename: 'a.txt' });
+  bad('WorkflowMedia', { ...media, filename: 'a\u0000.txt' }, 'NUL in a filename');
+});
+
 test.run();

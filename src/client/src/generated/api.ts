@@ -804,8 +804,8 @@ export interface components {
              * @description Immutable workflow version to run; the caller must be entitled to it.
              */
             version?: string;
-            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). At most 255 characters (code points), non-empty after trimming; not null. */
-            idempotencyKey?: string;
+            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). At most 255 characters (code points), non-empty after trimming, no NUL or unpaired surrogate; not null. */
+            idempotencyKey?: string & unknown;
             /**
              * @description The caller's labels for the run (an order id, a customer, an environment), returned on every view
              *     of the run and matched by `GET /runs?metadata[KEY]=VALUE`. Not part of the idempotency
@@ -829,8 +829,16 @@ export interface components {
          *     `url` and `dropdown` take a string; `number` a number; `file` a `WorkflowMedia` object (or its JSON
          *     encoding as a string); `json` any JSON value (a string must parse as JSON).
          */
-        InputValue: components["schemas"]["WorkflowMedia"] | string | number | boolean | null | unknown[] | {
-            [key: string]: unknown;
+        InputValue: components["schemas"]["WorkflowMedia"] | components["schemas"]["JsonValue"];
+        /**
+         * @description Any JSON value whose strings, object keys included, hold no NUL and no unpaired UTF-16 surrogate
+         *     (Postgres text and jsonb cannot store them): a request body holding one anywhere is 400
+         *     `invalid_request`, as is one nested more than 64 levels deep. The patterns state the NUL (a
+         *     surrogate cannot be written in a pattern every JSON Schema tool reads). An array's items are JSON
+         *     values too, said as "contains no item that is not", which generated client types can hold.
+         */
+        JsonValue: string | (number | boolean | null) | unknown[] | {
+            [key: string]: components["schemas"]["JsonValue"];
         };
         /** @description Body of `POST /runs/batch`. */
         StartRunsRequest: {
