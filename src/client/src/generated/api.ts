@@ -2684,7 +2684,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        event: string;
+                        id?: string;
+                        data: string;
+                    } & ({
+                        /** @constant */
+                        event?: "snapshot";
+                        data?: unknown;
+                    } | {
+                        id: string;
+                        event?: unknown;
+                        data?: unknown;
+                    });
                 };
             };
             400: components["responses"]["BadRequest"];
