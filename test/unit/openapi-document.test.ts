@@ -598,4 +598,13 @@ test('request JSON states what Postgres can store: no NUL in any string or key, 
   bad('WorkflowMedia', { ...media, filename: 'a\u0000.txt' }, 'NUL in a filename');
 });
 
+test('every operation documents 408 (a request not received in time) and 431 (URL or headers too large)', () => {
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    for (const method of METHODS) {
+      const op = item[method];
+      if (op) for (const status of ['408', '431']) assert.ok(op.responses[status], `${method.toUpperCase()} ${path} documents ${status}`);
+    }
+  }
+});
+
 test.run();
