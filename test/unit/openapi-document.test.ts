@@ -592,6 +592,8 @@ test('request JSON states what Postgres can store: no NUL in any string or key, 
     bad('InputValue', value, `unstorable input ${JSON.stringify(value)}`);
   }
   bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', idempotencyKey: 'k\u0000' }, 'NUL in the body idempotencyKey');
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', inputs: { 'n\u0000': 'x' } }, 'NUL in an input name');
+  bad('ReplayRunsRequest', { ids: ['x'], inputs: { 'n\u0000': 'x' } }, 'NUL in an input name of a replay');
   bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', metadata: { k: '\u0000' } }, 'NUL in metadata');
   const media = { __workflowMedia: true, kind: 'document', base64: 'aGk=', mimeType: 'text/plain' };
   ok('WorkflowMedia', { ...media, filename: 'a.txt' });
