@@ -2,6 +2,8 @@ import { ApiError, errorBody, invalidInputs, invalidRequest, notFound, type Inpu
 import type { Graph, JsonValue } from '../domain/graph/types.ts';
 import { isUuid } from '../domain/ids.ts';
 import { inputNodes } from '../domain/inputs.ts';
+import { jsonLimitProblem } from '../domain/json-limits.ts';
+import { checkMetadata } from '../domain/run-metadata.ts';
 import { json } from '../db/sql.ts';
 import { outsideTransaction, query } from '../db/statement.ts';
 import { runReplayed } from '../observability/metrics.ts';
@@ -56,6 +58,10 @@ export function parseReplayOptions(body: unknown, extra: readonly string[] = [])
   if (given.version !== undefined && given.version !== null && given.version !== 'current') {
     throw invalidRequest('"version" is "current" or absent (the run\'s own version)');
   }
+  // The body's own faults are the call's 400, not one refusal per replayed run.
+  const problem = jsonLimitProblem(given);
+  if (problem) throw invalidRequest(problem);
+  if (given.metadata !== undefined) checkMetadata(given.metadata);
   return { inputs: (given.inputs ?? {}) as Record<string, JsonValue>, version: given.version === 'current' ? 'current' : null, metadata: given.metadata };
 }
 

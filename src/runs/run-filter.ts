@@ -27,7 +27,10 @@ export function parseRunFilter(value: unknown): RunFilter {
   const given = value as Record<string, unknown>;
   const unknown = Object.keys(given).find((k) => !FILTER_KEYS.includes(k));
   if (unknown !== undefined) throw invalidRequest(`filter has an unknown member "${unknown}"; allowed: ${FILTER_KEYS.join(', ')}`);
-  if (Object.values(given).every((v) => v === undefined || v === null)) {
+  // The document allows no null member: a filter is given with its form or left out.
+  const nulled = Object.keys(given).find((k) => given[k] === null);
+  if (nulled !== undefined) throw invalidRequest(`filter.${nulled} must not be null; leave it out`);
+  if (Object.values(given).every((v) => v === undefined)) {
     throw invalidRequest(`filter must not be empty: give at least one of ${FILTER_KEYS.join(', ')}`);
   }
   return {

@@ -208,4 +208,27 @@ t('a single replay carries replayOf as soon as it is answered 202', async ({ t }
   assert.is(row.replay_of, original);
 });
 
+t('a replay body that breaks the document is the call\'s 400, not a refusal per run: NUL, lone surrogate, metadata beyond its limits', async ({ t }) => {
+  const a = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'a' } });
+  const bodies = [
+    { metadata: { team: 'o\u0000ps' } },
+    { inputs: { topic: ['\ud800'] } },
+    { metadata: { ['k'.repeat(65)]: 'v' } },
+  ];
+  for (const options of bodies) {
+    for (const [path, body] of [['/runs/replay', { ids: [a], ...options }], [`/runs/${a}/replay`, options]] as const) {
+      const res = await t.call('POST', path, { key: BOB, body });
+      assert.is(res.status, 400, `${path} ${JSON.stringify(body)}: ${res.text}`);
+      assert.is(res.body.error.code, 'invalid_request');
+    }
+  }
+  const cursorWithIds = await t.call('POST', '/runs/replay', { key: BOB, body: { ids: [a], cursor: 'x' } });
+  assert.is(cursorWithIds.status, 400, 'the document allows no cursor with ids');
+  const nullCursor = await t.call('POST', '/runs/cancel?dryRun=true', { key: BOB, body: { filter: { status: ['failed'] }, cursor: null } });
+  assert.is(nullCursor.status, 200, `a null cursor is the first page, as the document says: ${nullCursor.text}`);
+  const nullMember = await t.call('POST', '/runs/cancel?dryRun=true', { key: BOB, body: { filter: { status: ['failed'], createdBefore: null } } });
+  assert.is(nullMember.status, 400, 'the document allows no null filter member');
+  assert.match(nullMember.body.error.message, 'filter.createdBefore must not be null');
+});
+
 t.run();

@@ -312,7 +312,8 @@ test('every response of every operation declares X-Request-Id; errors use the Er
   assert.ok(resolve(start['429']).headers['Retry-After'], '429 carries Retry-After');
   assert.ok(resolve(doc.components.responses.MethodNotAllowed).headers.Allow, '405 carries Allow');
   const stream = doc.paths['/runs/{id}/stream'].get.responses['200'];
-  assert.is(stream.content['text/event-stream'].schema.type, 'string');
+  // Each event, as Schemathesis and OpenAPI 3.2's itemSchema read an event stream's schema.
+  assert.equal(stream.content['text/event-stream'].schema.required, ['event', 'data']);
   assert.match(stream.description, /event: snapshot/);
   assert.match(stream.description, /: heartbeat/);
 });
@@ -582,6 +583,30 @@ test('openapi-backend loads the 3.1 document and routes relative to apiRoot, not
   assert.is(v1.matchOperation({ method: 'get', path: '/v1/runs/abc', headers: {} })?.operationId, 'getRun');
   assert.is(v1.matchOperation({ method: 'get', path: '/v1/openapi.json', headers: {} })?.operationId, 'getOpenApiDocument');
   assert.is(v1.matchOperation({ method: 'get', path: '/runs/abc', headers: {} })?.operationId, undefined);
+});
+
+test('request JSON states what Postgres can store: no NUL in any string or key, at any depth', () => {
+  for (const value of ['a😀b', [['x', 1], { k: [null, true] }], { nested: { list: ['é', 2.5] } }]) ok('JsonValue', value);
+  for (const value of ['a\u0000', ['\u0000'], [[['ok', 'x\u0000']]], { 'k\u0000': 1 }, { k: [{ deep: 'x\u0000' }] }]) {
+    bad('JsonValue', value, `unstorable ${JSON.stringify(value)}`);
+    bad('InputValue', value, `unstorable input ${JSON.stringify(value)}`);
+  }
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', idempotencyKey: 'k\u0000' }, 'NUL in the body idempotencyKey');
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', inputs: { 'n\u0000': 'x' } }, 'NUL in an input name');
+  bad('ReplayRunsRequest', { ids: ['x'], inputs: { 'n\u0000': 'x' } }, 'NUL in an input name of a replay');
+  bad('StartRunRequest', { workflow: '00000000-0000-4000-8000-00000000f001', metadata: { k: '\u0000' } }, 'NUL in metadata');
+  const media = { __workflowMedia: true, kind: 'document', base64: 'aGk=', mimeType: 'text/plain' };
+  ok('WorkflowMedia', { ...media, filename: 'a.txt' });
+  bad('WorkflowMedia', { ...media, filename: 'a\u0000.txt' }, 'NUL in a filename');
+});
+
+test('every operation documents 408 (a request not received in time) and 431 (URL or headers too large)', () => {
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    for (const method of METHODS) {
+      const op = item[method];
+      if (op) for (const status of ['408', '431']) assert.ok(op.responses[status], `${method.toUpperCase()} ${path} documents ${status}`);
+    }
+  }
 });
 
 test.run();

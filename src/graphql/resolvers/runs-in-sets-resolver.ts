@@ -11,7 +11,7 @@ import { CancelRunsArgs, CancelRunsResultType, ReplayRunsArgs, ReplayRunsResultT
 export class RunsInSetsResolver {
   @Mutation(() => CancelRunsResultType, { description: "POST /runs/cancel by filter for an account's runs (one page of at most 1,000)." })
   async cancelRuns(@Args(() => CancelRunsArgs) args: CancelRunsArgs, @Ctx() ctx: GraphqlContext) {
-    const body = { filter: args.filter, ...(args.cursor ? { cursor: args.cursor } : {}) };
+    const body = { filter: givenMembers(args.filter), ...(args.cursor ? { cursor: args.cursor } : {}) };
     const result = await cancelRuns(ctx.deps, args.accountId.toLowerCase(), body, { dryRun: args.dryRun === true });
     return { ...result, nextCursor: result.nextCursor ?? null };
   }
@@ -20,7 +20,7 @@ export class RunsInSetsResolver {
   async replayRuns(@Args(() => ReplayRunsArgs) args: ReplayRunsArgs, @Ctx() ctx: GraphqlContext) {
     const principal = await principalOfKey(ctx.deps, args.apiKeyId);
     const body = {
-      filter: args.filter,
+      filter: givenMembers(args.filter),
       ...(args.cursor ? { cursor: args.cursor } : {}),
       ...(args.inputs === undefined || args.inputs === null ? {} : { inputs: args.inputs }),
       ...(args.currentVersion ? { version: 'current' } : {}),
@@ -33,4 +33,10 @@ export class RunsInSetsResolver {
     );
     return { ...result, items, nextCursor: result.nextCursor ?? null };
   }
+}
+
+/** A GraphQL input's members that were given: GraphQL's null is "not given", which the REST filter says by leaving a member out. */
+function givenMembers(input: unknown): unknown {
+  if (input === null || typeof input !== 'object') return input;
+  return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== null && value !== undefined));
 }

@@ -11,7 +11,9 @@ import { OpenAPIRouter, type Document, type Operation, type ParsedRequest, type 
  * Rules kept: a path equal to a template with the method wins; otherwise the templates matching the
  * path are ordered by the length of their literal part (longest first, document order among equals)
  * and the first with the method wins; a path matched without its method is `405-methodNotAllowed`,
- * none `404-notFound`. Path parameters are the percent-decoded segments.
+ * none `404-notFound`. Path parameters are the percent-decoded segments. One rule differs, OpenAPI's:
+ * a path equal to a template is that path item alone (`GET /runs/batch` is 405, not `GET /runs/{id}`),
+ * so a 405's Allow names the methods the document gives that path.
  *
  * Its parse gives the stock parse's result with less work (see parseRequest).
  */
@@ -47,6 +49,8 @@ export class DocumentRouter extends OpenAPIRouter {
   /** Most specific first; a stable sort keeps the document's order among equals, as the router's orderBy does. */
   readonly #routes: Route[];
   readonly #byOperation = new Map<Operation, Route>();
+  /** The document's path templates as written, each a path item of its own. */
+  readonly #paths: Set<string>;
   /** The API root without its trailing slash ('' for '/'). */
   readonly #root: string;
 
@@ -61,6 +65,7 @@ export class DocumentRouter extends OpenAPIRouter {
     }
     this.#routes = this.#operations.map(compile).sort((a, b) => b.literal - a.literal);
     for (const route of this.#routes) this.#byOperation.set(route.operation, route);
+    this.#paths = new Set(this.#operations.map((operation) => operation.path));
   }
 
   override getOperations(): Operation[] {
@@ -75,7 +80,8 @@ export class DocumentRouter extends OpenAPIRouter {
     if (rawPath === this.#root || rawPath.startsWith(`${this.#root}/`)) {
       const path = this.normalizePath(rawPath);
       for (const operation of this.#operations) if (operation.path === path && operation.method === method) return operation;
-      for (const route of this.#routes) {
+      if (this.#paths.has(path)) refusal = '405-methodNotAllowed: this method is not registered for the route';
+      else for (const route of this.#routes) {
         if (!route.pattern.test(path)) continue;
         if (route.operation.method === method) return route.operation;
         refusal = '405-methodNotAllowed: this method is not registered for the route';

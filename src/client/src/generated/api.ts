@@ -806,8 +806,8 @@ export interface components {
              * @description Immutable workflow version to run; the caller must be entitled to it.
              */
             version?: string;
-            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). At most 255 characters (code points), non-empty after trimming; not null. */
-            idempotencyKey?: string;
+            /** @description Body location of the idempotency key (the `Idempotency-Key` header is preferred). At most 255 characters (code points), non-empty after trimming, no NUL or unpaired surrogate; not null. */
+            idempotencyKey?: string & unknown;
             /**
              * @description The caller's labels for the run (an order id, a customer, an environment), returned on every view
              *     of the run and matched by `GET /runs?metadata[KEY]=VALUE`. Not part of the idempotency
@@ -831,13 +831,25 @@ export interface components {
          *     `url` and `dropdown` take a string; `number` a number; `file` a `WorkflowMedia` object (or its JSON
          *     encoding as a string); `json` any JSON value (a string must parse as JSON).
          */
-        InputValue: components["schemas"]["WorkflowMedia"] | string | number | boolean | null | unknown[] | {
-            [key: string]: unknown;
+        InputValue: components["schemas"]["WorkflowMedia"] | components["schemas"]["JsonValue"];
+        /**
+         * @description Any JSON value whose strings, object keys included, hold no NUL and no unpaired UTF-16 surrogate
+         *     (Postgres text and jsonb cannot store them): a request body holding one anywhere is 400
+         *     `invalid_request`, as is one nested more than 64 levels deep. The patterns state the NUL (a
+         *     surrogate cannot be written in a pattern every JSON Schema tool reads). An array's items are JSON
+         *     values too, said as "contains no item that is not", which generated client types can hold.
+         */
+        JsonValue: string | (number | boolean | null) | unknown[] | {
+            [key: string]: components["schemas"]["JsonValue"];
         };
         /** @description Body of `POST /runs/batch`. */
         StartRunsRequest: {
-            /** @description The runs to start, each exactly what `POST /runs` takes (checked item by item). */
-            runs: components["schemas"]["StartRunFields"][];
+            /**
+             * @description The runs to start, each what `POST /runs` takes (`StartRunFields`), checked item by item: an item
+             *     that is not (any JSON value) is refused in the answer with the error `POST /runs` gives it, and the
+             *     others start.
+             */
+            runs: unknown[];
         };
         /** @description Response of `POST /runs/batch` (202). */
         StartRunsResponse: {
@@ -1026,13 +1038,20 @@ export interface components {
             /** Format: date-time */
             createdBefore?: string;
         };
+        /** @description The body of `POST /runs/cancel`, `RunSet` and nothing else. */
+        RunSetRequest: components["schemas"]["RunSet"];
         /** @description The runs a bulk call takes, by `ids` or by `filter` (exactly one), with the `cursor` of the call before to continue a filter (never with `ids`). */
-        RunSetRequest: {
+        RunSet: {
             ids?: string[];
             filter?: components["schemas"]["RunFilter"];
-            /** @description `nextCursor` of the call before, with the same filter. */
-            cursor?: string;
-        } & (unknown | unknown);
+            /** @description `nextCursor` of the call before, with the same filter; null or absent: the first page. */
+            cursor?: string | null;
+        } & ({
+            filter?: never;
+            cursor?: never;
+        } | {
+            ids?: never;
+        });
         CancelRunsResponse: {
             dryRun: boolean;
             /** @description The account's runs the call named. */
@@ -1062,16 +1081,13 @@ export interface components {
             metadata?: components["schemas"]["RunMetadata"];
         };
         ReplayRunsRequest: {
-            ids?: unknown;
-            filter?: unknown;
-            cursor?: unknown;
             inputs?: {
                 [key: string]: components["schemas"]["InputValue"];
             };
             /** @enum {string} */
             version?: "current";
             metadata?: components["schemas"]["RunMetadata"];
-        } & components["schemas"]["RunSetRequest"];
+        } & components["schemas"]["RunSet"];
         ReplayRunsResponse: {
             items: ({
                 index: number;
@@ -2228,6 +2244,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             /** @description `idempotency_conflict`: the batch's Idempotency-Key was used with another body. */
             409: {
                 headers: {
@@ -2276,6 +2293,7 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2403,8 +2421,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2468,10 +2488,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2551,9 +2573,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -2680,7 +2704,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        event: string;
+                        id?: string;
+                        data: string;
+                    } & ({
+                        /** @constant */
+                        event?: "snapshot";
+                        data?: unknown;
+                    } | {
+                        id: string;
+                        event?: unknown;
+                        data?: unknown;
+                    });
                 };
             };
             400: components["responses"]["BadRequest"];
