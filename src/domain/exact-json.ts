@@ -48,7 +48,15 @@ const markInexact: Reviver = (_key, value, context) =>
 /** JSON.parse, with numbers a double does not hold exactly given as InexactNumber; throws as JSON.parse does. */
 export function parseJson(text: string): unknown {
   if (!MAYBE_INEXACT.test(text)) return JSON.parse(text);
-  const value: unknown = JSON.parse(text, markInexact as Parameters<typeof JSON.parse>[1]);
+  let value: unknown;
+  try {
+    value = JSON.parse(text, markInexact as Parameters<typeof JSON.parse>[1]);
+  } catch (err) {
+    // The reviver's walk is recursive: nesting too deep for the stack is valid JSON all the same, and
+    // far deeper than the body checks allow (src/domain/json-limits.ts), which refuse it by its depth.
+    if (err instanceof RangeError) return JSON.parse(text);
+    throw err;
+  }
   // A root number stays a number: callers that want an object refuse it as they refuse any number.
   return value instanceof InexactNumber ? Number(value.source) : value;
 }

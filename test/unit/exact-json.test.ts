@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { InexactNumber, inexactNumberIn, isExactNumber, parseJson } from '../../src/domain/exact-json.ts';
+import { jsonLimitProblem } from '../../src/domain/json-limits.ts';
 
 /** parseJson keeps numbers a double holds exactly and marks the others with their text. */
 
@@ -30,6 +31,13 @@ test('text that only looks like a number inside a string is kept as it is', () =
 test('a root number stays a number; invalid JSON throws as JSON.parse does', () => {
   assert.is(parseJson('1e400'), Infinity);
   assert.throws(() => parseJson('{"a": 1e400'), SyntaxError);
+});
+
+test('nesting deeper than the stack is parsed, not refused as invalid JSON (the body checks refuse its depth)', () => {
+  const deep = `{"inputs": {"a": 1e5, "b": ${'['.repeat(20_000)}1e400${']'.repeat(20_000)}}}`;
+  const parsed = parseJson(deep) as { inputs: { a: number } };
+  assert.is(parsed.inputs.a, 100000);
+  assert.ok(jsonLimitProblem(parsed), 'refused for its depth');
 });
 
 test('isExactNumber compares decimal values, not texts', () => {
