@@ -12,7 +12,6 @@ import {
   type GraphQLField,
   type GraphQLNamedType,
   type GraphQLSchema,
-  type OperationTypeNode,
   type SelectionSetNode,
 } from 'graphql';
 import { isStorableText } from '../domain/json-limits.ts';
@@ -72,7 +71,7 @@ export function argumentError(
   variables: Record<string, unknown> | null | undefined,
 ): GraphQLError | null {
   const op = selectOperation(document, operationName);
-  const root = op && rootType(schema, op.operation);
+  const root = op && schema.getRootType(op.operation);
   if (!op || !root) return null;
   const coerced = getVariableValues(schema, op.variableDefinitions ?? [], variables ?? {});
   if (coerced.errors) return null; // execution reports bad variables itself
@@ -123,6 +122,3 @@ function fieldArgumentError(
   }
   return field.name === '_entities' ? entityTypenameError(schema, args.representations) : null;
 }
-
-const rootType = (schema: GraphQLSchema, operation: OperationTypeNode) =>
-  operation === 'query' ? schema.getQueryType() : operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();

@@ -138,7 +138,7 @@ export function operationCost(
 ): number | null {
   const op = selectOperation(document, operationName);
   if (!op) return null;
-  const root = op.operation === 'query' ? schema.getQueryType() : op.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
+  const root = schema.getRootType(op.operation);
   if (!root) return null;
   const coerced = getVariableValues(schema, op.variableDefinitions ?? [], variables ?? {});
   if (coerced.errors) return null;
