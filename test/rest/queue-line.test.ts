@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
-import { numberQueuedRuns } from '../../src/runs/queue-line.ts';
+import { linePositions, numberQueuedRuns } from '../../src/runs/queue-line.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 /**
@@ -73,6 +73,23 @@ t('runs still queued are numbered about a second after their acceptance, without
     [{ n: unnumbered }] = await em().execute<{ n: number }[]>(`select count(*)::int as n from runs where status = 'pending' and phase = 'queued' and queue_seq is null`);
   }
   assert.is(unnumbered, 0);
+});
+
+t('a place is read from one snapshot: numbering that commits meanwhile never shows a half-numbered line', async ({ t }) => {
+  // wr_queue_place runs several queries; were it VOLATILE each would take its own snapshot, and a numbering
+  // committed between the head's query and the tail's made a queued run read place 0.
+  const [fn] = await t.deps.orm.em.fork().execute<{ volatility: string }[]>(`select provolatile as volatility from pg_proc where proname = 'wr_queue_place'`);
+  assert.is(fn?.volatility, 's', 'wr_queue_place is STABLE');
+  const em = () => t.deps.orm.em.fork();
+  const line: string[] = [];
+  for (let round = 0; round < 12; round++) {
+    for (let i = 0; i < 3; i++) line.push(await start(t, 'wr_test_bob'));
+    const [, places] = await Promise.all([numberQueuedRuns(em() as never), linePositions(em() as never, line)]);
+    // Runs of the tests above may still wait ahead of these: the places follow on from the first.
+    const first = places.get(line[0]!)!;
+    assert.ok(first >= 1, `round ${round}: the first reads ${first}`);
+    assert.equal(line.map((id) => places.get(id)), line.map((_, i) => first + i), `round ${round}`);
+  }
 });
 
 t.run();

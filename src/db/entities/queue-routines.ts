@@ -40,7 +40,10 @@ export const NumberQueuedRoutine = new Routine({
   body: NUMBER_QUEUED_BODY,
 });
 
-/** `wr_queue_place(run_seq, run_queued_at, run_id)`: a queued run's place (src/sql/queue-line.ts); stable. */
+/**
+ * `wr_queue_place(run_seq, run_queued_at, run_id)`: a queued run's place (src/sql/queue-line.ts). STABLE, set by
+ * Migration20261208000000QueuePlaceStable: `deterministic` can say only immutable or volatile, so it is left unset.
+ */
 export const QueuePlaceRoutine = new Routine({
   name: 'wr_queue_place',
   type: 'function',

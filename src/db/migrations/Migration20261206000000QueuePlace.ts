@@ -27,8 +27,8 @@ const QUEUE_PLACE_PARAMS = `"run_seq" bigint, "run_queued_at" timestamptz, "run_
  * number (`queue_seq`, null while not numbered), acceptance time and id (src/runs/queue-line.ts explains
  * the numbering). A numbered run's place is its number less the head's, less the numbered runs that
  * left the line between them; an unnumbered run is behind every numbered one, then in acceptance order.
- * STABLE (the default of a routine declared without `deterministic`): its queries read with the snapshot
- * of the statement that calls it, so a place and the status beside it come from one snapshot. The
+ * Created VOLATILE (PostgreSQL's default); Migration20261208000000QueuePlaceStable makes it STABLE, so its
+ * queries read with the snapshot of the statement that calls it and a place and the status beside it agree. The
  * predicates are those of runs_queue_line_idx, runs_queue_left_idx and runs_queue_fresh_idx, spelled
  * out so each query reads its index.
  */
