@@ -72,7 +72,7 @@ test('an admission round counts the runs in flight through runs_in_flight_idx an
 test('an admission round admits its picked runs found by primary key, not by walking the line, on statistics that see a short queue', async () => {
   const plan = await roundPlan();
   assert.match(plan, /Index Scan using runs_pkey on runs run\b/, `each picked run is found by its id:\n${plan}`);
-  assert.not.match(plan, /using runs_queue_line_idx on runs run\b/, `the update does not walk the line:\n${plan}`);
+  assert.not.match(plan, /using runs_queue_\w+ on runs run\b/, `the update walks none of the queue's indexes:\n${plan}`);
 });
 
 test("a numbering reads the line's ends and its unnumbered tail through the queue's partial indexes", async () => {
