@@ -33,11 +33,11 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
 
 /**
  * One admission round as one call of `wr_admit_queued` (src/db/migrations/Migration20261204000000AdmissionFunctions.ts
- * says what it admits and how): $1 RUN_CAPACITY, $2 the engine or null (any), $3 how many queued runs it
- * looks at, $4 the lease owner or null, $5 the lease's seconds. The function takes the admission lock and
- * then reads the queue in a snapshot of its own, so one statement does what took a lock and a round
- * before. Returns the admitted runs (id and STATE_COLUMNS), or one row with a null id, each with
- * `looked_at` and `picked_count` (see `admitted`).
+ * says what it admits and how, Migration20261208000000AdmitByPrimaryKey how it writes them): $1 RUN_CAPACITY,
+ * $2 the engine or null (any), $3 how many queued runs it looks at, $4 the lease owner or null, $5 the
+ * lease's seconds. The function takes the admission lock and then reads the queue in a snapshot of its
+ * own, so one statement does what took a lock and a round before. Returns the admitted runs (id and
+ * STATE_COLUMNS), or one row with a null id, each with `looked_at` and `picked_count` (see `admitted`).
  */
 export const ADMIT_QUEUED = statement(
   'admit_queued',

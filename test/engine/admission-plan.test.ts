@@ -1,7 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { ADMIT_QUEUED_BODY, NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
+import { NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED_BODY } from '../../src/db/migrations/Migration20261208000000AdmitByPrimaryKey.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -10,7 +11,7 @@ import { resetDb, testOrm } from '../helpers/db.ts';
  * Migration20261204000000AdmissionFunctions.ts). Every finished run leaves a dead entry in
  * runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so the round must be
  * planned neither as a bitmap scan, which would read all of them again every round, nor by statistics
- * that lag (a sequential scan of every run). A numbering (wr_number_queued) reads the queue's own indexes.
+ * that lag (a sequential scan of every run, or a walk of the whole line for each picked run). A numbering (wr_number_queued) reads the queue's own indexes.
  */
 
 const SETTING = statement('test_scan_settings', `select current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan') as v`);
@@ -46,17 +47,32 @@ test('a round turns bitmap and sequential scans off for its transaction only', a
   assert.is(after, 'on on', 'the settings end with the admission transaction');
 });
 
-test('an admission round counts the runs in flight through runs_in_flight_idx and reads the line through runs_queue_line_idx, by neither a bitmap nor a sequential scan', async () => {
+/**
+ * The round's plan as the function gets it after turning the scans off. The suite's runs table is nearly
+ * empty, so the planner sees a short queue, as it does on statistics taken before a burst of batches
+ * filled the queue (autovacuum analyzes a busy table long after).
+ */
+async function roundPlan(): Promise<string> {
   const orm = await testOrm();
-  const plan = await orm.em.fork().transactional(async (tx) => {
+  return orm.em.fork().transactional(async (tx) => {
     await query(tx, SCAN_SETTINGS_OFF, []);
     const rows = await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_ROUND, admitValues({ capacity: 64, engine: 'embedded', window: 256 }));
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
+}
+
+test('an admission round counts the runs in flight through runs_in_flight_idx and reads the line through runs_queue_line_idx, by neither a bitmap nor a sequential scan', async () => {
+  const plan = await roundPlan();
   assert.match(plan, /runs_in_flight_idx/, `the in-flight count reads the partial index:\n${plan}`);
   assert.match(plan, /Index Scan using runs_queue_line_idx on runs queued/, `the head of the line is read in the line's index order:\n${plan}`);
   assert.not.match(plan, /Bitmap/, `no bitmap scan:\n${plan}`);
   assert.not.match(plan, /Seq Scan/, `no sequential scan (the suite's runs table is empty, where one would be chosen):\n${plan}`);
+});
+
+test('an admission round admits its picked runs found by primary key, not by walking the line, on statistics that see a short queue', async () => {
+  const plan = await roundPlan();
+  assert.match(plan, /Index Scan using runs_pkey on runs run\b/, `each picked run is found by its id:\n${plan}`);
+  assert.not.match(plan, /using runs_queue_\w+ on runs run\b/, `the update walks none of the queue's indexes:\n${plan}`);
 });
 
 test("a numbering reads the line's ends and its unnumbered tail through the queue's partial indexes", async () => {

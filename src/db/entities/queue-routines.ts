@@ -1,10 +1,6 @@
 import { Routine } from '@mikro-orm/core';
-import {
-  ADMIT_QUEUED_BODY,
-  ADMIT_QUEUED_RETURNS,
-  NUMBER_QUEUED_BODY,
-  NUMBER_QUEUED_RETURNS,
-} from '../migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED_RETURNS, NUMBER_QUEUED_BODY, NUMBER_QUEUED_RETURNS } from '../migrations/Migration20261204000000AdmissionFunctions.ts';
+import { ADMIT_QUEUED_BODY } from '../migrations/Migration20261208000000AdmitByPrimaryKey.ts';
 import { QUEUE_PLACE_BODY } from '../migrations/Migration20261206000000QueuePlace.ts';
 
 /**

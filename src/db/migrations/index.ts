@@ -5,8 +5,8 @@ import { Migration20261124000000WorkflowRunTallies } from './Migration2026112400
 import { Migration20261124120000SettlementRefusal } from './Migration20261124120000SettlementRefusal.ts';
 import { Migration20261125000000ApiKeyRateWindows } from './Migration20261125000000ApiKeyRateWindows.ts';
 import { Migration20261125120000SpendCapReservation } from './Migration20261125120000SpendCapReservation.ts';
-import { Migration20261126000000RunTraceContext } from './Migration20261126000000RunTraceContext.ts';
 import { Migration20261126000000QueueLine } from './Migration20261126000000QueueLine.ts';
+import { Migration20261126000000RunTraceContext } from './Migration20261126000000RunTraceContext.ts';
 import { Migration20261126010000StreamSlots } from './Migration20261126010000StreamSlots.ts';
 import { Migration20261127000000RateWindowBuckets } from './Migration20261127000000RateWindowBuckets.ts';
 import { Migration20261128000000UnloggedRateWindows } from './Migration20261128000000UnloggedRateWindows.ts';
@@ -27,6 +27,7 @@ import { Migration20261206000000QueuePlace } from './Migration20261206000000Queu
 import { Migration20261206000000RunMetadataAndDeadline } from './Migration20261206000000RunMetadataAndDeadline.ts';
 import { Migration20261207060000RunBudget } from './Migration20261207060000RunBudget.ts';
 import { Migration20261207070000ReplayOf } from './Migration20261207070000ReplayOf.ts';
+import { Migration20261208000000AdmitByPrimaryKey } from './Migration20261208000000AdmitByPrimaryKey.ts';
 import { Migration20261208000000QueuePlaceStable } from './Migration20261208000000QueuePlaceStable.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
@@ -37,8 +38,8 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261124120000SettlementRefusal', class: Migration20261124120000SettlementRefusal },
   { name: 'Migration20261125000000ApiKeyRateWindows', class: Migration20261125000000ApiKeyRateWindows },
   { name: 'Migration20261125120000SpendCapReservation', class: Migration20261125120000SpendCapReservation },
-  { name: 'Migration20261126000000RunTraceContext', class: Migration20261126000000RunTraceContext },
   { name: 'Migration20261126000000QueueLine', class: Migration20261126000000QueueLine },
+  { name: 'Migration20261126000000RunTraceContext', class: Migration20261126000000RunTraceContext },
   { name: 'Migration20261126010000StreamSlots', class: Migration20261126010000StreamSlots },
   { name: 'Migration20261127000000RateWindowBuckets', class: Migration20261127000000RateWindowBuckets },
   { name: 'Migration20261128000000UnloggedRateWindows', class: Migration20261128000000UnloggedRateWindows },
@@ -59,5 +60,6 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261206000000RunMetadataAndDeadline', class: Migration20261206000000RunMetadataAndDeadline },
   { name: 'Migration20261207060000RunBudget', class: Migration20261207060000RunBudget },
   { name: 'Migration20261207070000ReplayOf', class: Migration20261207070000ReplayOf },
+  { name: 'Migration20261208000000AdmitByPrimaryKey', class: Migration20261208000000AdmitByPrimaryKey },
   { name: 'Migration20261208000000QueuePlaceStable', class: Migration20261208000000QueuePlaceStable },
 ];
