@@ -6,7 +6,7 @@ import { startTracing, stopTracing } from './observability/tracing.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { PostgresRunEventBus } from './services/events/pg-bus.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
-import { createMetricsEndpoint } from './observability/metrics-server.ts';
+import { createMetricsEndpoint } from './http/metrics-server.ts';
 
 /**
  * `npm run worker`: a Temporal worker process and nothing else (ENGINE=temporal, for scale-out; `npm

@@ -16,9 +16,8 @@ import {
 } from '@temporalio/workflow';
 // The run driver is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the very
 // code the embedded engine runs.
-import { nextRunMove, type StepEnd } from '../src/engine/run-driver.ts';
+import { nextRunMove, type AdvanceResult, type StepEnd } from '../src/domain/graph/run-driver.ts';
 // Types only: the activity implementations (database, providers) never enter the workflow bundle.
-import type { AdvanceResult } from '../src/engine/drive-run.ts';
 import type * as activities from '../src/engine/temporal/activities.ts';
 import type { StepReport } from '../src/engine/temporal/activities.ts';
 import {
@@ -34,7 +33,7 @@ import {
 
 /**
  * One run = one workflow execution (workflow id = run id). The workflow keeps only the waiting; the
- * shared run driver (src/engine/run-driver.ts, pure) decides, inside the `advanceRun` local activity,
+ * shared run driver (src/domain/graph/run-driver.ts, pure) decides, inside the `advanceRun` local activity,
  * exactly as it does for the embedded engine, and every database write is an activity or a local one
  * (fenced in SQL, idempotent).
  *

@@ -20,7 +20,7 @@ import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import type { RequestBodies } from '../http/request-bodies.ts';
 import type { HttpServer, RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
 import { argumentError } from './argument-check.ts';
 import { createContext, type GraphqlContext } from './context.ts';
 import { formatGraphQLError } from './errors.ts';

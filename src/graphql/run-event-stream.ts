@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Deps } from '../services/deps.ts';
-import { fork } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
+import { fork } from '../runs/deps.ts';
 import { followRunEvents } from '../runs/follow-run-events.ts';
 import type { PublicRunEvent } from '../runs/run-views.ts';
 import { notFoundError } from './errors.ts';

@@ -9,9 +9,9 @@ import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
 import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../sql/accept-runs.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
-import type { WorkflowAccess } from '../services/workflows/workflow-access.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
+import type { WorkflowAccess } from '../catalog/workflow-access.ts';
 
 /**
  * POST /runs's one write (src/sql/accept-runs.ts): the idempotency record, the spend-cap reservation,

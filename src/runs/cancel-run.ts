@@ -1,7 +1,7 @@
 import { notFound } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import { isTerminal } from '../domain/run-status.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
 import { query } from '../db/statement.ts';
 import { OVERDUE_RUNS } from '../sql/runs.ts';
 import type { EnginePort } from './engine-port.ts';

@@ -1,5 +1,5 @@
-import type { Deps } from '../services/deps.ts';
-import { fork } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
+import { fork } from './deps.ts';
 import { query } from '../db/statement.ts';
 import { isTerminal } from '../domain/run-status.ts';
 import { RUN_STATUS } from '../sql/runs.ts';

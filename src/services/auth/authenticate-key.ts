@@ -1,24 +1,13 @@
 import { ApiError } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { hashApiKey } from '../../security/crypto.ts';
-import { fork, type Deps } from '../deps.ts';
+import { fork, type Deps } from '../../runs/deps.ts';
+import type { Principal } from '../../domain/principal.ts';
 import { ShortLivedCache } from '../../db/short-lived-cache.ts';
 import { dateOrNull } from '../../db/sql.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
 export type Scope = (typeof SCOPES)[number];
-
-/** The caller behind a bearer key. */
-export interface Principal {
-  apiKeyId: string;
-  accountId: string;
-  accountHandle: string;
-  scopes: string[];
-  rateLimitPerMinute: number;
-  /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
-  runBudgetPerMinute: number;
-  spendCap: { window: 'daily' | 'monthly' | 'lifetime'; usd: string } | null;
-}
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 

@@ -9,7 +9,7 @@ import type { Sealer } from '../../security/crypto.ts';
 import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError } from '../../security/net-guard.ts';
 import { injectTraceHeaders } from '../../observability/tracing.ts';
 import { traceWebhookDelivery } from '../../observability/trace-spans.ts';
-import { fork } from '../deps.ts';
+import { fork } from '../../runs/deps.ts';
 import { query } from '../../db/statement.ts';
 import { CLAIM_WEBHOOK_DELIVERIES, RECORD_WEBHOOK_DELIVERED, RECORD_WEBHOOK_FAILED, RECORD_WEBHOOK_RETRY } from '../../sql/webhook-deliveries.ts';
 import { webhookAttempted } from '../../observability/metrics.ts';

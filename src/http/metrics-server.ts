@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { HttpServer } from '../http/server.ts';
+import type { HttpServer } from './server.ts';
 import type { Logger } from '../logger.ts';
-import { bindQueueSource } from './deployment-metrics.ts';
-import { collectProcessMetrics, registry } from './metrics.ts';
+import { bindQueueSource } from '../observability/deployment-metrics.ts';
+import { collectProcessMetrics, registry } from '../observability/metrics.ts';
 
 /**
  * `GET /metrics` in the Prometheus text format, without an API key (like /healthz): on the API port,
