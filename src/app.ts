@@ -18,6 +18,7 @@ import { parseCatalog } from './catalog/parse-catalog.ts';
 import { loadCatalog } from './catalog/load-catalog.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
 import { createMetricsEndpoint } from './http/metrics-server.ts';
+import { readQueueSnapshot } from './runs/queue-snapshot.ts';
 import { drain } from './drain.ts';
 
 /**
@@ -100,7 +101,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   mountHealth(http, deps, () => !draining);
   if (!config.metrics.enabled) setMetricsEnabled(false);
   const metrics = config.metrics.enabled
-    ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
+    ? createMetricsEndpoint({ queue: { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
     : null;
   let metricsUrl: string | null = null;
   mountDocs(http, () => new URL(deps.baseUrl()).origin);

@@ -7,6 +7,7 @@ import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { PostgresRunEventBus } from './services/events/pg-bus.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
 import { createMetricsEndpoint } from './http/metrics-server.ts';
+import { readQueueSnapshot } from './runs/queue-snapshot.ts';
 
 /**
  * `npm run worker`: a Temporal worker process and nothing else (ENGINE=temporal, for scale-out; `npm
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
   // This process has no API port: its own series (steps, runs finished, webhooks, pool) only with METRICS_PORT.
   const metrics =
     config.metrics.enabled && config.metrics.port !== undefined
-      ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, log })
+      ? createMetricsEndpoint({ queue: { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity }, port: config.metrics.port, host: config.host, log })
       : null;
   const metricsUrl = await metrics?.listen();
   log.info(

@@ -3,7 +3,7 @@ import { RunSchema } from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from '../db/entities/run-predicates.ts';
 
 /**
- * The run queue's gauges in one statement per scrape (src/observability/deployment-metrics.ts): runs in
+ * The run queue's gauges in one statement per scrape (src/runs/queue-snapshot.ts, for src/observability/deployment-metrics.ts): runs in
  * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
  * age of the oldest queued run in seconds (0 when the queue is empty).
  *

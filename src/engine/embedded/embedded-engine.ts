@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
+import { readRunTraceContext } from '../../runs/run-trace-context.ts';
 import { nextRunMove, RunDriver, type StepEnd } from '../../domain/graph/run-driver.ts';
 import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
@@ -349,7 +350,7 @@ export class EmbeddedEngine implements EnginePort {
       for (;;) {
         let outcome: LoopOutcome;
         try {
-          outcome = await traceRun(this.#deps, d.runId, () => this.#runLoop(d));
+          outcome = await traceRun(() => readRunTraceContext(this.#deps, d.runId), d.runId, () => this.#runLoop(d));
           backoff = 0;
         } catch (err) {
           if (d.lost || this.#state === 'halted') return;
