@@ -100,9 +100,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   let draining = false;
   mountHealth(http, deps, () => !draining);
   if (!config.metrics.enabled) setMetricsEnabled(false);
-  const metrics = config.metrics.enabled
-    ? createMetricsEndpoint({ queue: { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
-    : null;
+  const queue = { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity };
+  const metrics = config.metrics.enabled ? createMetricsEndpoint({ queue, port: config.metrics.port, host: config.host, http, log }) : null;
   let metricsUrl: string | null = null;
   mountDocs(http, () => new URL(deps.baseUrl()).origin);
   await mountAdapters(http, deps);

@@ -169,7 +169,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     const inflight = new Set<string>();
     const done: StepDone[] = [];
     let blocked = false;
-    let failure: unknown = null;
+    /** The first step activity's failure, rethrown once no step is in flight. */
+    let failure: { error: unknown } | null = null;
     let due: number | null = null;
     let settled: Settled | null = null;
     /** advanceRun's answer as a step activity gave it (it went on driving the run after its step). */
@@ -203,7 +204,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         }
       }
       if (inflight.size === 0) {
-        if (failure) throw failure;
+        if (failure) throw failure.error;
         return settled ?? { kind: 'again' };
       }
       // Wait for a step to finish, or (when a delay runs alongside the steps) for its due time.
@@ -215,7 +216,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         inflight.delete(next.nodeId);
         if ('error' in next) {
           blocked = true;
-          failure ??= next.error;
+          failure ??= { error: next.error };
         } else if (next.report.next) {
           advanced = next.report.next;
         } else if (next.report.type !== 'recorded') {

@@ -194,7 +194,7 @@ export function tracedFetch(opts: { name?: string; attributes?: Attributes } = {
     } finally {
       span.end();
     }
-  }) as typeof fetch;
+  });
 }
 
 /** The fetch a provider's SDK client gets: undefined (the SDK's own default) when tracing is off. */

@@ -34,5 +34,5 @@ export interface Deps extends RunsDeps {
 }
 
 export function fork(deps: Pick<RunsDeps, 'orm'>): Em {
-  return deps.orm.em.fork() as unknown as Em;
+  return deps.orm.em.fork();
 }

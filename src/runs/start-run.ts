@@ -31,6 +31,6 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     itemKeyHeader: req.idempotencyHeader,
     ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
-  if ('error' in outcome!) throw outcome.error;
-  return { run: outcome!.run, replayed: outcome!.replayed };
+  if ('error' in outcome) throw outcome.error;
+  return { run: outcome.run, replayed: outcome.replayed };
 }

@@ -95,7 +95,7 @@ export async function quoteStartRuns(
   const calls = await checkItems(em, deps, principal, parseItems(deps, bodies, opts, refuse), opts, {}, 1, refuse);
   const { quotes, overCap, totalUsd } = await quoteRuns(em, principal, calls);
   calls.forEach(({ item }, i) => {
-    outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i]! };
+    outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i] };
   });
   return { outcomes, totalUsd };
 }
@@ -242,10 +242,10 @@ async function acceptItems(
   // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
   // them by id, so ids ascend in index order.
   const ids = calls.map(() => randomUUID()).sort();
-  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } })));
+  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i] } })));
   const stale: Item[] = [];
   answers.forEach((answer, i) => {
-    const { item } = calls[i]!;
+    const { item } = calls[i];
     const same = [item, ...(followers.get(item.index) ?? [])];
     if (answer === 'stale') {
       workflowReadCache(deps.orm).drop(principal.accountId, item.workflowId);

@@ -128,7 +128,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
         if (lenient.has(api.operation.operationId)) request.query = {};
       },
       unauthorizedHandler(api: Context) {
-        throw (api.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
+        throw (api.security?.bearerAuth as { error?: ApiError } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
       },
       async validationFail(api: Context) {
         throw await refused(api, validationError(api));

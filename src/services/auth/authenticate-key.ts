@@ -72,7 +72,7 @@ async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value
 export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: string | undefined): Promise<Principal> {
   const match = authorization ? BEARER.exec(authorization) : null;
   if (!match) throw new ApiError('unauthorized', 'missing or malformed Authorization header; expected "Bearer <API_KEY>"');
-  return principalOf(await findKey(deps, hashApiKey(match[1]!)));
+  return principalOf(await findKey(deps, hashApiKey(match[1])));
 }
 
 /**
