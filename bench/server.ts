@@ -15,7 +15,7 @@ import { createLogger } from '../src/logger.ts';
 import { observeResponse, runAccepted, setMetricsEnabled } from '../src/observability/metrics.ts';
 import { hashApiKey } from '../src/security/crypto.ts';
 import { appendRunEvents } from '../src/runs/fenced-write.ts';
-import { fork } from '../src/services/deps.ts';
+import { fork } from '../src/runs/deps.ts';
 import { startFloor } from './floor.ts';
 import { summariseProfile, type CpuProfile } from './profile.ts';
 import {

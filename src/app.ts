@@ -10,14 +10,15 @@ import { mountHealth } from './http/health.ts';
 import { mountRest } from './http/rest/rest-adapter.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
-import { createStreamSlots } from './services/streams/stream-slots.ts';
+import { createStreamSlots } from './runs/stream-slots.ts';
 import { WebhookDispatcher } from './services/webhooks/webhook-dispatcher.ts';
 import { IdempotencySweeper } from './runs/idempotency-sweeper.ts';
-import type { Deps } from './services/deps.ts';
+import type { Deps } from './runs/deps.ts';
 import { parseCatalog } from './catalog/parse-catalog.ts';
 import { loadCatalog } from './catalog/load-catalog.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
-import { createMetricsEndpoint } from './observability/metrics-server.ts';
+import { createMetricsEndpoint } from './http/metrics-server.ts';
+import { readQueueSnapshot } from './runs/queue-snapshot.ts';
 import { drain } from './drain.ts';
 
 /**
@@ -99,9 +100,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   let draining = false;
   mountHealth(http, deps, () => !draining);
   if (!config.metrics.enabled) setMetricsEnabled(false);
-  const metrics = config.metrics.enabled
-    ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, http, log })
-    : null;
+  const queue = { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity };
+  const metrics = config.metrics.enabled ? createMetricsEndpoint({ queue, port: config.metrics.port, host: config.host, http, log }) : null;
   let metricsUrl: string | null = null;
   mountDocs(http, () => new URL(deps.baseUrl()).origin);
   await mountAdapters(http, deps);

@@ -36,7 +36,7 @@ export async function drain(p: DrainParts): Promise<boolean> {
   const phases = (async () => {
     await p.http.close(Math.floor(p.graceMs * HTTP_SHARE));
     p.log.info({ ms: ms() }, 'drain: HTTP requests finished, streams ended with a retry hint');
-    await Promise.all(p.background.map((b) => (b.stop ?? b.close)?.call(b)));
+    await Promise.all(p.background.map(async (b) => (b.stop ? b.stop() : b.close?.())));
     await Promise.all([
       p.engine.stop().then(() => p.log.info({ ms: ms() }, 'drain: engine stopped, in-flight work drained, leases released')),
       p.webhooks.stop().then(() => p.log.info({ ms: ms() }, 'drain: webhook sends finished')),

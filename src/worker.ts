@@ -6,7 +6,8 @@ import { startTracing, stopTracing } from './observability/tracing.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { PostgresRunEventBus } from './services/events/pg-bus.ts';
 import { setMetricsEnabled } from './observability/metrics.ts';
-import { createMetricsEndpoint } from './observability/metrics-server.ts';
+import { createMetricsEndpoint } from './http/metrics-server.ts';
+import { readQueueSnapshot } from './runs/queue-snapshot.ts';
 
 /**
  * `npm run worker`: a Temporal worker process and nothing else (ENGINE=temporal, for scale-out; `npm
@@ -45,9 +46,10 @@ async function main(): Promise<void> {
   const engine = new TemporalEngine(deps, { worker: true, onWorkerFailed: () => process.exit(1) });
   await engine.start(); // waits for Temporal a bounded time (TEMPORAL_CONNECT_ATTEMPTS)
   // This process has no API port: its own series (steps, runs finished, webhooks, pool) only with METRICS_PORT.
+  const queue = { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity };
   const metrics =
     config.metrics.enabled && config.metrics.port !== undefined
-      ? createMetricsEndpoint({ queue: { orm, capacity: config.runCapacity }, port: config.metrics.port, host: config.host, log })
+      ? createMetricsEndpoint({ queue, port: config.metrics.port, host: config.host, log })
       : null;
   const metricsUrl = await metrics?.listen();
   log.info(

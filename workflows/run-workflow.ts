@@ -16,9 +16,8 @@ import {
 } from '@temporalio/workflow';
 // The run driver is pure (no I/O, no clock, no randomness): safe in the workflow sandbox, and the very
 // code the embedded engine runs.
-import { nextRunMove, type StepEnd } from '../src/engine/run-driver.ts';
+import { nextRunMove, type AdvanceResult, type StepEnd } from '../src/domain/graph/run-driver.ts';
 // Types only: the activity implementations (database, providers) never enter the workflow bundle.
-import type { AdvanceResult } from '../src/engine/drive-run.ts';
 import type * as activities from '../src/engine/temporal/activities.ts';
 import type { StepReport } from '../src/engine/temporal/activities.ts';
 import {
@@ -34,7 +33,7 @@ import {
 
 /**
  * One run = one workflow execution (workflow id = run id). The workflow keeps only the waiting; the
- * shared run driver (src/engine/run-driver.ts, pure) decides, inside the `advanceRun` local activity,
+ * shared run driver (src/domain/graph/run-driver.ts, pure) decides, inside the `advanceRun` local activity,
  * exactly as it does for the embedded engine, and every database write is an activity or a local one
  * (fenced in SQL, idempotent).
  *
@@ -170,7 +169,8 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
     const inflight = new Set<string>();
     const done: StepDone[] = [];
     let blocked = false;
-    let failure: unknown = null;
+    /** The first step activity's failure, rethrown once no step is in flight. */
+    let failure: { error: unknown } | null = null;
     let due: number | null = null;
     let settled: Settled | null = null;
     /** advanceRun's answer as a step activity gave it (it went on driving the run after its step). */
@@ -204,7 +204,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         }
       }
       if (inflight.size === 0) {
-        if (failure) throw failure;
+        if (failure) throw failure.error;
         return settled ?? { kind: 'again' };
       }
       // Wait for a step to finish, or (when a delay runs alongside the steps) for its due time.
@@ -216,7 +216,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
         inflight.delete(next.nodeId);
         if ('error' in next) {
           blocked = true;
-          failure ??= next.error;
+          failure ??= { error: next.error };
         } else if (next.report.next) {
           advanced = next.report.next;
         } else if (next.report.type !== 'recorded') {

@@ -54,7 +54,9 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
     ...forward(first('inbound'), INBOUND),
     execute(input: { headers: Record<string, unknown> }, next: (input: unknown) => unknown) {
       if (!(TRACE_HEADER in input.headers)) return next(input);
-      // A plain require, evaluated here and not at the bundle's start (see above).
+      // A plain require, evaluated here and not at the bundle's start (see above); the module path is the one
+      // Temporal documents for bundling these interceptors with workflows.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
       const openTelemetry: { interceptors: typeof OpenTelemetryInterceptors } = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js');
       traced = openTelemetry.interceptors() as typeof traced;
       return (traced!.inbound[0] as unknown as { execute: Call }).execute(input, next);

@@ -193,7 +193,7 @@ export async function endToEnd(): Promise<void> {
     rows.push(
       vsFloor(a, f, { group: 'Polling', name: 'GET /runs/{id}, completed run', clients: '32', target: '≥ 75 % of floor', verdict: a.rps >= 0.75 * f.rps ? 'met' : 'MISS' }),
     );
-    // The first page of the catalog, against the same floor: the other read issue 39 holds to its speed.
+    // The first page of the catalog, against the same floor: the other read held to its speed.
     const w = await loadStep(child, 'GET /workflows ×32', { url: workflows, connections: 32, seconds: DURATION, headers: HEADERS });
     facts.listWorkflows = w.rps;
     rows.push(vsFloor(w, f, { group: 'Polling', name: 'GET /workflows, first page (floor: one run row)', clients: '32', target: '(informative)', verdict: '' }));

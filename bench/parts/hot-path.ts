@@ -1,4 +1,4 @@
-import { inFlightRun } from '../../src/sql/run-predicates.ts';
+import { inFlightRun } from '../../src/db/entities/run-predicates.ts';
 import type { ServerChild } from '../child.ts';
 import { hammer, type LoadResult } from '../load.ts';
 import { closeChild, measured, profiled, rate, startChild } from '../measure.ts';

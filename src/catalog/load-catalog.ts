@@ -64,7 +64,7 @@ const timeOrNull = (d: Date | null) => (d ? d.getTime() : null);
 export async function loadCatalog(orm: Orm, catalog: Catalog, opts: LoadOptions): Promise<LoadReport> {
   const source = catalog.source ?? 'catalog';
   const report = await forkEm(orm).transactional(async (tx) => {
-    const loader = new Loader(tx as unknown as Em, catalog, opts.sealer, source);
+    const loader = new Loader(tx, catalog, opts.sealer, source);
     const report = await loader.run();
     if (loader.errors.length) throw new CatalogError(loader.errors, source);
     return report;
@@ -366,7 +366,7 @@ class Loader {
       }
       if (versionErrors) continue;
 
-      const activeLabel = w.activeVersion ?? w.versions[w.versions.length - 1]!.label;
+      const activeLabel = w.activeVersion ?? w.versions[w.versions.length - 1].label;
       const activeVersionId = labels.get(activeLabel);
       if (!activeVersionId) {
         this.err(`${at}.activeVersion`, `"${activeLabel}" is not a version of this workflow (labels: ${[...labels.keys()].join(', ')})`);
@@ -403,7 +403,7 @@ class Loader {
       return null;
     }
     const matches = this.catalog.workflows.flatMap((w, i) => (w.name === ref ? [i] : []));
-    if (matches.length === 1) return this.workflowIds[matches[0]!] ?? null;
+    if (matches.length === 1) return this.workflowIds[matches[0]] ?? null;
     this.err(
       at,
       matches.length

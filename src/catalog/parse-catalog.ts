@@ -1,5 +1,4 @@
 import { parse, YAMLParseError } from 'yaml';
-import type { Graph } from '../domain/graph/types.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { sha256 } from '../security/crypto.ts';
 import { catalogSchema, checkCatalog, formatIssues, type Catalog } from './schema.ts';
@@ -36,6 +35,6 @@ export function parseCatalog(text: string, sourceName = 'catalog'): Catalog {
 }
 
 /** sha256 of the graph's canonical JSON (keys sorted): equal graphs hash equal whatever the key order. */
-export function canonicalGraphHash(graph: Graph | unknown): string {
+export function canonicalGraphHash(graph: unknown): string {
   return sha256(canonicalJson(graph));
 }

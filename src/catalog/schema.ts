@@ -256,7 +256,7 @@ export function checkCatalog(catalog: Catalog): string[] {
     }
     const ownerName = `${w.owner.toLowerCase()}\u0000${w.name}`;
     const other = ownerNames.get(ownerName);
-    if (other !== undefined && (!w.id || !catalog.workflows[other]!.id)) {
+    if (other !== undefined && (!w.id || !catalog.workflows[other].id)) {
       err(`${at}.name`, `workflows[${other}] of "${w.owner}" has the same name; workflows without an id are keyed by (owner, name), so give both an id`);
     }
     if (other === undefined) ownerNames.set(ownerName, i);

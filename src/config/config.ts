@@ -156,7 +156,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const token = e.INTERNAL_API_TOKEN ?? randomBytes(24).toString('base64url');
   const catalog = e.CATALOG_FILE === undefined ? DEMO_CATALOG_FILE : e.CATALOG_FILE === 'none' ? null : e.CATALOG_FILE;
-  const opt = (k: string) => (present[k] as string | undefined) ?? undefined;
+  const opt = (k: string) => (present[k]) ?? undefined;
   return {
     port: e.PORT,
     host: e.HOST,

@@ -20,9 +20,9 @@ export interface BatchSpec<Call> {
   /** The statement's parameters for these calls, in order: one array per parameter, one element per call. */
   values(calls: readonly Call[]): unknown[];
   /** Calls with the same key never share an execution (one row that a statement cannot write twice); the later waits for the next. */
-  apartKey?(call: Call): string | undefined;
+  apartKey?: (call: Call) => string | undefined;
   /** The key calls are ordered by within an execution: rows shared across processes are then locked in one order. */
-  orderKey?(call: Call): string;
+  orderKey?: (call: Call) => string;
   /** How long a call that finds nothing in flight waits for others (ms). Only for work nobody awaits synchronously. */
   gatherMs?: number;
 }
@@ -51,7 +51,7 @@ export class Batch<Call> {
 
   /** Runs `call` (in an execution with others, or alone in `em`'s transaction) and returns its rows. */
   run(em: StatementEm, call: Call): Promise<Rows> {
-    if (em.getTransactionContext() !== undefined) return this.#execute(em, [call]).then((answers) => answers[0]!);
+    if (em.getTransactionContext() !== undefined) return this.#execute(em, [call]).then((answers) => answers[0]);
     let line = this.#lines.get(em);
     if (!line) this.#lines.set(em, (line = new Line()));
     const waiting = line;
@@ -103,10 +103,10 @@ export class Batch<Call> {
         em,
         batch.map((waiting) => waiting.call),
       );
-      batch.forEach((waiting, i) => waiting.resolve(answers[i]!));
+      batch.forEach((waiting, i) => waiting.resolve(answers[i]));
     } catch (error) {
       if (batch.length === 1) {
-        batch[0]!.reject(error);
+        batch[0].reject(error);
         return;
       }
       // Rolled back whole: each call again alone, so each meets its own outcome.

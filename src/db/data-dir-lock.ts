@@ -142,7 +142,7 @@ function processStat(pid: number): { state: string; startTime: string } | undefi
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, startTime: fields[19]! };
+    return { state: fields[0], startTime: fields[19] };
   } catch {
     return undefined;
   }

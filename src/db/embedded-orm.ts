@@ -38,7 +38,7 @@ export class EmbeddedDriver extends AbstractSqlDriver<EmbeddedConnection> {
 
   override createEntityManager(useContext?: boolean): this[typeof EntityManagerType] {
     const EntityManagerClass = this.config.get('entityManager', BasePostgreSqlEntityManager);
-    return new EntityManagerClass(this.config, this, this.metadata, useContext) as this[typeof EntityManagerType];
+    return new EntityManagerClass(this.config, this, this.metadata, useContext);
   }
 
   override getORMClass(): Constructor<EmbeddedOrm> {

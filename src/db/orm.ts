@@ -101,11 +101,11 @@ export function reclaimDeadClients(pool: Pool): void {
   const checkedOut = new Set<PoolClient>();
   pool.on('acquire', (client) => checkedOut.add(client));
   pool.on('release', (_err: Error | undefined, client: PoolClient) => checkedOut.delete(client));
-  pool.on('remove', (client) => checkedOut.delete(client as PoolClient));
+  pool.on('remove', (client) => checkedOut.delete(client));
   pool.on('connect', (client) => {
     client.once('end', () => {
       setImmediate(() => {
-        const held = client as PoolClient;
+        const held = client;
         if (!checkedOut.delete(held)) return;
         try {
           held.release(new Error('the database connection ended while checked out'));
@@ -150,7 +150,7 @@ async function migrateNow(orm: Orm): Promise<string[]> {
 }
 
 export function em(orm: Orm): Em {
-  return orm.em.fork() as unknown as Em;
+  return orm.em.fork();
 }
 
 export type AnyEm = CoreEntityManager | Em;

@@ -4,10 +4,11 @@ import type { Pool, QueryConfig, QueryResult } from 'pg';
 import { isStatementError } from './server-errors.ts';
 
 /**
- * A SQL statement with a constant text and `$n` placeholders, under a stable name (src/sql/*.ts holds
- * one per file, named like the file). A value used twice is one placeholder used twice; a list is one
- * array parameter (`= any($1::uuid[])`, `unnest($2::text[])`), so the text never varies. On a Postgres
- * server it is a named prepared statement under that name (what pg_stat_activity and the log show);
+ * A SQL statement with a constant text and `$n` placeholders, under a stable name (the constants of
+ * src/sql/*.ts; `statement` refuses a second text under one name). A value used twice is one
+ * placeholder used twice; a list is one array parameter (`= any($1::uuid[])`, `unnest($2::text[])`),
+ * so the text never varies. On a Postgres server it is a named prepared statement under that name
+ * (what pg_stat_activity and the log show);
  * on PGlite it runs as it is.
  *
  * It names the entities (src/db/entities) whose tables it reads or writes, so that a test holds its
@@ -103,7 +104,7 @@ export function sendThroughPool(connection: object, pool: () => Pool | undefined
  * ORM's query log (counts, slow-query log) however it is sent.
  */
 export async function query<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[]): Promise<T[]> {
-  const connection = em.getConnection() as unknown as SqlConnection;
+  const connection = em.getConnection() as SqlConnection;
   const params = values.map((v) => (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? JSON.stringify(v) : v));
   const transaction = em.getTransactionContext() as Executor | undefined;
   const server = transaction === undefined ? servers.get(connection) : undefined;

@@ -131,7 +131,7 @@ export const invalidInputs = (details: InputErrorDetail[]) =>
   new ApiError(
     'invalid_inputs',
     details.length === 1
-      ? details[0]!.message
+      ? details[0].message
       : `${details.length} inputs are invalid${details.length > MAX_ERROR_DETAILS ? `; the first ${MAX_ERROR_DETAILS} are listed` : ''}`,
     { details: details.slice(0, MAX_ERROR_DETAILS) },
   );

@@ -1,4 +1,4 @@
-import { ApiError, invalidRequest } from './errors.ts';
+import { type ApiError, invalidRequest } from './errors.ts';
 
 /**
  * The `Cancel-After` header of `POST /runs` (docs/design/run-metadata.md#deadline): a whole number of
@@ -35,5 +35,5 @@ export function cancelAfterRefusal(header: string): ApiError {
 
 function secondsOf(header: string): number | null {
   const parsed = /^([1-9][0-9]{0,5})([smh])$/.exec(header);
-  return parsed ? Number(parsed[1]) * UNIT_SECONDS[parsed[2]!]! : null;
+  return parsed ? Number(parsed[1]) * UNIT_SECONDS[parsed[2]] : null;
 }

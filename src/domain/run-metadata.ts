@@ -21,7 +21,7 @@ export function checkMetadata(value: unknown, where = 'metadata'): RunMetadata {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalidRequest(`${where} must be an object of string keys to string values`);
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length > MAX_METADATA_KEYS) {
-    const extra = JSON.stringify(entries[MAX_METADATA_KEYS]![0]);
+    const extra = JSON.stringify(entries[MAX_METADATA_KEYS][0]);
     throw invalidRequest(`${where} has ${entries.length} keys (${extra} is the first over the limit); at most ${MAX_METADATA_KEYS} are allowed`);
   }
   for (const [key, entry] of entries) {

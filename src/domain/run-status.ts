@@ -1,6 +1,6 @@
 /**
  * The values a run's state columns take, declared once for every layer: the entity's column types,
- * the SQL predicates (src/sql/run-predicates.ts), the GraphQL enums (src/graphql/types/enums.ts). The
+ * the SQL predicates (src/db/entities/run-predicates.ts), the GraphQL enums (src/graphql/types/enums.ts). The
  * OpenAPI document's enums and the database's constraints and partial indexes are held to these by
  * tests (test/unit/openapi-enums.test.ts, test/db/run-values.test.ts). What they mean:
  * docs/design/rules.md#statuses-and-transitions.

@@ -23,7 +23,8 @@ export class DeltaSink {
   #buffer: string[] = [];
   #chain: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
-  #error: unknown;
+  /** The first failed flush: every later push and the drain rethrow it. */
+  #failure: { error: unknown } | null = null;
   #skip: number;
 
   constructor(
@@ -36,7 +37,7 @@ export class DeltaSink {
   }
 
   push = async (text: string): Promise<void> => {
-    if (this.#error) throw this.#error;
+    if (this.#failure) throw this.#failure.error;
     if (this.#skip > 0) {
       const cut = Math.min(this.#skip, text.length);
       this.#skip -= cut;
@@ -54,7 +55,7 @@ export class DeltaSink {
     const batch = this.#buffer.splice(0);
     if (batch.length === 0) return this.#chain;
     this.#chain = this.#chain.then(async () => {
-      if (this.#error) return;
+      if (this.#failure) return;
       try {
         const written = await fencedWrite(fork(this.deps), this.runId, {
           statuses: ['running', 'suspended'],
@@ -64,7 +65,7 @@ export class DeltaSink {
         if (written === null) throw new RunNotWritable();
         publish(this.deps, this.runId, written);
       } catch (error) {
-        this.#error = error;
+        this.#failure = { error };
         throw error;
       }
     });
@@ -76,7 +77,7 @@ export class DeltaSink {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#chain.catch(() => undefined);
-    if (this.#error) throw this.#error;
+    if (this.#failure) throw this.#failure.error;
     return this.#buffer.splice(0).map((text) => ({ type: 'node.output.delta', nodeId: this.nodeId, data: { text } }));
   }
 

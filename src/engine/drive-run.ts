@@ -1,6 +1,6 @@
 import { runStarted } from '../observability/metrics.ts';
 import { traceComputedStep } from '../observability/trace-spans.ts';
-import { nextRunMove, RunDriver, type DriverMove, type RunMove } from './run-driver.ts';
+import { nextRunMove, RunDriver, type AdvanceResult, type DriverMove, type RunMove } from '../domain/graph/run-driver.ts';
 import { computeTimedSyncStep } from '../runs/record-step.ts';
 import { completeRun } from '../runs/complete-run.ts';
 import { credentialsAvailable, lacksProviderKey } from '../runs/credentials.ts';
@@ -9,12 +9,12 @@ import { executeStep } from './execute-step.ts';
 import { applyActions } from '../runs/free-actions.ts';
 import { prepareRun } from '../runs/prepare-run.ts';
 import { recordBatch } from '../runs/record-batch.ts';
-import { STUCK_GRAPH_REASON, type RunStatus } from '../domain/run-status.ts';
+import { STUCK_GRAPH_REASON } from '../domain/run-status.ts';
 import { loadRunState, type RunState } from '../runs/run-state.ts';
 import { failRun, resumeRun, suspendRun } from '../runs/transitions.ts';
 
 /**
- * The run driver's writes (src/engine/run-driver.ts decides, the runs module, src/runs/, writes), shared by both
+ * The run driver's writes (src/domain/graph/run-driver.ts decides, the runs module, src/runs/, writes), shared by both
  * engines, and `advanceRun`: one pass of the driver over a run loaded from the database, up to the
  * point where the engine must wait. The Temporal workflow runs the I/O steps and all waiting itself and
  * calls `advanceRun` as one activity for everything else (free actions, in-memory steps, start,
@@ -97,21 +97,6 @@ export async function performStatusMove(
       return false;
   }
 }
-
-/** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
-export type AdvanceResult =
-  /** The run is terminal: its status, a completed run's outcome and a failed run's buyer-safe reason. */
-  | { kind: 'ended'; status: RunStatus | null; outcome: string | null; reason?: string | null }
-  /** Queued: wait for admission. */
-  | { kind: 'queued' }
-  /** Running: start the I/O steps `start` (the others given as running still are), then wait for any step or until `due`. */
-  | { kind: 'wait'; start: string[]; due: number | null }
-  /** Suspended on a timer until `until`. */
-  | { kind: 'park'; until: number }
-  /** Suspended until credentials are supplied. */
-  | { kind: 'await_credentials' }
-  /** Nothing settled yet (the run kept changing under the driver): call again. */
-  | { kind: 'again' };
 
 /** Reloads within one call at most this often before handing back (`again`). */
 const MAX_PASSES = 8;

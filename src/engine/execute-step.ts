@@ -5,7 +5,7 @@ import { NODE_STREAM_SO_FAR } from '../sql/run-events.ts';
 import { READ_RUN_SECRETS } from '../sql/run-secrets.ts';
 import { ACCOUNT_PROVIDER_KEY } from '../sql/provider-keys.ts';
 import { renderTemplate } from '../domain/graph/template.ts';
-import { isStepKind, type Graph, type GraphNode, type NodeResult, type Provider } from '../domain/graph/types.ts';
+import { isStepKind, type Graph, type GraphNode, type NodeResult } from '../domain/graph/types.ts';
 import { usd, ZERO, type Usd } from '../domain/money.ts';
 import { resultEvent, valueLookup, type NewRunEvent } from '../domain/run-steps.ts';
 import { fork, type RunsDeps } from '../runs/deps.ts';
@@ -173,7 +173,7 @@ async function executionContext(
   const passwordIds = new Set(graph.nodes.filter((n) => n.kind === 'input.password').map((n) => n.id));
   const passwords = new Map<string, string>();
   let byokKey: string | undefined;
-  const provider = node.kind === 'llm.chat' ? (node.provider as Provider) : undefined;
+  const provider = node.kind === 'llm.chat' ? node.provider : undefined;
   for (const s of secrets) {
     if (s.kind === 'password_input' && passwordIds.has(s.name)) passwords.set(s.name, deps.sealer.open(s.ciphertext));
     if (s.kind === 'provider_credential' && provider && s.name === provider) byokKey = deps.sealer.open(s.ciphertext);

@@ -10,7 +10,6 @@ import {
   validate,
   type DocumentNode,
   type ExecutionArgs,
-  type ExecutionResult,
   type GraphQLFormattedError,
   type GraphQLSchema,
   type ValidationRule,
@@ -20,7 +19,7 @@ import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import type { RequestBodies } from '../http/request-bodies.ts';
 import type { HttpServer, RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
 import { argumentError } from './argument-check.ts';
 import { createContext, type GraphqlContext } from './context.ts';
 import { formatGraphQLError } from './errors.ts';
@@ -138,8 +137,8 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   const rules = [...specifiedRules, ...validationRules(production)];
   const guarded =
     (run: (args: ExecutionArgs) => unknown) =>
-    (args: ExecutionArgs): ExecutionResult | Promise<unknown> | unknown => {
-      const err = operationError(args.schema, args.document, args.operationName, args.variableValues as Record<string, unknown> | undefined);
+    (args: ExecutionArgs): unknown => {
+      const err = operationError(args.schema, args.document, args.operationName, args.variableValues);
       return err ? { errors: [err] } : run(args);
     };
   const sse = createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>({
@@ -157,7 +156,7 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
       return { schema, document, operationName: params.operationName, variableValues: params.variables, contextValue };
     },
     execute: guarded(execute) as never,
-    subscribe: guarded(subscribe as (args: ExecutionArgs) => unknown) as never,
+    subscribe: guarded(subscribe) as never,
     onNext: (_ctx, _req, result) => {
       if (!result.errors?.length) return result;
       const errors = result.errors.map((e) => format(e.toJSON ? e.toJSON() : (e as unknown as GraphQLFormattedError), e));

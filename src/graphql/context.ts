@@ -1,5 +1,5 @@
 import type { Em } from '../db/orm.ts';
-import { fork, type Deps } from '../services/deps.ts';
+import { fork, type Deps } from '../runs/deps.ts';
 import { createLoaders, type Loaders } from './loaders.ts';
 
 /**

@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import type { Account, LedgerEntry, Purchase, RunEvent, Wallet, Workflow, WorkflowVersion } from '../db/entities/index.ts';
 import type { Em } from '../db/orm.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
 import type { RunQueue, RunRow } from '../runs/run-views.ts';
 import { queueStates } from '../runs/queue-positions.ts';
 import {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Deps } from '../services/deps.ts';
-import { fork } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
+import { fork } from '../runs/deps.ts';
 import { followRunEvents } from '../runs/follow-run-events.ts';
 import type { PublicRunEvent } from '../runs/run-views.ts';
 import { notFoundError } from './errors.ts';
@@ -45,7 +45,7 @@ export async function runEventStream(
 
   const items: { event: StreamedRunEvent; taken: () => void }[] = [];
   let ended = false;
-  let failure: unknown = null;
+  let failure: { error: unknown } | null = null;
   let wake: (() => void) | null = null;
   // Counted open from here until the stream ends or the client leaves, once.
   // Its slot is given back and the gauge lowered once, whichever end comes first.
@@ -72,7 +72,7 @@ export async function runEventStream(
     end: (err) => {
       release();
       ended = true;
-      failure = err ?? null;
+      failure = err ? { error: err } : null;
       signal();
     },
   });
@@ -100,7 +100,7 @@ export async function runEventStream(
           if (failure) {
             const f = failure;
             failure = null;
-            throw f;
+            throw f.error;
           }
           return { value: undefined, done: true };
         }

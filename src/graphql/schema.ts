@@ -77,7 +77,7 @@ export function graphqlSchema(): Promise<BuiltSchema> {
             throw toGraphQLError(err);
           }
         },
-      } as GraphQLResolverMap<GraphqlContext>[string];
+      };
     };
     reference('Run', (ctx, id) => ctx.loaders.run.load(id));
     reference('Workflow', (ctx, id) => ctx.loaders.workflow.load(id));

@@ -1,5 +1,5 @@
 import { query } from '../db/statement.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../runs/deps.ts';
 import { READINESS_CHECK } from '../sql/readiness.ts';
 import { sendJson } from './respond.ts';
 import type { HttpServer } from './server.ts';

@@ -10,7 +10,7 @@ export async function assertPortFree(port: number, host: string): Promise<void> 
   if (port === 0) return;
   await new Promise<void>((resolve, reject) => {
     const probe = createServer();
-    probe.once('error', (err) => reject(listenError(err as NodeJS.ErrnoException, port, host)));
+    probe.once('error', (err) => reject(listenError(err, port, host)));
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
   });
 }

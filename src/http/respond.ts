@@ -63,7 +63,7 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES, timeout?:
     };
     const onEnd = () => {
       stop();
-      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8'));
+      resolve(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks, size).toString('utf8'));
     };
     // The client went away mid-body: nothing to answer and nothing wrong with the service.
     const onBroken = (cause?: unknown) => {

@@ -1,7 +1,5 @@
 import { Gauge } from 'prom-client';
 import type { Pool } from 'pg';
-import { query } from '../db/statement.ts';
-import { QUEUE_SNAPSHOT } from '../sql/queue-snapshot.ts';
 import { metricsEnabled, registry } from './metrics.ts';
 
 /**
@@ -9,36 +7,31 @@ import { metricsEnabled, registry } from './metrics.ts';
  * database, with one statement per scrape) and the database connection pool of this process.
  */
 
-interface QueueSnapshot {
+export interface QueueSnapshot {
   inFlight: number;
   queued: number;
   oldestSeconds: number;
 }
 
-/** The part of the ORM used here (typed structurally: src/db/embedded-orm.ts reports PGlite statements here). */
-interface QueueDb {
-  em: { fork(): Parameters<typeof query>[0] };
-}
+/** Reads the queue's snapshot from the shared database (the runs module's statement). */
+export type QueueReader = () => Promise<QueueSnapshot>;
 
 interface Source {
-  orm: QueueDb;
+  read: QueueReader;
   capacity: number;
 }
 
 let source: Source | null = null;
 let pending: Promise<QueueSnapshot | null> | null = null;
 
-/** The database the queue gauges read (the app's). Returns the unbinding, for the app's close. */
-export function bindQueueSource(orm: QueueDb, capacity: number): () => void {
-  const mine: Source = { orm, capacity };
+/** What the queue gauges read (the app's database). Returns the unbinding, for the app's close. */
+export function bindQueueSource(read: QueueReader, capacity: number): () => void {
+  const mine: Source = { read, capacity };
   source = mine;
   return () => {
     if (source === mine) source = null;
   };
 }
-
-/** The queue depth is counted up to this (a scrape stays cheap however deep the queue grows). */
-export const QUEUE_COUNT_CAP = 10_000;
 
 /** One statement per scrape: the three gauges' collectors share the snapshot of the scrape in progress. */
 function snapshot(): Promise<QueueSnapshot | null> {
@@ -47,8 +40,7 @@ function snapshot(): Promise<QueueSnapshot | null> {
   if (!s) return Promise.resolve(null);
   pending = (async () => {
     try {
-      const [row] = await query<{ in_flight: number; queued: number; oldest: number }>(s.orm.em.fork(), QUEUE_SNAPSHOT, [QUEUE_COUNT_CAP]);
-      return { inFlight: Number(row?.in_flight ?? 0), queued: Number(row?.queued ?? 0), oldestSeconds: Number(row?.oldest ?? 0) };
+      return await s.read();
     } catch {
       // An unreachable database leaves the gauges out of this scrape (/readyz says why).
       return null;

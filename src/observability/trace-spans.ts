@@ -14,10 +14,6 @@ import {
   ATTR_URL_SCHEME,
   ATTR_USER_AGENT_ORIGINAL,
 } from '@opentelemetry/semantic-conventions';
-import type { Orm } from '../db/orm.ts';
-import { fork } from '../runs/deps.ts';
-import { query } from '../db/statement.ts';
-import { RUN_TRACE_CONTEXT } from '../sql/run-trace-context.ts';
 import { activeTracer, contextFromCarrier } from './tracing.ts';
 
 /**
@@ -114,12 +110,12 @@ export function traceRoute(method: string | undefined, template: string): void {
  * A span for one stretch of a run's execution in this process (the embedded engine drives a run from a
  * claim until it ends, parks or is handed over), a child of the trace context stored with the run, so
  * the run continues the trace of the request that started it — in any process, after any restart.
+ * `storedContext` reads that context; it is called only with tracing on.
  */
-export async function traceRun<T>(deps: { orm: Orm }, runId: string, fn: () => Promise<T>): Promise<T> {
+export async function traceRun<T>(storedContext: () => Promise<unknown>, runId: string, fn: () => Promise<T>): Promise<T> {
   const tracer = activeTracer();
   if (!tracer) return fn();
-  const rows = await query<{ trace_context: unknown }>(fork(deps), RUN_TRACE_CONTEXT, [runId]);
-  const parent = contextFromCarrier(rows[0]?.trace_context);
+  const parent = contextFromCarrier(await storedContext());
   const span = tracer.startSpan('run', { attributes: { 'wr.run.id': runId } }, parent);
   return within(span, parent, fn);
 }
@@ -198,7 +194,7 @@ export function tracedFetch(opts: { name?: string; attributes?: Attributes } = {
     } finally {
       span.end();
     }
-  }) as typeof fetch;
+  });
 }
 
 /** The fetch a provider's SDK client gets: undefined (the SDK's own default) when tracing is off. */

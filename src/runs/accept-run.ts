@@ -9,9 +9,9 @@ import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
 import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../sql/accept-runs.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
-import type { WorkflowAccess } from '../services/workflows/workflow-access.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
+import type { WorkflowAccess } from '../catalog/workflow-access.ts';
 
 /**
  * POST /runs's one write (src/sql/accept-runs.ts): the idempotency record, the spend-cap reservation,
@@ -65,10 +65,10 @@ const acceptances = new Batch<RunAcceptance>({
 export async function acceptRuns(em: StatementEm, deps: Deps, calls: readonly AcceptCall[]): Promise<(Acceptance | ApiError)[]> {
   const values = calls.map((c) => acceptanceOf(deps, c.run, c.idempotencyKey, c.fingerprint, c.token, null));
   const rows = (
-    values.length === 1 ? await acceptances.run(em, values[0]!) : await query(em, ACCEPT_RUNS, acceptRunsValues(values))
+    values.length === 1 ? await acceptances.run(em, values[0]) : await query(em, ACCEPT_RUNS, acceptRunsValues(values))
   ) as (AcceptedRow & { ord?: number })[];
   if (rows.length !== calls.length) throw new Error('POST /runs: the acceptance statement did not answer every call');
-  return rows.map((row, i) => outcomeOf(row, calls[i]!));
+  return rows.map((row, i) => outcomeOf(row, calls[i]));
 }
 
 function outcomeOf(row: AcceptedRow, c: AcceptCall): Acceptance | ApiError {

@@ -1,7 +1,7 @@
 import { outsideTransaction, query, type StatementEm } from '../db/statement.ts';
 import { FIND_OTHER_BATCH_RECORD, LOCK_BATCH_KEY } from '../sql/batch-keys.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
 import { idempotencyConflict } from './accept-run.ts';
 
 /**

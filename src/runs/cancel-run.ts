@@ -1,7 +1,7 @@
 import { notFound } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import { isTerminal } from '../domain/run-status.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
 import { query } from '../db/statement.ts';
 import { OVERDUE_RUNS } from '../sql/runs.ts';
 import type { EnginePort } from './engine-port.ts';
@@ -47,7 +47,7 @@ export async function tellCancelled(deps: RunsDeps, engine: EnginePort, runIds: 
   let next = 0;
   const abortNext = async (): Promise<void> => {
     for (let i = next++; i < runIds.length; i = next++) {
-      const runId = runIds[i]!;
+      const runId = runIds[i];
       await engine
         .runCancelled(runId)
         .catch((err) => deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'engine could not abort a cancelled run'));

@@ -1,6 +1,6 @@
 import { isTerminal } from '../domain/run-status.ts';
 import { runsCancelledInBulk } from '../observability/metrics.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
 import { commitCancellations, tellCancelled } from './cancel-run.ts';
 import { parseRunSelection, selectRuns } from './run-selection.ts';
 

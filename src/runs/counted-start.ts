@@ -1,8 +1,8 @@
 import { ApiError, UnreceivedBody } from '../domain/errors.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
+import type { Principal } from '../domain/principal.ts';
 import { RequestRate, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 import { startRun, type StartRunRequest, type StartRunResult } from './start-run.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
 import { checkBatch, quoteBatch, startBatch, type BatchAnswer, type BatchQuote, type StartBatchRequest } from './start-batch.ts';
 
 /**

@@ -109,8 +109,8 @@ export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<Fin
 
   // The terminal state, its charge (computed by the statement), its event and the deletion of the run's secrets in one statement.
   const [updated] = await query(tx, FINISH_RUN, [runId, ...terminalColumns(fin), fin.charge, [type], [null], [JSON.stringify(data)]]);
-  const finished = await settleFinished(tx, runId, fin, updated!, settle, row.workflowId);
-  return { ...finished, events: writtenBy(updated!, [{ type, data }]).events };
+  const finished = await settleFinished(tx, runId, fin, updated, settle, row.workflowId);
+  return { ...finished, events: writtenBy(updated, [{ type, data }]).events };
 }
 
 /**

@@ -1,5 +1,5 @@
-import type { Deps } from '../services/deps.ts';
-import { fork } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
+import { fork } from './deps.ts';
 import { query } from '../db/statement.ts';
 import { isTerminal } from '../domain/run-status.ts';
 import { RUN_STATUS } from '../sql/runs.ts';
@@ -187,7 +187,7 @@ export class RunFollower {
    */
   #carry(events: readonly PublicRunEvent[]): void {
     const kept = this.#carried;
-    if (kept && events[0]!.sequence === kept[kept.length - 1]!.sequence + 1 && kept.length + events.length <= PAGE) kept.push(...events);
+    if (kept && events[0].sequence === kept[kept.length - 1].sequence + 1 && kept.length + events.length <= PAGE) kept.push(...events);
     else this.#carried = events.length <= PAGE ? [...events] : null;
   }
 
@@ -195,7 +195,7 @@ export class RunFollower {
   #takeCarried(): PublicRunEvent[] | null {
     const kept = this.#carried?.filter((ev) => ev.sequence > this.#last);
     this.#carried = null;
-    return kept?.length && kept[0]!.sequence === this.#last + 1 ? kept : null;
+    return kept?.length && kept[0].sequence === this.#last + 1 ? kept : null;
   }
 
   async #pump(): Promise<void> {

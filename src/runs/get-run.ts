@@ -1,5 +1,5 @@
 import { notFound } from '../domain/errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
 import { outsideTransaction } from '../db/statement.ts';
 import { isUuid } from '../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';

@@ -1,5 +1,5 @@
 import { notFound } from '../domain/errors.ts';
-import { fork, type Deps } from '../services/deps.ts';
+import { fork, type Deps } from './deps.ts';
 import { isUuid } from '../domain/ids.ts';
 import { findAccountRun, readEvents } from './run-views.ts';
 

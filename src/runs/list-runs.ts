@@ -1,7 +1,7 @@
 import { checkMetadata } from '../domain/run-metadata.ts';
 import type { RunStatus } from '../domain/run-status.ts';
-import { fork, type Deps } from '../services/deps.ts';
-import { pageOf } from '../services/pagination.ts';
+import { fork, type Deps } from './deps.ts';
+import { pageOf } from '../domain/pagination.ts';
 import { LIST_RUNS, LIST_RUNS_BY_LABEL } from '../sql/runs.ts';
 import { query } from '../db/statement.ts';
 import { mapRunRow, toRunListItem } from './run-views.ts';

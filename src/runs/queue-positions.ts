@@ -1,7 +1,7 @@
 import type { Config } from '../config/config.ts';
 import type { Em } from '../db/orm.ts';
-import type { Deps } from '../services/deps.ts';
-import { fork } from '../services/deps.ts';
+import type { Deps } from './deps.ts';
+import { fork } from './deps.ts';
 import { linePositions } from './queue-line.ts';
 import type { RunQueue, RunRow } from './run-row.ts';
 import { query } from '../db/statement.ts';

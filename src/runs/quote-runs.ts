@@ -1,7 +1,7 @@
 import { query, type StatementEm } from '../db/statement.ts';
 import { sum, toJson } from '../domain/money.ts';
 import { BUNDLE_RUNS_LEFT, SPEND_CAP_PREVIEW } from '../sql/quote-runs.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
+import type { Principal } from '../domain/principal.ts';
 import { windowStart, type AcceptCall } from './accept-run.ts';
 
 /**

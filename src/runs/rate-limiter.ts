@@ -80,7 +80,7 @@ export class SlidingWindowLimiter implements RateLimiter {
     let total = 0;
     for (const c of w.counts) total += c;
     if (total >= limit) refuse(limit, oldestMs(w), now);
-    w.counts[BUCKETS - 1]!++;
+    w.counts[BUCKETS - 1]++;
     return decision(limit, total + 1, oldestMs(w), now);
   }
 
@@ -89,7 +89,7 @@ export class SlidingWindowLimiter implements RateLimiter {
     let total = 0;
     for (const c of w.counts) total += c;
     if (total + runs > budget) refuseDraw(budget, runs, total, total > 0 ? oldestMs(w) : null, now);
-    w.counts[BUCKETS - 1]! += runs;
+    w.counts[BUCKETS - 1] += runs;
     return decision(budget, total + runs, oldestMs(w), now);
   }
 
@@ -128,7 +128,7 @@ export class PostgresWindowLimiter implements RateLimiter {
 
   async hit(keyId: string, limit: number): Promise<RateDecision> {
     const [r] = (await requestCounts.run(outsideTransaction(this.#orm), { keyId, limit })) as unknown as HitRow[];
-    return decide(limit, r!);
+    return decide(limit, r);
   }
 
   async draw(keyId: string, budget: number, runs: number): Promise<RateDecision> {

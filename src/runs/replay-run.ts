@@ -7,9 +7,9 @@ import { checkMetadata } from '../domain/run-metadata.ts';
 import { json } from '../db/sql.ts';
 import { outsideTransaction, query } from '../db/statement.ts';
 import { runReplayed } from '../observability/metrics.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
-import { findVersion, findVisibleWorkflow } from '../services/workflows/workflow-access.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
+import { findVersion, findVisibleWorkflow } from '../catalog/workflow-access.ts';
 import { RUNS_TO_REPLAY } from '../sql/replay-runs.ts';
 import { counting, startCountedRun } from './counted-start.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
@@ -131,7 +131,7 @@ async function replaySet(deps: Deps, principal: Principal, body: unknown, draw?:
     { cancelAfterSeconds: null, replayOf: toStart.map((s) => s.replayOf) },
   );
   outcomes.forEach((o, i) => {
-    const index = toStart[i]!.index;
+    const index = toStart[i].index;
     items[index] = 'error' in o ? { index, error: errorBody(o.error) } : { index, run: o.run };
   });
   const accepted = items.filter((i) => 'run' in i).length;
@@ -180,7 +180,7 @@ export function mergedInputs(graph: Graph, original: Record<string, JsonValue>, 
   const overridden = new Map<string, JsonValue>();
   const passing: Record<string, JsonValue> = {};
   for (const [key, value] of Object.entries(overrides)) {
-    const id = nodes.some((n) => n.id === key) ? key : byName.get(key)?.length === 1 ? byName.get(key)![0]! : null;
+    const id = nodes.some((n) => n.id === key) ? key : byName.get(key)?.length === 1 ? byName.get(key)![0] : null;
     if (id === null) passing[key] = value;
     else overridden.set(id, value);
   }

@@ -1,6 +1,6 @@
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
 import type { AcceptedRun } from './run-views.ts';
 import { startRuns } from './start-runs.ts';
 
@@ -31,6 +31,6 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     itemKeyHeader: req.idempotencyHeader,
     ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
-  if ('error' in outcome!) throw outcome.error;
-  return { run: outcome!.run, replayed: outcome!.replayed };
+  if ('error' in outcome) throw outcome.error;
+  return { run: outcome.run, replayed: outcome.replayed };
 }

@@ -6,9 +6,9 @@ import { jsonLimitProblem } from '../domain/json-limits.ts';
 import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
 import { outsideTransaction, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { runAccepted } from '../observability/metrics.ts';
-import type { Principal } from '../services/auth/authenticate-key.ts';
-import type { Deps } from '../services/deps.ts';
-import { findWorkflowToRun } from '../services/workflows/workflow-access.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Deps } from './deps.ts';
+import { findWorkflowToRun } from '../catalog/workflow-access.ts';
 import { acceptRuns, idempotencyConflict, spendCapReached, type AcceptCall, type Acceptance } from './accept-run.ts';
 import { batchItemKey, underBatchKey, type BatchKey } from './batch-key.ts';
 import { quoteRuns, type RunQuote } from './quote-runs.ts';
@@ -95,7 +95,7 @@ export async function quoteStartRuns(
   const calls = await checkItems(em, deps, principal, parseItems(deps, bodies, opts, refuse), opts, {}, 1, refuse);
   const { quotes, overCap, totalUsd } = await quoteRuns(em, principal, calls);
   calls.forEach(({ item }, i) => {
-    outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i]! };
+    outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i] };
   });
   return { outcomes, totalUsd };
 }
@@ -242,10 +242,10 @@ async function acceptItems(
   // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
   // them by id, so ids ascend in index order.
   const ids = calls.map(() => randomUUID()).sort();
-  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } })));
+  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i] } })));
   const stale: Item[] = [];
   answers.forEach((answer, i) => {
-    const { item } = calls[i]!;
+    const { item } = calls[i];
     const same = [item, ...(followers.get(item.index) ?? [])];
     if (answer === 'stale') {
       workflowReadCache(deps.orm).drop(principal.accountId, item.workflowId);

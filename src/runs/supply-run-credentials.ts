@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { invalidRequest, notFound } from '../domain/errors.ts';
 import { PROVIDERS, type Provider } from '../domain/graph/types.ts';
-import { fork, type Deps } from '../services/deps.ts';
+import { fork, type Deps } from './deps.ts';
 import { isUuid } from '../domain/ids.ts';
 import { queueOf } from './queue-positions.ts';
 import { findRun, toPublicRun, type PublicRun } from './run-views.ts';

@@ -1,5 +1,5 @@
 import { ApiError } from '../domain/errors.ts';
-import { fork, type Deps } from '../services/deps.ts';
+import { fork, type Deps } from './deps.ts';
 import { getRun } from './get-run.ts';
 import { query } from '../db/statement.ts';
 import { RUN_STATUS } from '../sql/runs.ts';

@@ -1,5 +1,5 @@
 import { freezeGraph } from '../domain/graph/analysis.ts';
-import type { WorkflowRow } from '../services/workflows/workflow-access.ts';
+import type { WorkflowRow } from '../catalog/workflow-access.ts';
 
 /**
  * POST /runs's workflow reads, kept per process for a short while by caller and workflow, so that a

@@ -27,5 +27,5 @@ export function writtenBy(row: Record<string, unknown>, events: readonly NewRunE
 export function together(...writes: (Written | null)[]): Written | null {
   const done = writes.filter((w): w is Written => w !== null);
   if (done.length === 0) return null;
-  return { last: done[done.length - 1]!.last, events: done.flatMap((w) => w.events) };
+  return { last: done[done.length - 1].last, events: done.flatMap((w) => w.events) };
 }

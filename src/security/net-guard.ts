@@ -51,7 +51,7 @@ type V6Range = readonly [base: bigint, bits: number];
 
 function v4(text: string): number {
   const p = text.split('.').map(Number);
-  return (((p[0]! << 24) >>> 0) + (p[1]! << 16) + (p[2]! << 8) + p[3]!) >>> 0;
+  return (((p[0] << 24) >>> 0) + (p[1] << 16) + (p[2] << 8) + p[3]) >>> 0;
 }
 
 /** IPv4 ranges that are not the public internet (RFC 6890 special-purpose registry, plus multicast). */
@@ -146,7 +146,7 @@ function isBlockedV6(addr: bigint): boolean {
  */
 export function isPublicAddress(ip: string): boolean {
   const host = ip.startsWith('[') && ip.endsWith(']') ? ip.slice(1, -1) : ip;
-  const bare = host.split('%')[0]!;
+  const bare = host.split('%')[0];
   const family = net.isIP(bare);
   if (family === 4) return !isBlockedV4(v4(bare));
   if (family === 6) return !isBlockedV6(parseV6(bare));
@@ -233,9 +233,9 @@ export function guardedLookup(hostname: string, options: dns.LookupOptions | Loo
       return cb(e, wantAll ? [] : '');
     }
     if (list.some((a) => !isPublicAddress(a.address))) {
-      return cb(new BlockedAddressError() as NodeJS.ErrnoException, wantAll ? [] : '');
+      return cb(new BlockedAddressError(), wantAll ? [] : '');
     }
     if (wantAll) cb(null, list);
-    else cb(null, list[0]!.address, list[0]!.family);
+    else cb(null, list[0].address, list[0].family);
   });
 }

@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { AccountSchema, RunSchema } from '../db/entities/index.ts';
-import { queuedRun } from './run-predicates.ts';
+import { queuedRun } from '../db/entities/run-predicates.ts';
 
 /**
  * The admission lock (advisory lock 727001, until the transaction ends), which wr_admit_queued takes

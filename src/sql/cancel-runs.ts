@@ -9,7 +9,7 @@ import {
   WebhookDeliverySchema,
   WebhookEndpointSchema,
 } from '../db/entities/index.ts';
-import { liveRun } from './run-predicates.ts';
+import { liveRun } from '../db/entities/run-predicates.ts';
 import { billingSet } from './runs.ts';
 import { outboxInsert } from './webhook-deliveries.ts';
 

@@ -10,7 +10,7 @@ import {
   WebhookEndpointSchema,
   WorkflowRunTallySchema,
 } from '../db/entities/index.ts';
-import { admittedRun } from './run-predicates.ts';
+import { admittedRun } from '../db/entities/run-predicates.ts';
 import { billingSet, runColumnsOf } from './runs.ts';
 import { ledgerRows } from './settle-run.ts';
 import { outboxInsert } from './webhook-deliveries.ts';

@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
-import { queuedRun } from './run-predicates.ts';
+import { queuedRun } from '../db/entities/run-predicates.ts';
 
 /**
  * The line of queued runs (src/runs/queue-line.ts explains the numbering and why places are

@@ -1,13 +1,13 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
-import { inFlightRun, queuedRun } from './run-predicates.ts';
+import { inFlightRun, queuedRun } from '../db/entities/run-predicates.ts';
 
 /**
- * The run queue's gauges in one statement per scrape (src/observability/deployment-metrics.ts): runs in
+ * The run queue's gauges in one statement per scrape (src/runs/queue-snapshot.ts, for src/observability/deployment-metrics.ts): runs in
  * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
  * age of the oldest queued run in seconds (0 when the queue is empty).
  *
- * The in-flight predicate is admission's (src/sql/run-predicates.ts): running or suspended, or
+ * The in-flight predicate is admission's (src/db/entities/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its head come from the line's partial index
  * (runs_queue_line_idx, src/runs/queue-line.ts): a bounded index-only count and one index probe.
  */

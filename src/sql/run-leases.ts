@@ -1,7 +1,7 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
 import { TERMINAL_SQL } from '../domain/run-status.ts';
-import { admittedRun, IN_FLIGHT } from './run-predicates.ts';
+import { admittedRun, IN_FLIGHT } from '../db/entities/run-predicates.ts';
 
 /** Run leases (runs.lease_owner / lease_until) of the embedded engine: src/runs/leases.ts. */
 

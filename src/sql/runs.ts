@@ -1,7 +1,7 @@
 import { statement } from '../db/statement.ts';
 import { BundleSchema, RunEventBatchSchema, RunLabelSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
-import { liveRun } from './run-predicates.ts';
+import { liveRun } from '../db/entities/run-predicates.ts';
 import { EVENTS_TS, runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */

@@ -2,7 +2,7 @@ import { statement } from '../db/statement.ts';
 import { StreamSlotLeaseSchema, StreamSlotTotalSchema } from '../db/entities/index.ts';
 
 /**
- * Open-stream counts shared by every process (src/services/streams/stream-slots.ts): a total per holder
+ * Open-stream counts shared by every process (src/runs/stream-slots.ts): a total per holder
  * (`stream_slot_totals`) and what each process holds of it (`stream_slot_leases`, with a lease).
  */
 

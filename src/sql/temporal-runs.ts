@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { AccountSchema, RunEventSchema, RunSchema, WorkflowSchema, WorkflowVersionSchema } from '../db/entities/index.ts';
-import { admittedRun, liveRun } from './run-predicates.ts';
+import { admittedRun, liveRun } from '../db/entities/run-predicates.ts';
 
 /**
  * The Temporal engine's reads and marks on `runs` (src/engine/temporal/temporal-engine.ts): a run whose

@@ -3,7 +3,7 @@ import { AccountSchema, ApiKeyRateWindowSchema, PurchaseSchema, WorkflowRunTally
 import { rateHitCte } from './rate-windows.ts';
 
 /**
- * Workflows as one caller sees them (src/services/workflows/workflow-access.ts applies the rules of
+ * Workflows as one caller sees them (src/catalog/workflow-access.ts applies the rules of
  * docs/design/rules.md to these rows): tables `workflows`, `workflow_versions`, with the caller's
  * `purchases` row and the owner's `accounts` row. $1 is always the caller's account id.
  */

@@ -5,7 +5,7 @@ import type { Em, Orm } from '../../src/db/orm.ts';
 import { fundRun, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
 import { type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
-import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
+import { RUNS_COUNT_SQL } from '../../src/catalog/workflow-access.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
 const t = suite<{ orm: Orm }>('billing: funding and settlement');

@@ -106,4 +106,45 @@ test('the anchor rule is GitHub’s', () => {
   assert.ok(anchors(file).has('a-rest-request'));
 });
 
+/** The Markdown files a reader opens (the README, docs/, src/, workflows/) and the service's, tests' and benches' sources. */
+function readable(): string[] {
+  return [
+    join(REPO_ROOT, 'README.md'),
+    ...['docs', 'src', 'workflows'].flatMap((dir) => markdownFiles(join(REPO_ROOT, dir))),
+    ...['src', 'workflows', 'test', 'bench'].flatMap((dir) => sourceFiles(join(REPO_ROOT, dir))),
+  ].filter((file) => !relative(REPO_ROOT, file).startsWith('src/client/'));
+}
+
+/** Lines a reader reads as prose: all of a Markdown file, the comment lines of a source file. */
+function proseLines(file: string): [line: string, index: number][] {
+  const lines = readFileSync(file, 'utf8').split('\n').map((line, index): [string, number] => [line, index]);
+  return file.endsWith('.md') ? lines : lines.filter(([line]) => /^\s*(\*|\/\/|\/\*)/.test(line));
+}
+
+test('a file named in the docs or in a source comment exists (a moved file leaves no stale path)', () => {
+  const problems: string[] = [];
+  let checked = 0;
+  for (const file of readable()) {
+    for (const [line, index] of proseLines(file)) {
+      for (const ref of line.matchAll(/(?<![\w./-])((?:src|workflows|test|bench)\/[\w./-]*\w\.ts)\b/g)) {
+        checked += 1;
+        if (!existsSync(join(REPO_ROOT, ref[1]!))) problems.push(`${relative(REPO_ROOT, file)}:${index + 1} → ${ref[1]}: no such file`);
+      }
+    }
+  }
+  assert.ok(checked > 100, `only ${checked} file names found`);
+  assert.equal(problems, []);
+});
+
+test('the docs and the sources cite no issue: a decision is stated in its own words', () => {
+  const problems: string[] = [];
+  for (const file of readable().filter((f) => !relative(REPO_ROOT, f).startsWith('test/'))) {
+    for (const [line, index] of proseLines(file)) {
+      const citesIssue = /\b(issue|ticket)s?\s*#?\d+|\bthe issue (asked|said|wants)|#\d+\b(?![\w-])(?=.*\b(issue|PR)\b)/i.test(line);
+      if (citesIssue) problems.push(`${relative(REPO_ROOT, file)}:${index + 1}`);
+    }
+  }
+  assert.equal(problems, []);
+});
+
 test.run();

@@ -27,7 +27,7 @@ import { plan } from '../../src/domain/graph/interpreter.ts';
 import { analyseGraph } from '../../src/domain/graph/analysis.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';

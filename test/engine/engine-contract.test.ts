@@ -11,7 +11,7 @@ import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';

@@ -11,7 +11,7 @@ import type { Orm } from '../../src/db/orm.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';

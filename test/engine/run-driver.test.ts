@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode, NodeResult } from '../../src/domain/graph/types.ts';
-import { nextRunMove, RunDriver, type DriverMove } from '../../src/engine/run-driver.ts';
+import { nextRunMove, RunDriver, type DriverMove } from '../../src/domain/graph/run-driver.ts';
 import type { RunPhase } from '../../src/domain/run-status.ts';
 
 /**

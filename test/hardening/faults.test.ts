@@ -27,7 +27,7 @@ import {
   type Service,
 } from './helpers/faults.ts';
 import { freePort, privatePostgres, whyNoPrivatePostgres } from './helpers/private-postgres.ts';
-import { RUNS_COUNT_SQL } from '../../src/services/workflows/workflow-access.ts';
+import { RUNS_COUNT_SQL } from '../../src/catalog/workflow-access.ts';
 
 /**
  * Fault tests (issue #7, hardening), with real parts only: real processes, a real Postgres server, real

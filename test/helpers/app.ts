@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import type { EnginePort } from '../../src/runs/engine-port.ts';
 import type { Logger } from '../../src/logger.ts';
 import { NullEngine } from '../../src/runs/engine-port.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { resetDb, testOrm } from './db.ts';
 import { assertMatchesContract, contractReady } from './openapi-contract.ts';
 

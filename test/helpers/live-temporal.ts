@@ -12,7 +12,7 @@ import { createRunWorker } from '../../src/engine/temporal/run-worker.ts';
 import { TemporalEngine } from '../../src/engine/temporal/temporal-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb } from './db.ts';

@@ -5,7 +5,7 @@ import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { ALICE_SECRET, GREETER, TOKEN, startHarness } from '../graphql/helpers/harness.ts';
 
 /**
- * MAX_STREAMS_PER_KEY (src/services/streams/stream-slots.ts): open streams per API key, counted over
+ * MAX_STREAMS_PER_KEY (src/runs/stream-slots.ts): open streams per API key, counted over
  * every process on the database (on a Postgres server; PGlite is one process), refused with 429
  * `too_many_streams` (not `rate_limited`); 0 turns the limit off; GraphQL subscriptions have the same
  * limit per token.

@@ -17,7 +17,7 @@ import { prepareRun } from '../../src/runs/prepare-run.ts';
 import { createActivities, type RunActivities } from '../../src/engine/temporal/activities.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
-import type { Deps } from '../../src/services/deps.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';

@@ -1,4 +1,4 @@
-import dns from 'node:dns';
+import type dns from 'node:dns';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import {

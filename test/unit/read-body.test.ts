@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ApiError } from '../../src/domain/errors.ts';
+import { type ApiError } from '../../src/domain/errors.ts';
 import { readBody } from '../../src/http/respond.ts';
 
 /** readBody on a real node:http server: what each request's body read gave, or the error it threw. */

@@ -89,7 +89,7 @@ export const ApiKeyRunWindowSchema = defineEntity({
 });
 export type ApiKeyRunWindow = InferEntity<typeof ApiKeyRunWindowSchema>;
 
-/** Open streams per holder across processes (src/services/streams/stream-slots.ts). */
+/** Open streams per holder across processes (src/runs/stream-slots.ts). */
 export const StreamSlotTotalSchema = defineEntity({
   name: 'StreamSlotTotal',
   tableName: 'stream_slot_totals',

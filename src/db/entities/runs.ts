@@ -1,14 +1,14 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 import { BILLING_STATUSES, OUTCOMES, RUN_STATUSES, type RunPhase } from '../../domain/run-status.ts';
-import { IN_FLIGHT, leftQueue, liveRun, queuedRun } from '../../sql/run-predicates.ts';
+import { IN_FLIGHT, leftQueue, liveRun, queuedRun } from './run-predicates.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 import { AccountSchema } from './accounts.ts';
 import { CREDENTIAL_MODES, WorkflowSchema, WorkflowVersionSchema } from './catalog.ts';
 
 /** Runs, their event log, their secrets and the idempotency records of POST /runs. The model as a whole: ./index.ts. */
 
-/** How the caller had access to the run's workflow version (src/services/workflows/workflow-access.ts). */
+/** How the caller had access to the run's workflow version (src/catalog/workflow-access.ts). */
 export const USER_ACCESS = ['owned', 'purchased', 'wallet', 'purchase_required'] as const;
 export type UserAccess = (typeof USER_ACCESS)[number];
 

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * `wr_reserve_spend_cap(key, since, price, cap)` (the routine `SpendCapRoutine` in src/db/entities): the
- * spend-cap reservation of the one-statement POST /runs (src/sql/accept-run.ts). The body is the routine's,
+ * spend-cap reservation of the one-statement POST /runs (src/sql/accept-runs.ts). The body is the routine's,
  * so the schema diff finds nothing to change.
  */
 export class Migration20261125120000SpendCapReservation extends Migration {

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Open-stream limits shared by every process on the database (src/services/streams/stream-slots.ts):
+ * Open-stream limits shared by every process on the database (src/runs/stream-slots.ts):
  * the open streams per holder, and what each process holds of them under a lease it renews.
  */
 export class Migration20261126010000StreamSlots extends Migration {

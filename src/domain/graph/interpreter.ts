@@ -142,9 +142,9 @@ export function plan(input: PlanInput): Plan {
   for (let progressed = true; progressed; ) {
     progressed = false;
     for (let i = 0; i < nodes.length; i++) {
-      const node = nodes[i]!;
+      const node = nodes[i];
       if (results.has(node.id) || running.has(node.id)) continue;
-      const action = next(node, deps[i]!);
+      const action = next(node, deps[i]);
       if (!action) continue;
       actions.push(action);
       apply(action);

@@ -15,7 +15,7 @@ export interface TemplateRef {
 export function templateRefs(template: string): TemplateRef[] {
   const refs: TemplateRef[] = [];
   for (const m of template.matchAll(REFERENCE)) {
-    refs.push({ node: m[1]!, path: m[2] ? m[2].slice(1).split('.') : [] });
+    refs.push({ node: m[1], path: m[2] ? m[2].slice(1).split('.') : [] });
   }
   return refs;
 }
@@ -72,7 +72,7 @@ export function templateFields(node: GraphNode): Record<string, string> {
 /** `from` names a node, optionally with a path into its JSON value: `parsed.items.0`. */
 export function parseFrom(from: string): TemplateRef {
   const [node, ...path] = from.split('.');
-  return { node: node!, path };
+  return { node: node, path };
 }
 
 /** Every node this node waits for: `after`, `from`, `when.node` and the nodes its templates name. */

@@ -191,7 +191,7 @@ function checkNodeShape(node: Obj, at: string, err: (at: string, message: string
   if (!known) return;
 
   const group = isInputKind(kind as string) ? 'input' : (kind as string);
-  const allowed = new Set([...COMMON_FIELDS, ...KIND_FIELDS[group]!]);
+  const allowed = new Set([...COMMON_FIELDS, ...KIND_FIELDS[group]]);
   for (const key of Object.keys(node)) if (!allowed.has(key)) err(`${at}.${key}`, `unknown field for kind ${kind as string}`);
 
   switch (group) {
@@ -353,7 +353,7 @@ function findCycles(edges: Map<string, string[]>): string[][] {
         const key = [...ordered].sort().join(',');
         if (!seen.has(key)) {
           seen.add(key);
-          cycles.push([...ordered, ordered[0]!]);
+          cycles.push([...ordered, ordered[0]]);
         }
       } else if (s === undefined) visit(dep);
     }

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
-import { nextRunMove, RunDriver, type StepEnd } from '../run-driver.ts';
+import { readRunTraceContext } from '../../runs/run-trace-context.ts';
+import { nextRunMove, RunDriver, type StepEnd } from '../../domain/graph/run-driver.ts';
 import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
@@ -16,7 +17,7 @@ import { executeStep } from '../execute-step.ts';
 
 /**
  * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
- * same pure run driver (src/engine/run-driver.ts) and the same writes (src/engine/drive-run.ts, over the
+ * same pure run driver (src/domain/graph/run-driver.ts) and the same writes (src/engine/drive-run.ts, over the
  * runs module, src/runs/) as the Temporal engine. All run state lives in Postgres; this class only
  * holds what can be rebuilt from it: its leases, timers and the steps in flight.
  *
@@ -349,7 +350,7 @@ export class EmbeddedEngine implements EnginePort {
       for (;;) {
         let outcome: LoopOutcome;
         try {
-          outcome = await traceRun(this.#deps, d.runId, () => this.#runLoop(d));
+          outcome = await traceRun(() => readRunTraceContext(this.#deps, d.runId), d.runId, () => this.#runLoop(d));
           backoff = 0;
         } catch (err) {
           if (d.lost || this.#state === 'halted') return;
@@ -440,7 +441,7 @@ export class EmbeddedEngine implements EnginePort {
     }
   }
 
-  /** The driver decides (src/engine/run-driver.ts); this engine writes, runs the steps and waits. */
+  /** The driver decides (src/domain/graph/run-driver.ts); this engine writes, runs the steps and waits. */
   async #advanceWith(d: Driver, s: RunState, inflight: Map<string, Promise<StepDone>>): Promise<LoopOutcome | null> {
     const drv = new RunDriver(s);
     for (;;) {

@@ -1,5 +1,4 @@
 import { Agent } from 'undici';
-import type { HttpNode } from '../../domain/graph/types.ts';
 import { traceStepKind, tracedFetch } from '../../observability/trace-spans.ts';
 import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError, parseHttpUrl } from '../../security/net-guard.ts';
 import type { NodeExecutionContext, NodeOutcome } from './types.ts';
@@ -91,7 +90,7 @@ export function executeHttpRequest(ctx: NodeExecutionContext, deps: HttpRequestD
 async function request(ctx: NodeExecutionContext, deps: HttpRequestDeps): Promise<NodeOutcome> {
   const node = ctx.node;
   if (node.kind !== 'http.request') return failed('the node is not an http.request node');
-  const spec = node as HttpNode;
+  const spec = node;
   traceStepKind(node.kind);
   if (ctx.signal.aborted) throw abortError(ctx.signal);
 
@@ -133,7 +132,7 @@ async function request(ctx: NodeExecutionContext, deps: HttpRequestDeps): Promis
       await assertUrl(url.href);
       const init: RequestInit & { dispatcher?: unknown } = { method, headers, body, redirect: 'manual', signal };
       if (dispatcher) init.dispatcher = dispatcher;
-      res = await send(url, init as RequestInit);
+      res = await send(url, init);
       const location = res.headers.get('location');
       if (!REDIRECTS.has(res.status) || location === null) break;
       await res.body?.cancel().catch(() => undefined);

@@ -1,5 +1,5 @@
 import { APICallError, streamText, type LanguageModel, type LanguageModelUsage } from 'ai';
-import type { LlmNode, Provider } from '../../domain/graph/types.ts';
+import type { Provider } from '../../domain/graph/types.ts';
 import { providerFetch, traceStepKind } from '../../observability/trace-spans.ts';
 import type { ProviderEnv } from '../../config/config.ts';
 import type { NodeExecutionContext, NodeOutcome } from './types.ts';
@@ -155,7 +155,7 @@ export function executeLlmChat(ctx: NodeExecutionContext): Promise<NodeOutcome> 
 async function chat(ctx: NodeExecutionContext): Promise<NodeOutcome> {
   const node = ctx.node;
   if (node.kind !== 'llm.chat') return failed(`the node is not an llm.chat node`);
-  const { provider, model } = node as LlmNode;
+  const { provider, model } = node;
   traceStepKind(node.kind);
   if (ctx.signal.aborted) throw abortError(ctx.signal);
 
@@ -172,8 +172,8 @@ async function chat(ctx: NodeExecutionContext): Promise<NodeOutcome> {
     return failed('the service has no endpoint configured for azure_openai');
   }
 
-  const prompt = ctx.render((node as LlmNode).prompt);
-  const system = (node as LlmNode).system !== undefined ? ctx.render((node as LlmNode).system!) : undefined;
+  const prompt = ctx.render((node).prompt);
+  const system = (node).system !== undefined ? ctx.render((node).system) : undefined;
 
   let languageModel: LanguageModel;
   try {

@@ -14,6 +14,7 @@ import {
   type RunWorkflowArgs,
 } from '../../../workflows/definitions.ts';
 import type { runWorkflow } from '../../../workflows/run-workflow.ts';
+import { SERVING } from './dev-server.ts';
 
 /**
  * What the Temporal engine needs from Temporal, as a small interface so the engine's admission and
@@ -271,7 +272,7 @@ export class TemporalRunClient implements RunWorkflowClient {
       await this.#get();
       const connection = this.#connection!;
       const res = await connection.withDeadline(deadline, () => connection.healthService.check({}));
-      return res.status === 1; // SERVING
+      return res.status === SERVING;
     }).catch(() => false);
     try {
       return await Promise.race([check, timeout]);
@@ -310,7 +311,7 @@ export function runMetadata(memo: RunMemo): { staticSummary: string; staticDetai
 
 function firstLine(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
-  return text.split('\n')[0]!.trim();
+  return text.split('\n')[0].trim();
 }
 
 /** The run's Cancel-After deadline as its workflow's argument, when it has one. */

@@ -6,6 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { devServerSearchAttributeArgs } from './search-attributes.ts';
 
+/** grpc.health.v1's SERVING, in the type of the health check's answer (the SDK exports no enum for it). */
+export const SERVING = 1 as NonNullable<Awaited<ReturnType<Connection['healthService']['check']>>['status']>;
+
 /**
  * The Temporal CLI's development server (`temporal server start-dev`: server, SQLite persistence and
  * the Web UI in one binary), started by `npm run temporal` and by the test suite. The CLI is found
@@ -159,7 +162,7 @@ export async function answers(address: string): Promise<boolean> {
   try {
     connection = await Connection.connect({ address, connectTimeout: '1 second' });
     const res = await connection.healthService.check({});
-    if (res.status !== 1) return false;
+    if (res.status !== SERVING) return false;
     await connection.workflowService.describeNamespace({ namespace: 'default' });
     return true;
   } catch {

@@ -39,18 +39,18 @@ export class ClosedWorkflowReconciler {
 
   /** One look: the ids of the runs it failed. */
   async reconcile(): Promise<string[]> {
-    const { listClosedByTemporal, closedByTemporal } = this.#client;
-    if (!listClosedByTemporal || !closedByTemporal) return [];
+    const client = this.#client;
+    if (!client.listClosedByTemporal || !client.closedByTemporal) return [];
     const startedAt = Date.now();
     const since = new Date(this.#lastLookAt === null ? startedAt - FIRST_LOOK_BACK_MS : this.#lastLookAt - OVERLAP_MS);
-    const closed = await listClosedByTemporal.call(this.#client, since);
+    const closed = await client.listClosedByTemporal(since);
     this.#lastLookAt = startedAt;
     if (closed.length === 0) return [];
     const open = await query<{ id: string }>(fork(this.#deps), OPEN_TEMPORAL_RUNS, [closed]);
     const failed: string[] = [];
     for (const { id } of open) {
       const runId = String(id);
-      const how = await closedByTemporal.call(this.#client, runId);
+      const how = await client.closedByTemporal(runId);
       if (!how) continue;
       const reason = CLOSED_BY_TEMPORAL_REASONS[how];
       const finished = await fork(this.#deps).transactional((tx) => finishRun(tx, runId, { status: 'failed', charge: 'compute', reason }));

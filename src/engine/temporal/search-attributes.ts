@@ -1,5 +1,4 @@
 import type { ConnectionLike } from '@temporalio/client';
-import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import { searchAttributes } from '../../../workflows/definitions.ts';
 
 /**
@@ -8,7 +7,9 @@ import { searchAttributes } from '../../../workflows/definitions.ts';
  * and a server that already has them is left alone.
  */
 
-const KEYWORD = encodeSearchAttributeIndexedValueType('KEYWORD')!;
+type IndexedValueType = NonNullable<Parameters<ConnectionLike['operatorService']['addSearchAttributes']>[0]['searchAttributes']>[string];
+/** temporal.api.enums.v1.IndexedValueType's KEYWORD: the SDK exports its encoding only from private files. */
+const KEYWORD = 2 as IndexedValueType;
 
 export const SEARCH_ATTRIBUTE_NAMES: readonly string[] = Object.values(searchAttributes).map((k) => k.name);
 

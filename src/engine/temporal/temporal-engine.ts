@@ -136,10 +136,10 @@ export class TemporalEngine implements EnginePort {
     this.#state = 'running';
     if (!this.#background) return;
     this.#expireDue = true;
-    this.admitSoon();
+    void this.admitSoon();
     this.#admitTimer = setInterval(() => {
       this.#expireDue = true;
-      this.admitSoon();
+      void this.admitSoon();
     }, this.#admissionIntervalMs);
     this.#admitTimer.unref();
     this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepIntervalMs);
@@ -174,7 +174,7 @@ export class TemporalEngine implements EnginePort {
         connection,
         namespace,
         taskQueue,
-        hooks: { onRunEnded: () => this.admitSoon() },
+        hooks: { onRunEnded: () => void this.admitSoon() },
       });
       const running = worker.run().catch((err: unknown) => {
         this.#workerFailed = true;
@@ -223,7 +223,7 @@ export class TemporalEngine implements EnginePort {
     try {
       await this.client.cancel(runId);
     } finally {
-      this.admitSoon(); // a cancelled run frees capacity
+      void this.admitSoon(); // a cancelled run frees capacity
     }
   }
 
@@ -353,7 +353,7 @@ export class TemporalEngine implements EnginePort {
     });
     try {
       const failed = await this.#reconciling;
-      if (failed.length) this.admitSoon();
+      if (failed.length) void this.admitSoon();
       return failed;
     } finally {
       this.#reconciling = null;

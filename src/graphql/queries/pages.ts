@@ -58,7 +58,7 @@ export interface PageQuery<T extends object> {
  */
 export async function pagesOf<T extends object>(em: Em, q: PageQuery<T>): Promise<T[]> {
   const meta = em.getMetadata().get(q.entity);
-  const column = (property: string) => `c.${meta.properties[property as keyof typeof meta.properties]!.fieldNames[0]}`;
+  const column = (property: string) => `c.${meta.properties[property as keyof typeof meta.properties].fieldNames[0]}`;
   const order = Object.entries(q.order).map(([property, direction]) => `${column(property)} ${direction}`);
   const numbered = em
     .createQueryBuilder(q.entity, 'c')

@@ -1,7 +1,6 @@
 import 'reflect-metadata';
 import { Arg, Args, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root } from 'type-graphql';
 import type { Workflow, WorkflowVersion } from '../../db/entities/index.ts';
-import type { Graph } from '../../domain/graph/types.ts';
 import { inputSchema } from '../../domain/graph/validate.ts';
 import { acceptWorkflowUpdate } from '../../services/workflows/accept-workflow-update.ts';
 import type { GraphqlContext } from '../context.ts';
@@ -76,7 +75,7 @@ export class WorkflowVersionResolver {
 
   @FieldResolver(() => Int)
   inputCount(@Root() v: WorkflowVersion): number {
-    return inputSchema(v.graph as Graph).length;
+    return inputSchema(v.graph).length;
   }
 
   @FieldResolver(() => Boolean)

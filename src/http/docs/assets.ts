@@ -67,7 +67,7 @@ export function assetPath(name: AssetName): string {
  */
 export async function serveAsset(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
   const m = /^\/docs\/assets\/([\w-]+)\/([\w.-]+)$/.exec(path);
-  if (!m || !Object.hasOwn(FILES, m[2]!)) return false;
+  if (!m || !Object.hasOwn(FILES, m[2])) return false;
   const asset = load(m[2] as AssetName);
   const current = `"${m[1]}"` === asset.etag;
   const headers: Record<string, string> = {

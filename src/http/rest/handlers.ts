@@ -13,7 +13,7 @@ import { listWorkflowVersions } from '../../services/workflows/list-workflow-ver
 import { listWorkflows } from '../../services/workflows/list-workflows.ts';
 import { batchRateHeaders, rateLimitHeaders } from '../headers.ts';
 import { MAX_BODY_BYTES, sendJson } from '../respond.ts';
-import { keyHolder } from '../../services/streams/stream-slots.ts';
+import { keyHolder } from '../../runs/stream-slots.ts';
 import { answerWhenFinished } from './prefer-wait.ts';
 import { header, type RestCall } from './rest-call.ts';
 import { streamRun } from './stream-run.ts';

@@ -4,12 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { OpenAPIBackend, type Context, type Document, type Handler, type Request } from 'openapi-backend';
 import { parse as parseYaml } from 'yaml';
 import { ApiError } from '../../domain/errors.ts';
-import { authenticateKey, requireScope, type Principal } from '../../services/auth/authenticate-key.ts';
+import { authenticateKey, requireScope } from '../../services/auth/authenticate-key.ts';
+import type { Principal } from '../../domain/principal.ts';
 import { traceRoute } from '../../observability/trace-spans.ts';
-import type { Deps } from '../../services/deps.ts';
+import type { Deps } from '../../runs/deps.ts';
 import { refuseStart } from '../../runs/counted-start.ts';
 import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../runs/rate-limiter.ts';
-import { UnlimitedStreamSlots } from '../../services/streams/stream-slots.ts';
+import { UnlimitedStreamSlots } from '../../runs/stream-slots.ts';
 import type { HttpServer, RequestContext } from '../server.ts';
 import { operations } from './handlers.ts';
 import { DocumentRouter } from './document-router.ts';
@@ -127,7 +128,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
         if (lenient.has(api.operation.operationId)) request.query = {};
       },
       unauthorizedHandler(api: Context) {
-        throw (api.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
+        throw (api.security?.bearerAuth as { error?: ApiError } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
       },
       async validationFail(api: Context) {
         throw await refused(api, validationError(api));

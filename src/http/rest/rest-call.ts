@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'openapi-backend';
-import type { Principal } from '../../services/auth/authenticate-key.ts';
-import type { Deps } from '../../services/deps.ts';
+import type { Principal } from '../../domain/principal.ts';
+import type { Deps } from '../../runs/deps.ts';
 import type { RateLimiter } from '../../runs/rate-limiter.ts';
 import type { RequestContext } from '../server.ts';
 import type { RequestBodies } from '../request-bodies.ts';
 import type { HeartbeatTicker } from './heartbeat-ticker.ts';
-import type { StreamSlots } from '../../services/streams/stream-slots.ts';
+import type { StreamSlots } from '../../runs/stream-slots.ts';
 
 /** What a REST operation handler is given (src/http/rest/handlers.ts), built per request by rest-adapter.ts. */
 export interface RestCall {

@@ -1,24 +1,13 @@
 import { ApiError } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { hashApiKey } from '../../security/crypto.ts';
-import { fork, type Deps } from '../deps.ts';
+import { fork, type Deps } from '../../runs/deps.ts';
+import type { Principal } from '../../domain/principal.ts';
 import { ShortLivedCache } from '../../db/short-lived-cache.ts';
 import { dateOrNull } from '../../db/sql.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
 export type Scope = (typeof SCOPES)[number];
-
-/** The caller behind a bearer key. */
-export interface Principal {
-  apiKeyId: string;
-  accountId: string;
-  accountHandle: string;
-  scopes: string[];
-  rateLimitPerMinute: number;
-  /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
-  runBudgetPerMinute: number;
-  spendCap: { window: 'daily' | 'monthly' | 'lifetime'; usd: string } | null;
-}
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -83,7 +72,7 @@ async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value
 export async function authenticateKey(deps: Pick<Deps, 'orm'>, authorization: string | undefined): Promise<Principal> {
   const match = authorization ? BEARER.exec(authorization) : null;
   if (!match) throw new ApiError('unauthorized', 'missing or malformed Authorization header; expected "Bearer <API_KEY>"');
-  return principalOf(await findKey(deps, hashApiKey(match[1]!)));
+  return principalOf(await findKey(deps, hashApiKey(match[1])));
 }
 
 /**

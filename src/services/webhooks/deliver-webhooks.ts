@@ -9,7 +9,7 @@ import type { Sealer } from '../../security/crypto.ts';
 import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError } from '../../security/net-guard.ts';
 import { injectTraceHeaders } from '../../observability/tracing.ts';
 import { traceWebhookDelivery } from '../../observability/trace-spans.ts';
-import { fork } from '../deps.ts';
+import { fork } from '../../runs/deps.ts';
 import { query } from '../../db/statement.ts';
 import { CLAIM_WEBHOOK_DELIVERIES, RECORD_WEBHOOK_DELIVERED, RECORD_WEBHOOK_FAILED, RECORD_WEBHOOK_RETRY } from '../../sql/webhook-deliveries.ts';
 import { webhookAttempted } from '../../observability/metrics.ts';
@@ -141,7 +141,7 @@ export async function deliverDueWebhooks(deps: WebhookDeps, opts: DeliverOptions
   for (const [i, r] of results.entries()) {
     if (r.status === 'rejected') {
       // Recording the outcome failed (database trouble): the lease expires and the row is retried.
-      const d = claimed[i]!;
+      const d = claimed[i];
       deps.log.error({ deliveryId: d.id, runId: d.runId, accountId: d.accountId, err: errorText(r.reason) }, 'webhook delivery outcome not recorded');
     }
   }
@@ -218,7 +218,7 @@ async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions)
 
   const result = await post(url, headers, d.body, {
     timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
-    lookup: allowPrivateNetwork ? undefined : (guardedLookup as unknown as LookupFunction),
+    lookup: allowPrivateNetwork ? undefined : (guardedLookup),
     signal: opts.signal,
   });
   if (result.kind === 'aborted') return result;

@@ -1,7 +1,7 @@
 import { forbidden, notFound } from '../../domain/errors.ts';
-import { fork, type Deps } from '../deps.ts';
+import { fork, type Deps } from '../../runs/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
-import { findVisibleWorkflow } from './workflow-access.ts';
+import { findVisibleWorkflow } from '../../catalog/workflow-access.ts';
 import { query } from '../../db/statement.ts';
 import { ACCEPT_WORKFLOW_UPDATE } from '../../sql/purchases.ts';
 

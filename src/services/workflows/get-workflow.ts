@@ -1,8 +1,8 @@
 import { notFound } from '../../domain/errors.ts';
-import { fork, type Deps } from '../deps.ts';
+import { fork, type Deps } from '../../runs/deps.ts';
 import { getPricing } from '../../catalog/pricing.ts';
 import { isUuid } from '../../domain/ids.ts';
-import { accessOf, findVisibleWorkflow } from './workflow-access.ts';
+import { accessOf, findVisibleWorkflow } from '../../catalog/workflow-access.ts';
 import { toDetail } from './workflow-views.ts';
 
 export async function getWorkflow(deps: Deps, accountId: string, workflowId: string) {

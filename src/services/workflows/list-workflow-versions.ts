@@ -2,10 +2,10 @@ import { notFound } from '../../domain/errors.ts';
 import { isoOrNull } from '../../db/sql.ts';
 import { inputSchema } from '../../domain/graph/validate.ts';
 import type { Graph } from '../../domain/graph/types.ts';
-import { fork, type Deps } from '../deps.ts';
+import { fork, type Deps } from '../../runs/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
-import { pageOf } from '../pagination.ts';
-import { findVisibleWorkflow } from './workflow-access.ts';
+import { pageOf } from '../../domain/pagination.ts';
+import { findVisibleWorkflow } from '../../catalog/workflow-access.ts';
 import { query } from '../../db/statement.ts';
 import { LIST_WORKFLOW_VERSIONS } from '../../sql/workflows.ts';
 

@@ -1,11 +1,11 @@
 import { invalidRequest } from '../../domain/errors.ts';
 import { isStorableText } from '../../domain/json-limits.ts';
 import type { UserAccess } from '../../db/entities/index.ts';
-import type { Deps } from '../deps.ts';
+import type { Deps } from '../../runs/deps.ts';
 import { outsideTransaction } from '../../db/statement.ts';
-import { pageOf, type PaginationOut } from '../pagination.ts';
+import { pageOf, type PaginationOut } from '../../domain/pagination.ts';
 import { getPricing } from '../../catalog/pricing.ts';
-import { accessOf, listVisibleWorkflows } from './workflow-access.ts';
+import { accessOf, listVisibleWorkflows } from '../../catalog/workflow-access.ts';
 import { toListItem } from './workflow-views.ts';
 
 export interface ListWorkflowsQuery {

@@ -1,6 +1,6 @@
 import { computeRequiredProviders, inputSchema } from '../../domain/graph/validate.ts';
 import { toJson } from '../../domain/money.ts';
-import type { WorkflowAccess } from './workflow-access.ts';
+import type { WorkflowAccess } from '../../catalog/workflow-access.ts';
 
 /** Public shapes of the spec's WorkflowListItem and WorkflowDetail, built from one WorkflowAccess. */
 

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { HttpServer } from '../http/server.ts';
+import type { HttpServer } from './server.ts';
 import type { Logger } from '../logger.ts';
-import { bindQueueSource } from './deployment-metrics.ts';
-import { collectProcessMetrics, registry } from './metrics.ts';
+import { bindQueueSource, type QueueReader } from '../observability/deployment-metrics.ts';
+import { collectProcessMetrics, registry } from '../observability/metrics.ts';
 
 /**
  * `GET /metrics` in the Prometheus text format, without an API key (like /healthz): on the API port,
@@ -30,8 +30,8 @@ export interface MetricsEndpoint {
 }
 
 export interface MetricsOptions {
-  /** The run queue's database (deployment-wide gauges) and RUN_CAPACITY; absent in a process without one. */
-  queue?: { orm: Parameters<typeof bindQueueSource>[0]; capacity: number };
+  /** The run queue's reader (deployment-wide gauges) and RUN_CAPACITY; absent in a process without a database. */
+  queue?: { read: QueueReader; capacity: number };
   /** METRICS_PORT: a separate listener; undefined mounts /metrics on `http`. */
   port?: number;
   host: string;
@@ -42,7 +42,7 @@ export interface MetricsOptions {
 
 export function createMetricsEndpoint(opts: MetricsOptions): MetricsEndpoint {
   collectProcessMetrics();
-  const unbind = opts.queue ? bindQueueSource(opts.queue.orm, opts.queue.capacity) : () => undefined;
+  const unbind = opts.queue ? bindQueueSource(opts.queue.read, opts.queue.capacity) : () => undefined;
   let server: Server | null = null;
   if (opts.port === undefined) {
     opts.http?.mount(METRICS_PATH, (req, res) => serveMetrics(req, res));

@@ -1,13 +1,13 @@
-import type { Em } from '../../db/orm.ts';
-import { json } from '../../db/sql.ts';
-import type { UserAccess } from '../../db/entities/index.ts';
-import type { Graph } from '../../domain/graph/types.ts';
-import { countStepNodes } from '../../domain/graph/validate.ts';
-import { displayedRunPrice, toDb, usd } from '../../domain/money.ts';
-import type { Pricing } from '../../catalog/pricing.ts';
-import { query, type StatementEm } from '../../db/statement.ts';
-import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_TO_RUN, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../../sql/workflows.ts';
-import type { HitRow } from '../../sql/rate-windows.ts';
+import type { Em } from '../db/orm.ts';
+import { json } from '../db/sql.ts';
+import type { UserAccess } from '../db/entities/index.ts';
+import type { Graph } from '../domain/graph/types.ts';
+import { countStepNodes } from '../domain/graph/validate.ts';
+import { displayedRunPrice, toDb, usd } from '../domain/money.ts';
+import type { Pricing } from './pricing.ts';
+import { query, type StatementEm } from '../db/statement.ts';
+import { FIND_VISIBLE_WORKFLOW, FIND_WORKFLOW_TO_RUN, FIND_WORKFLOW_VERSION, LIST_VISIBLE_WORKFLOWS } from '../sql/workflows.ts';
+import type { HitRow } from '../sql/rate-windows.ts';
 
 /**
  * What one caller may see and do with one workflow: the single place that applies the visibility,
@@ -50,7 +50,7 @@ export interface WorkflowAccess {
 }
 
 /** A workflow's completed runs, as an SQL expression over `workflows w` (read by tests). */
-export { RUNS_COUNT_SQL } from '../../sql/workflows.ts';
+export { RUNS_COUNT_SQL } from '../sql/workflows.ts';
 
 function mapRow(r: Record<string, unknown>): WorkflowRow {
   return {

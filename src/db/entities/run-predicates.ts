@@ -1,4 +1,4 @@
-import { ADMITTED_PHASES, LIVE_STATUSES, sqlList, type RunPhase, type RunStatus } from '../domain/run-status.ts';
+import { ADMITTED_PHASES, LIVE_STATUSES, sqlList, type RunPhase, type RunStatus } from '../../domain/run-status.ts';
 
 /**
  * The run predicates that several statements and the runs table's partial indexes share, built from the

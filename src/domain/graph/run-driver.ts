@@ -1,7 +1,7 @@
-import { applyFreeActions, nextDue, plan, type Action, type Finished, type FreeAction, type Plan } from '../domain/graph/interpreter.ts';
-import { isInputKind, type Graph, type GraphNode, type JsonValue, type NodeResult } from '../domain/graph/types.ts';
-import { isTerminal, type RunPhase } from '../domain/run-status.ts';
-import { isInMemoryStep, type BatchEntry, type StepBatch } from '../domain/run-steps.ts';
+import { applyFreeActions, nextDue, plan, type Action, type Finished, type FreeAction, type Plan } from './interpreter.ts';
+import { isInputKind, type Graph, type GraphNode, type JsonValue, type NodeResult } from './types.ts';
+import { isTerminal, type RunPhase, type RunStatus } from '../run-status.ts';
+import { isInMemoryStep, type BatchEntry, type StepBatch } from '../run-steps.ts';
 
 /**
  * The run driver: what a run does next, decided once for both engines. Pure (no I/O, no Node built-ins,
@@ -303,3 +303,18 @@ export class RunDriver {
     }
   }
 }
+
+/** What the engine does after `advanceRun`: small facts only (they go into the workflow history). */
+export type AdvanceResult =
+  /** The run is terminal: its status, a completed run's outcome and a failed run's buyer-safe reason. */
+  | { kind: 'ended'; status: RunStatus | null; outcome: string | null; reason?: string | null }
+  /** Queued: wait for admission. */
+  | { kind: 'queued' }
+  /** Running: start the I/O steps `start` (the others given as running still are), then wait for any step or until `due`. */
+  | { kind: 'wait'; start: string[]; due: number | null }
+  /** Suspended on a timer until `until`. */
+  | { kind: 'park'; until: number }
+  /** Suspended until credentials are supplied. */
+  | { kind: 'await_credentials' }
+  /** Nothing settled yet (the run kept changing under the driver): call again. */
+  | { kind: 'again' };

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { ApiError } from '../../domain/errors.ts';
-import type { Orm } from '../../db/orm.ts';
-import type { Logger } from '../../logger.ts';
-import { query } from '../../db/statement.ts';
-import { ACQUIRE_STREAM_SLOT, DROP_STREAM_SLOT_LEASES, RELEASE_STREAM_SLOT, RENEW_STREAM_SLOT_LEASES } from '../../sql/stream-slots.ts';
-import { requestRateLimited } from '../../observability/metrics.ts';
+import { ApiError } from '../domain/errors.ts';
+import type { Orm } from '../db/orm.ts';
+import type { Logger } from '../logger.ts';
+import { query } from '../db/statement.ts';
+import { ACQUIRE_STREAM_SLOT, DROP_STREAM_SLOT_LEASES, RELEASE_STREAM_SLOT, RENEW_STREAM_SLOT_LEASES } from '../sql/stream-slots.ts';
+import { requestRateLimited } from '../observability/metrics.ts';
 
 /**
  * Open-stream limits (MAX_STREAMS_PER_KEY): how many live streams one holder (an API key's SSE streams,

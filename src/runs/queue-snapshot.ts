@@ -1,0 +1,13 @@
+import { query } from '../db/statement.ts';
+import type { QueueSnapshot } from '../observability/deployment-metrics.ts';
+import { QUEUE_SNAPSHOT } from '../sql/queue-snapshot.ts';
+import { fork, type RunsDeps } from './deps.ts';
+
+/** The queue depth is counted up to this (a scrape stays cheap however deep the queue grows). */
+export const QUEUE_COUNT_CAP = 10_000;
+
+/** The run queue across the deployment, for the /metrics gauges: one statement. */
+export async function readQueueSnapshot(deps: Pick<RunsDeps, 'orm'>): Promise<QueueSnapshot> {
+  const [row] = await query<{ in_flight: number; queued: number; oldest: number }>(fork(deps), QUEUE_SNAPSHOT, [QUEUE_COUNT_CAP]);
+  return { inFlight: Number(row?.in_flight ?? 0), queued: Number(row?.queued ?? 0), oldestSeconds: Number(row?.oldest ?? 0) };
+}
