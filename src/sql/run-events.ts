@@ -6,8 +6,8 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
  * run's events is ONE row, inserted by `runEventsCte` below inside the statement that writes the run row
  * and bumps `runs.last_sequence`, so sequences stay gap-free per run and an event exists if and only if
  * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run
- * operation: src/runs/fenced-write.ts) and FINISH_RUN (src/sql/runs.ts); FINISH_RUNS_IN_MEMORY
- * (src/sql/finish-runs-in-memory.ts) inserts its runs' batches itself. The one other insert is acceptance's
+ * operation: src/runs/fenced-write.ts); FINISH_RUNS (src/sql/finish-runs.ts), which ends runs, inserts
+ * its runs' batches itself. The one other insert is acceptance's
  * `run.queued` (sequence 1, in the CTE of src/sql/accept-runs.ts), written with the run itself.
  */
 

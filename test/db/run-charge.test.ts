@@ -8,7 +8,7 @@ import type { RunsDeps } from '../../src/runs/deps.ts';
 import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
-import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
+import { FINISH_RUNS } from '../../src/sql/finish-runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
@@ -168,7 +168,7 @@ t('the one-statement run, with or without its outbox, bills the changed charges'
     const f = await fixture(orm, { admitted: true, ...o });
     const { result, sql } = await statementsWhile(orm, () => completeRun(deps, f.runId, finished, [], undefined, { start: true }));
     assert.ok(result.completed);
-    assert.ok(sql.includes(FINISH_RUNS_IN_MEMORY.text), `${JSON.stringify(o)}: the path under test`);
+    assert.ok(sql.includes(FINISH_RUNS.text), `${JSON.stringify(o)}: the path under test`);
     const outbox = await orm.em.fork().execute('select 1 from webhook_deliveries where run_id = ?', [f.runId]);
     assert.is(outbox.length, o.hooked ? 1 : 0, `${JSON.stringify(o)}: the outbox row`);
     const b = await billed(orm, f);
@@ -182,7 +182,7 @@ t('runs finishing together in one execution of the statement bill the changed ch
     Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
   );
   assert.equal(result.map((r) => r.completed), [true, true, true, true]);
-  assert.is(sql.filter((q) => q === FINISH_RUNS_IN_MEMORY.text).length, 1, 'one execution for the four');
+  assert.is(sql.filter((q) => q === FINISH_RUNS.text).length, 1, 'one execution for the four');
   const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
   assert.is(Number(one!.n), 1, 'one transaction');
   const got = await Promise.all(runs.map((f) => billed(orm, f)));
