@@ -10,6 +10,7 @@ import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
 import { FINISH_RUNS } from '../../src/sql/finish-runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { replaceFunctions } from '../helpers/sql-functions.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
@@ -22,7 +23,7 @@ import { statementsWhile } from '../helpers/statement-log.ts';
  * new amounts and settle them (ledger, wallet); the original functions are put back afterwards.
  */
 
-const t = suite<{ orm: Orm; deps: RunsDeps; originals: string[] }>('the charge of a run, defined once');
+const t = suite<{ orm: Orm; deps: RunsDeps; restore: () => Promise<void> }>('the charge of a run, defined once');
 
 const CHARGE_PLUS_ONE = `create or replace function wr_run_charge(charged text, status text, creator_price numeric, compute numeric) returns numeric
   immutable language sql as $$ select round(case when charged = 'full' then creator_price + compute + 1
@@ -33,18 +34,9 @@ const BUNDLE_PLUS_TEN = `create or replace function wr_billed(charge numeric, bu
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
   ctx.deps = testRunsDeps(ctx.orm);
-  const em = ctx.orm.em.fork();
-  const defs = await em.execute<{ def: string }[]>(
-    `select pg_get_functiondef(p.oid) as def from pg_proc p where p.proname in ('wr_run_charge', 'wr_billed') order by p.proname`,
-  );
-  assert.is(defs.length, 2, 'the migration created both functions');
-  ctx.originals = defs.map((d) => d.def);
-  await em.execute(CHARGE_PLUS_ONE);
-  await em.execute(BUNDLE_PLUS_TEN);
+  ctx.restore = await replaceFunctions(ctx.orm, ['wr_run_charge', 'wr_billed'], [CHARGE_PLUS_ONE, BUNDLE_PLUS_TEN]);
 });
-t.after(async ({ orm, originals }) => {
-  for (const def of originals) await orm.em.fork().execute(def);
-});
+t.after(async ({ restore }) => restore());
 t.before.each(async ({ orm }) => resetDb(orm));
 
 interface Fixture {

@@ -9,6 +9,7 @@ import type { RunsDeps } from '../../src/runs/deps.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { replaceFunctions } from '../helpers/sql-functions.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 
 /**
@@ -19,7 +20,7 @@ import { testRunsDeps } from '../helpers/runs-deps.ts';
  * the new rule; the original functions are put back afterwards.
  */
 
-const t = suite<{ orm: Orm; deps: RunsDeps; originals: string[] }>('the wallet rule, defined once');
+const t = suite<{ orm: Orm; deps: RunsDeps; restore: () => Promise<void> }>('the wallet rule, defined once');
 
 const OVERDRAFT = [
   `create or replace function wr_wallet_holds(balance numeric, hold numeric) returns boolean immutable language sql as $$ select balance + 1 >= hold $$`,
@@ -29,17 +30,9 @@ const OVERDRAFT = [
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
   ctx.deps = testRunsDeps(ctx.orm);
-  const em = ctx.orm.em.fork();
-  const defs = await em.execute<{ def: string }[]>(
-    `select pg_get_functiondef(p.oid) as def from pg_proc p where p.proname in ('wr_wallet_holds', 'wr_wallet_paid') order by p.proname`,
-  );
-  assert.is(defs.length, 2, 'the migration created both functions');
-  ctx.originals = defs.map((d) => d.def);
-  for (const sql of OVERDRAFT) await em.execute(sql);
+  ctx.restore = await replaceFunctions(ctx.orm, ['wr_wallet_holds', 'wr_wallet_paid'], OVERDRAFT);
 });
-t.after(async ({ orm, originals }) => {
-  for (const def of originals) await orm.em.fork().execute(def);
-});
+t.after(async ({ restore }) => restore());
 t.before.each(async ({ orm }) => resetDb(orm));
 
 /** An account with a wallet of `balance`, a workflow, and an admitted run whose displayed and creator price is `price`. */
