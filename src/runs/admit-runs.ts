@@ -67,7 +67,8 @@ async function expireWaitingRuns(deps: RunsDeps, engine: string | undefined): Pr
   const finished = await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
     const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
-    for (const { id } of await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, engine ?? null])) waits.push(String(id));
+    const waited = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, engine ?? null]);
+    for (const { id } of waited) waits.push(String(id));
     return finishRuns(tx, [
       ...expired.map(({ id }) => runEnding(String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON })),
       ...waits.map((id) => runEnding(id, { status: 'failed', charge: 'compute', reason: CREDENTIALS_TIMEOUT_REASON })),

@@ -41,11 +41,13 @@ money_placed as (
          case when p.fund_now and locked.id is null then p.price else 0 end as taken,
          case when not p.ending or locked.id is not null then 0 when p.fund_now then p.price else p.held end as released,
          case when p.ending and locked.id is null and (p.fund_now or p.funded_by is not null) then coalesce(p.charge, 0) else 0 end as take,
-         case when p.consumes and locked.id is not null then -1 when p.ending and not p.fund_now and locked.id is not null and p.charge is null then 1 else 0 end
+         case when p.consumes and locked.id is not null then -1
+              when p.ending and not p.fund_now and locked.id is not null and p.charge is null then 1 else 0 end
            as bundle_delta
     from bundle_place p
     left join bundle_locked locked
-      on (p.fund_now and locked.account_id = p.account_id and locked.workflow_id = p.workflow_id and locked.version_id = p.version_id and p.taken_before < locked.runs_left)
+      on (p.fund_now and locked.account_id = p.account_id and locked.workflow_id = p.workflow_id and locked.version_id = p.version_id
+          and p.taken_before < locked.runs_left)
       or (not p.fund_now and p.funded_by = 'bundle' and locked.id = p.funded_bundle)),
 wallet_run as (
   select placed.ord, placed.account_id, placed.taken, placed.released, placed.take,
