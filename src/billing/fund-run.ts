@@ -1,26 +1,23 @@
+import { Batch } from '../db/batch.ts';
 import type { Em } from '../db/orm.ts';
-import { toDb } from '../domain/money.ts';
-import { query } from '../db/statement.ts';
-import { FUND_RUN } from '../sql/fund-run.ts';
+import { FUND_RUNS, fundRunsValues } from '../sql/fund-runs.ts';
 
 /**
- * Funding at preparation (docs/design/money.md): an eligible bundle (same account, workflow and version, runs
- * left) pays the run; otherwise the wallet must hold the caller's displayed price. One fenced statement
- * (`runs_left > 0`, `balance_usd >= hold`) takes the funding, records it on the run and, for a hold,
- * writes the ledger row, so concurrent runs can never overspend and a hold never lacks its history.
- * Must run inside the caller's transaction, with the run row already locked.
+ * Funding at preparation (docs/design/money.md): an eligible bundle (same account, workflow and version,
+ * runs left) pays the run; otherwise the wallet must hold the caller's displayed price. FUND_RUNS takes
+ * the funding under the rows' locks, records it on the run and, for a hold, writes the ledger row, so
+ * concurrent runs can never overspend and a hold never lacks its history. Called inside the transaction
+ * that starts the run (a batch of one there).
  */
-export type FundingResult = { ok: true; funding: 'bundle' | 'wallet'; holdUsd: string } | { ok: false; reason: string };
+export type FundingResult = { ok: true; funding: 'bundle' | 'wallet' } | { ok: false; reason: string };
 
 export const INSUFFICIENT_FUNDS = 'insufficient funds: the wallet balance does not cover the run price';
 
-export async function fundRun(
-  tx: Em,
-  run: { id: string; accountId: string; workflowId: string; versionId: string; displayedPriceUsd: string },
-): Promise<FundingResult> {
-  const hold = toDb(run.displayedPriceUsd);
-  const [funded] = await query<{ funding: 'bundle' | 'wallet' }>(tx, FUND_RUN, [run.accountId, run.workflowId, run.versionId, hold, run.id]);
-  if (!funded) return { ok: false, reason: INSUFFICIENT_FUNDS };
-  if (funded.funding === 'bundle') return { ok: true, funding: 'bundle', holdUsd: '0.000000' };
-  return { ok: true, funding: 'wallet', holdUsd: hold };
+const FUNDING = new Batch<string>({ statement: FUND_RUNS, values: fundRunsValues, apartKey: (runId) => runId });
+
+export async function fundRun(tx: Em, runId: string): Promise<FundingResult> {
+  const [funded] = await FUNDING.run(tx, runId);
+  const funding = funded?.funding;
+  if (funding === 'bundle' || funding === 'wallet') return { ok: true, funding };
+  return { ok: false, reason: INSUFFICIENT_FUNDS };
 }

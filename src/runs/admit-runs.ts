@@ -2,7 +2,7 @@ import { query } from '../db/statement.ts';
 import { ADMIT_QUEUED, admitted, admitValues, EXPIRED_CREDENTIAL_WAITS, EXPIRED_QUEUED, LOCK_ADMISSION, type AdmitFromQueueArgs } from '../sql/admit-queued.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { publishTerminal } from './fenced-write.ts';
-import { finishRun, type FinishedRun } from './finish-run.ts';
+import { finishRuns, runEnding } from './finish-run.ts';
 import { CREDENTIALS_TIMEOUT_REASON, QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
 
@@ -45,7 +45,7 @@ export interface AdmitResult {
 
 /**
  * admitQueuedRuns, also telling whether admissible runs may still be waiting (the engine skips idle
- * admissions). The expiries go first in a transaction of their own (finishRun settles their charges),
+ * admissions). The expiries go first in a transaction of their own (one FINISH_RUNS for all of them settles their charges),
  * then the round is one statement (ADMIT_QUEUED), which sees them committed.
  */
 export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): Promise<AdmitResult> {
@@ -63,26 +63,19 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
  * nothing for the wait; the round after counts their slots as free). Returns the latter's ids.
  */
 async function expireWaitingRuns(deps: RunsDeps, engine: string | undefined): Promise<string[]> {
-  const published: [string, FinishedRun][] = [];
-  const expiredWaits: string[] = [];
-  await fork(deps).transactional(async (tx) => {
+  const waits: string[] = [];
+  const finished = await fork(deps).transactional(async (tx) => {
     await query(tx, LOCK_ADMISSION, []);
     const expired = await query<{ id: string }>(tx, EXPIRED_QUEUED, [deps.config.queueMaxWaitSeconds]);
-    for (const { id } of expired) {
-      const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON });
-      if (finished !== null) published.push([String(id), finished]);
-    }
-    const waits = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, engine ?? null]);
-    for (const { id } of waits) {
-      const finished = await finishRun(tx, String(id), { status: 'failed', charge: 'compute', reason: CREDENTIALS_TIMEOUT_REASON });
-      if (finished !== null) {
-        published.push([String(id), finished]);
-        expiredWaits.push(String(id));
-      }
-    }
+    const waited = await query<{ id: string }>(tx, EXPIRED_CREDENTIAL_WAITS, [deps.config.credentialsWaitSeconds, engine ?? null]);
+    for (const { id } of waited) waits.push(String(id));
+    return finishRuns(tx, [
+      ...expired.map(({ id }) => runEnding(String(id), { status: 'failed', charge: 'none', reason: QUEUE_TIMEOUT_REASON })),
+      ...waits.map((id) => runEnding(id, { status: 'failed', charge: 'compute', reason: CREDENTIALS_TIMEOUT_REASON })),
+    ]);
   });
-  for (const [id, finished] of published) publishTerminal(deps, id, finished);
-  return expiredWaits;
+  for (const [id, run] of finished) publishTerminal(deps, id, run);
+  return waits.filter((id) => finished.has(id));
 }
 
 /** ADMIT_QUEUED's arguments for a round of `args`: it looks at the queue's first 4 × capacity runs (100 at least). */

@@ -7,9 +7,7 @@ import { OVERDUE_RUNS } from '../sql/runs.ts';
 import type { EnginePort } from './engine-port.ts';
 import { knownRunAccount } from './run-state.ts';
 import { fork, type RunsDeps } from './deps.ts';
-import { CANCEL_RUNS } from '../sql/cancel-runs.ts';
-import { announceFinished, terminalEventData, type FinishedRun } from './finish-run.ts';
-import { writtenBy } from './written.ts';
+import { announceFinished, finishRuns, runEnding, type Finish } from './finish-run.ts';
 import { findAccountRun, findRun } from './run-views.ts';
 
 /**
@@ -74,29 +72,20 @@ export async function cancelOverdueRuns(deps: RunsDeps, engine: EnginePort, exce
 }
 
 /**
- * Commits the cancellation of the runs of `runIds` still in flight, in one statement (CANCEL_RUNS: not
- * charged, hold released or bundle run given back, terminal event, webhooks), and tells live readers.
- * Returns the runs it cancelled; one already terminal or missing is left out. A single cancel is a set of
- * one; the Temporal worker calls it when the workflow itself was cancelled (UI, CLI).
+ * Commits the cancellation of the runs of `runIds` still in flight, in one statement (FINISH_RUNS: not
+ * charged, hold released or bundle run given back, terminal event, webhooks; in id order, the order its
+ * rows are locked in), and tells live readers. Returns the runs it cancelled; one already terminal or
+ * missing is left out. A single cancel is a set of one; the Temporal worker calls it when the workflow
+ * itself was cancelled (UI, CLI).
  */
 export async function commitCancellations(deps: RunsDeps, runIds: readonly string[]): Promise<string[]> {
-  if (runIds.length === 0) return [];
-  const rows = await query(fork(deps), CANCEL_RUNS, [runIds]);
-  for (const row of rows) {
-    const finished: FinishedRun = {
-      ...writtenBy(row, [CANCELLED_EVENT]),
-      webhooks: Number(row.webhooks),
-      status: 'cancelled',
-      outcome: null,
-      accountId: String(row.account_id),
-    };
-    announceFinished(deps, String(row.id), finished);
-  }
-  return rows.map((row) => String(row.id));
+  const endings = [...new Set(runIds.map((id) => id.toLowerCase()))].sort().map((id) => runEnding(id, CANCELLED));
+  const finished = await finishRuns(fork(deps), endings);
+  for (const [runId, run] of finished) announceFinished(deps, runId, run);
+  return [...finished.keys()];
 }
 
-/** The event CANCEL_RUNS writes, as finishRun writes a cancellation's. */
-const CANCELLED_EVENT = { type: 'run.cancelled', data: terminalEventData({ status: 'cancelled', charge: 'none' }) };
+const CANCELLED: Finish = { status: 'cancelled', charge: 'none' };
 
 /** commitCancellations of one run: whether this call cancelled it. */
 export async function commitCancellation(deps: RunsDeps, runId: string): Promise<{ cancelled: boolean }> {

@@ -57,43 +57,41 @@ export interface ProgressChange {
  * written).
  */
 export async function fencedWrite(em: Em, runId: string, w: FencedWrite): Promise<Written | null> {
-  const [row] = await query(em, FENCED_WRITE, fencedParams(runId, w));
+  const [row] = await query(em, FENCED_WRITE, fencedCall(runId, w));
   return row ? writtenBy(row, w.events) : null;
 }
 
-/** fencedWrite returning the run's state columns and what funding reads (new values) with what it wrote, or null. */
+/** fencedWrite returning the run's state columns (new values) with what it wrote, or null. */
 export async function fencedWriteState(em: Em, runId: string, w: FencedWrite): Promise<{ row: Record<string, unknown>; written: Written } | null> {
-  const [row] = await query(em, FENCED_WRITE_STATE, fencedParams(runId, w));
+  const [row] = await query(em, FENCED_WRITE_STATE, fencedCall(runId, w));
   return row ? { row, written: writtenBy(row, w.events) } : null;
 }
 
-/** FENCED_WRITE's parameters, in the order src/sql/fenced-write.ts documents. */
-function fencedParams(runId: string, w: FencedWrite): unknown[] {
+/** FENCED_WRITE's one parameter: the call as named fields (src/sql/fenced-write.ts documents them). */
+function fencedCall(runId: string, w: FencedWrite): unknown[] {
   const move = w.move;
-  return [
-    runId,
-    w.statuses,
-    w.absentResults ?? [],
-    w.absentTimers ?? [],
-    w.computeLimitSteps ?? null,
-    w.phases ?? null,
-    w.suspendedFor ?? null,
-    w.noCredentialFor ?? null,
-    move?.to ?? null,
-    move?.to === 'suspend' ? move.reason : null,
-    move?.to === 'suspend' ? move.resumeAt : null,
-    w.progress ? JSON.stringify(w.progress.results ?? {}) : null,
-    JSON.stringify(w.progress?.addTimers ?? {}),
-    w.progress?.removeTimers ?? [],
-    w.compute?.steps ?? 0,
-    w.compute?.extra?.toFixed() ?? '0',
-    ...eventArrays(w.events),
-  ];
-}
-
-/** Events as the three parallel array parameters of runEventsCte (src/sql/run-events.ts): types, node ids, JSON data. */
-export function eventArrays(events: NewRunEvent[]): [string[], (string | null)[], string[]] {
-  return [events.map((e) => e.type), events.map((e) => e.nodeId ?? null), events.map((e) => JSON.stringify(e.data ?? {}))];
+  const call = {
+    run_id: runId,
+    statuses: w.statuses,
+    absent_results: w.absentResults ?? [],
+    absent_timers: w.absentTimers ?? [],
+    limit_steps: w.computeLimitSteps ?? null,
+    phases: w.phases ?? null,
+    suspended_for: w.suspendedFor ?? null,
+    no_credential_for: w.noCredentialFor ?? null,
+    move: move?.to ?? null,
+    suspend_as: move?.to === 'suspend' ? move.reason : null,
+    resume_ms: move?.to === 'suspend' ? move.resumeAt : null,
+    results: w.progress ? (w.progress.results ?? {}) : null,
+    add_timers: w.progress?.addTimers ?? {},
+    remove_timers: w.progress?.removeTimers ?? [],
+    steps: w.compute?.steps ?? 0,
+    extra: w.compute?.extra?.toFixed() ?? '0',
+    types: w.events.map((e) => e.type),
+    node_ids: w.events.map((e) => e.nodeId ?? null),
+    data: w.events.map((e) => e.data ?? {}),
+  };
+  return [JSON.stringify(call)];
 }
 
 /** After the commit of `written`: live readers told, with its events. */

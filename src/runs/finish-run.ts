@@ -1,25 +1,19 @@
 import type { Em } from '../db/orm.ts';
-import { query } from '../db/statement.ts';
+import { query, type StatementEm } from '../db/statement.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
-import { settleRun, type SettleInput } from '../billing/settle-run.ts';
-import { enqueueRunWebhooks } from './enqueue-run-webhooks.ts';
-import { isTerminal } from '../domain/run-status.ts';
-import { FINISH_RUN, LOCK_RUN_TO_FINISH } from '../sql/runs.ts';
+import { FINISH_RUNS, finishRunsValues, type RunEnding } from '../sql/finish-runs.ts';
 import { runFinished } from '../observability/metrics.ts';
 import type { RunsDeps } from './deps.ts';
 import type { PublicRunEvent } from './run-views.ts';
 import { together, writtenBy, type Written } from './written.ts';
 
 /**
- * The one way a run becomes terminal, used by the engines and by cancellation. Inside the caller's
- * transaction it locks the run, refuses if it is already terminal (a late step or a late cancel never
- * changes a finished run), writes the terminal state and event, deletes the run's secrets, writes the
- * webhook outbox rows, and settles money exactly once. Returns the new last sequence and how many webhook
- * deliveries it queued (the dispatcher is woken only for those), or null when it changed nothing.
- *
- * Statement order matters for throughput: the per-run writes come first, and the rows every run of an
- * account or workflow contends for (the wallet, the workflow's run counter) are touched last, so their
- * locks are held only until the commit that follows.
+ * The one way a run becomes terminal: FINISH_RUNS (src/sql/finish-runs.ts), for the engines, cancellation,
+ * the queue and credentials timeouts, a run refused funding and runs computed in memory. Under the run's
+ * row lock it refuses a run already terminal (a late step or a late cancel never changes a finished run),
+ * writes the terminal state and event, deletes the run's secrets, writes the webhook outbox rows, and
+ * settles the money exactly once. The rows every run of an account or workflow contends for (the wallet,
+ * the workflow's run counter) are locked after the run's own, and held only until the commit that follows.
  */
 
 export interface Finish {
@@ -65,76 +59,62 @@ export function announceFinished(deps: Pick<RunsDeps, 'bus' | 'log' | 'webhooks'
   if (f.webhooks > 0) deps.webhooks?.notify();
 }
 
-/** What finishing reads of the run, under its row lock. */
-interface LockedRun {
-  accountId: string;
-  status: string;
-  funding: string | null;
-  bundleId: string | null;
-  holdUsd: string;
-  workflowId: string;
-}
-
-async function lockRun(tx: Em, runId: string): Promise<LockedRun | null> {
-  const [row] = await query(tx, LOCK_RUN_TO_FINISH, [runId]);
-  if (!row) return null;
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+/** A run's ending as FINISH_RUNS takes it: no fences but the run's status, no writes but the ending, unless `more` says so. */
+export function runEnding(runId: string, fin: Finish, more: Partial<RunEnding> = {}): RunEnding {
   return {
-    accountId: String(row.account_id),
-    status: String(row.status),
-    funding: text(row.funding),
-    bundleId: text(row.bundle_id),
-    holdUsd: String(row.hold_usd),
-    workflowId: String(row.workflow_id),
+    runId,
+    admitted: false,
+    fundNow: false,
+    absentResults: [],
+    absentTimers: [],
+    limitSteps: null,
+    results: null,
+    addTimers: {},
+    removeTimers: [],
+    steps: 0,
+    extra: '0',
+    status: fin.status,
+    outcome: outcomeOf(fin),
+    reason: fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
+    outputs: fin.outputs ?? null,
+    charged: fin.charge,
+    events: [{ type: `run.${fin.status}`, data: terminalEventData(fin) }],
+    channel: null,
+    ...more,
   };
 }
 
-/** The terminal columns FINISH_RUN and FINISH_RUNS_IN_MEMORY write, in their parameter order: status, outcome, reason, outputs (JSON or null: kept). */
-export function terminalColumns(fin: Finish): [string, string | null, string | null, string | null] {
-  return [
-    fin.status,
-    fin.status === 'completed' ? (fin.outcome ?? 'completed') : null,
-    fin.status === 'failed' ? (fin.reason ?? 'the run failed') : null,
-    fin.outputs ? JSON.stringify(fin.outputs) : null,
-  ];
+/** The outcome a finished run records: a completed run's (completed unless said otherwise), else none. */
+const outcomeOf = (fin: Finish): string | null => (fin.status === 'completed' ? (fin.outcome ?? 'completed') : null);
+
+/** FINISH_RUNS's row of a run it wrote, as what a terminal transition wrote. */
+export function finishedBy(row: Record<string, unknown>, ending: RunEnding): FinishedRun {
+  return {
+    ...writtenBy(row, ending.events),
+    webhooks: Number(row.webhooks),
+    status: ending.status,
+    outcome: ending.outcome,
+    accountId: String(row.account_id),
+  };
 }
 
+/** Ends runs in `em`'s transaction (or one of its own), ONE statement for all of them: each one FINISH_RUNS wrote, by run id. */
+export async function finishRuns(em: StatementEm, endings: readonly RunEnding[]): Promise<Map<string, FinishedRun>> {
+  const finished = new Map<string, FinishedRun>();
+  if (endings.length === 0) return finished;
+  for (const row of await query(em, FINISH_RUNS, finishRunsValues(endings))) {
+    const ending = endings[Number(row.ord) - 1]!;
+    if (row.written === true) finished.set(ending.runId, finishedBy(row, ending));
+  }
+  return finished;
+}
+
+/** finishRuns of one run, with its terminal event: what it wrote, or null when the run was terminal already. */
 export async function finishRun(tx: Em, runId: string, fin: Finish): Promise<FinishedRun | null> {
-  const row = await lockRun(tx, runId);
-  if (!row || isTerminal(row.status)) return null;
-
-  const settle: SettleInput = { id: runId, accountId: row.accountId, funding: row.funding, bundleId: row.bundleId, holdUsd: row.holdUsd };
-  const type = `run.${fin.status}`;
-  const data = terminalEventData(fin);
-
-  // The terminal state, its charge (computed by the statement), its event and the deletion of the run's secrets in one statement.
-  const [updated] = await query(tx, FINISH_RUN, [runId, ...terminalColumns(fin), fin.charge, [type], [null], [JSON.stringify(data)]]);
-  const finished = await settleFinished(tx, runId, fin, updated, settle, row.workflowId);
-  return { ...finished, events: writtenBy(updated, [{ type, data }]).events };
+  return (await finishRuns(tx, [runEnding(runId, fin)])).get(runId) ?? null;
 }
 
-/**
- * The rest of a terminal transition once the run's row is terminal (`updated`: FINISH_RUN's row, with
- * `charge_usd` what it is billed, null when not charged): the webhook outbox, then the settlement and
- * the workflow's run counter (hot rows) in one statement, last before the commit.
- */
-async function settleFinished(
-  tx: Em,
-  runId: string,
-  fin: Finish,
-  updated: Record<string, unknown>,
-  settle: SettleInput,
-  workflowId: string,
-): Promise<FinishedRun> {
-  const webhooks = await enqueueRunWebhooks(tx, settle.accountId, runId, `run.${fin.status}`);
-  await settleRun(tx, settle, updated.charge_usd === null ? null : String(updated.charge_usd), {
-    countCompletedRunOf: fin.status === 'completed' ? workflowId : undefined,
-  });
-  const outcome = fin.status === 'completed' ? (fin.outcome ?? 'completed') : null;
-  return { last: Number(updated.last_sequence), webhooks, status: fin.status, outcome, accountId: settle.accountId };
-}
-
-/** The terminal event's data (finishRun, and FINISH_RUNS_IN_MEMORY through src/runs/start-and-complete.ts). */
+/** The terminal event's data. */
 export function terminalEventData(fin: Finish): Record<string, string> {
   const data: Record<string, string> = { status: fin.status };
   if (fin.status === 'failed') data.reason = fin.reason ?? 'the run failed';

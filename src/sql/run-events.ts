@@ -6,22 +6,22 @@ import { RunEventBatchSchema } from '../db/entities/index.ts';
  * run's events is ONE row, inserted by `runEventsCte` below inside the statement that writes the run row
  * and bumps `runs.last_sequence`, so sequences stay gap-free per run and an event exists if and only if
  * its write did. Its users: FENCED_WRITE / FENCED_WRITE_STATE (src/sql/fenced-write.ts, every run
- * operation: src/runs/fenced-write.ts) and FINISH_RUN (src/sql/runs.ts); FINISH_RUNS_IN_MEMORY
- * (src/sql/finish-runs-in-memory.ts) inserts its runs' batches itself. The one other insert is acceptance's
+ * operation: src/runs/fenced-write.ts); FINISH_RUNS (src/sql/finish-runs.ts), which ends runs, inserts
+ * its runs' batches itself. The one other insert is acceptance's
  * `run.queued` (sequence 1, in the CTE of src/sql/accept-runs.ts), written with the run itself.
  */
 
 /**
- * A CTE, `inserted_events`, inserting the events given as three parallel arrays ($types text[], $nodes
- * text[], $data text[] of JSON texts) as one batch ending at the run's new last sequence. `updatedRun`
- * names the CTE that updated the run, returning its id and new last_sequence. No events, no row. It
- * returns the batch's `ts`, which the statement answers as EVENTS_TS so that the writer can hand its
- * events to live readers as the log holds them.
+ * A CTE, `inserted_events`, inserting the events of `call` (a CTE of one row with the arrays `types`,
+ * `node_ids` and `data`) as one batch ending at the run's new last sequence. `updatedRun` names the CTE
+ * that updated the run, returning its id and new last_sequence. No events, no row. It returns the batch's
+ * `ts`, which the statement answers as EVENTS_TS so that the writer can hand its events to live readers
+ * as the log holds them.
  */
-export const runEventsCte = (updatedRun: string, types: string, nodes: string, data: string) => `inserted_events as (
+export const runEventsCte = (updatedRun: string, call: string) => `inserted_events as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
-  select ${updatedRun}.id, ${updatedRun}.last_sequence, ${sameLength(types, nodes, data)}, ${nodes}::text[], ${data}::text[]::jsonb[], clock_timestamp()
-    from ${updatedRun} where cardinality(${types}::text[]) > 0
+  select ${updatedRun}.id, ${updatedRun}.last_sequence, ${sameLength(call)}, ${call}.node_ids, ${call}.data, clock_timestamp()
+    from ${updatedRun} cross join ${call} where cardinality(${call}.types) > 0
   returning ts)`;
 
 /** The column of a writing statement's row holding runEventsCte's `ts` (null when it wrote no events). */
@@ -32,9 +32,8 @@ export const EVENTS_TS = `(select ts from inserted_events) as events_ts`;
  * three arrays differ in length: readers unnest them side by side, and a short one would be padded with
  * nulls and number events past the batch's last sequence.
  */
-const sameLength = (types: string, nodes: string, data: string) =>
-  `case when cardinality(${nodes}::text[]) = cardinality(${types}::text[])
-     and cardinality(${data}::text[]) = cardinality(${types}::text[]) then ${types}::text[] end`;
+const sameLength = (call: string) =>
+  `case when cardinality(${call}.node_ids) = cardinality(${call}.types) and cardinality(${call}.data) = cardinality(${call}.types) then ${call}.types end`;
 
 /**
  * From a batch `b`: its events `e` (type, node_id, data, ord) and each one's sequence `s.sequence`, the

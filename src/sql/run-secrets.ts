@@ -3,7 +3,7 @@ import { RunSecretSchema } from '../db/entities/index.ts';
 
 /**
  * A run's secrets (`run_secrets`): its sealed password inputs (written at acceptance,
- * src/sql/accept-runs.ts) and provider credentials supplied later; finish_run deletes them.
+ * src/sql/accept-runs.ts) and provider credentials supplied later; finish_runs deletes them.
  */
 
 /** $1 run id: every secret of the run, sealed (what a step executes with). */

@@ -1,8 +1,7 @@
 import { statement } from '../db/statement.ts';
-import { BundleSchema, RunEventBatchSchema, RunLabelSchema, RunSchema, RunSecretSchema } from '../db/entities/index.ts';
+import { RunLabelSchema, RunSchema } from '../db/entities/index.ts';
 import { positionSql } from './queue-line.ts';
 import { liveRun } from '../db/entities/run-predicates.ts';
-import { EVENTS_TS, runEventsCte } from './run-events.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
 
@@ -27,47 +26,6 @@ export const FIND_ACCOUNT_RUN = statement(
   [RunSchema],
 );
 
-/** $1 run id: what finishing reads of the run, under its row lock. */
-export const LOCK_RUN_TO_FINISH = statement(
-  'lock_run_to_finish',
-  'select account_id, status, funding, bundle_id, hold_usd, workflow_id from runs where id = $1 for update',
-  [RunSchema],
-);
-
-/**
- * The billing columns of a run made terminal, from what it is billed (`billed`, an SQL expression: the
- * result of `wr_billed`, null when not charged). Shared with FINISH_RUNS_IN_MEMORY (src/sql/finish-runs-in-memory.ts).
- */
-export const billingSet = (billed: string) =>
-  `billing_status = case when ${billed} is null then 'not_charged' else 'settled' end, charge_usd = ${billed}, cap_usd = coalesce(${billed}, 0)`;
-
-/**
- * The terminal state, its charge, its event and the deletion of the run's secrets in one statement. $1 run
- * id, $2 status, $3 outcome, $4 reason, $5 outputs (JSON or null: kept), $6 what the ending charges
- * (`none`, `compute`, `full`: wr_run_charge), $7–$9 the terminal event (one-element arrays: type, node id,
- * JSON data; src/sql/run-events.ts). The charge is the run's own (wr_run_charge, then wr_billed with its
- * bundle's price when a bundle funds it: docs/design/money.md#what-is-charged). Returns the run's `id`, that
- * charge as `charge_usd` and its new `last_sequence`.
- */
-export const FINISH_RUN = statement(
-  'finish_run',
-  `with charged as (
-     select r.id as run_id, wr_billed(wr_run_charge($6::text, $2::text, r.creator_price_usd, r.compute_usd), b.usd_per_run) as billed
-       from runs r left join bundles b on r.funding = 'bundle' and b.id = r.bundle_id
-      where r.id = $1),
-   finished as (
-     update runs set status = $2::text, outcome = $3, reason = $4, outputs = coalesce($5::jsonb, outputs), ${billingSet('charged.billed')},
-            phase = null, suspend_reason = null, resume_at = null,
-            lease_owner = null, lease_until = null, completed_at = clock_timestamp(), updated_at = now(),
-            last_sequence = last_sequence + cardinality($7::text[])
-       from charged
-      where id = charged.run_id returning id, charge_usd, last_sequence),
-   ${runEventsCte('finished', '$7', '$8', '$9')},
-   deleted_secrets as (delete from run_secrets where run_id = $1)
-   select finished.*, ${EVENTS_TS} from finished`,
-  [RunSchema, BundleSchema, RunEventBatchSchema, RunSecretSchema],
-);
-
 /** $1 run id: the run's state as the engines drive it (src/runs/run-state.ts). */
 /** $1 run id: the state columns, and the buyer-safe reason of a failed run (what its Temporal workflow fails with). */
 export const RUN_STATE = statement('run_state', `select ${STATE_COLUMNS}, reason, outcome from runs where id = $1`, [RunSchema]);
@@ -87,13 +45,6 @@ export const READ_RUN_FOR_UPDATE = statement('read_run_for_update', `select ${RE
 
 /** $1 run id: its status and the sequence of its newest event. */
 export const RUN_STATUS = statement('run_status', 'select status, last_sequence from runs where id = $1', [RunSchema]);
-
-/** $1 run id: what the careful preparation path reads, under the run's row lock (src/runs/prepare-run.ts). */
-export const LOCK_RUN_TO_PREPARE = statement(
-  'lock_run_to_prepare',
-  'select status, phase, account_id, workflow_id, version_id, displayed_price_usd from runs where id = $1 for update',
-  [RunSchema],
-);
 
 /** $1 run id: what the Temporal workflow asks of its run (src/engine/temporal/activities.ts). */
 export const RUN_SCHEDULE = statement(
@@ -197,5 +148,5 @@ export const RECENT_RUN_MEAN = statement(
   [RunSchema],
 );
 
-/** $1 run id: the run's status and account, under its row lock (ordered with finish_run, which deletes its secrets). */
+/** $1 run id: the run's status and account, under its row lock (ordered with finish_runs, which deletes its secrets). */
 export const LOCK_RUN_TO_SUPPLY = statement('lock_run_to_supply', 'select status, account_id from runs where id = $1 for update', [RunSchema]);

@@ -17,14 +17,6 @@ export const outboxInsert = (a: { run: string; event: string; account: string; f
      from webhook_endpoints e${a.from ? `, ${a.from}` : ''}
     where e.account_id = ${a.account} and ${endpointTakes('e', a.event)}`;
 
-/** The outbox rows of a run's terminal event (outboxInsert): $1 run id, $2 event type, $3 account id. */
-export const ENQUEUE_RUN_WEBHOOKS = statement(
-  'enqueue_run_webhooks',
-  `${outboxInsert({ run: '$1', event: '$2::text', account: '$3' })}
-   returning id`,
-  [WebhookDeliverySchema, WebhookEndpointSchema],
-);
-
 /*
  * Delivery (src/services/webhooks/deliver-webhooks.ts, docs/design/webhooks.md). "Now" is a parameter
  * (an ISO time, for tests) or null for the database clock. An outcome is written only if the row still

@@ -8,7 +8,7 @@ import { rateHitCte } from './rate-windows.ts';
  * `purchases` row and the owner's `accounts` row. $1 is always the caller's account id.
  */
 
-/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (src/sql/settle-run.ts). */
+/** A workflow's completed runs: the catalog's runs_count plus the tallies of completed runs (written by FINISH_RUNS, src/sql/finish-runs.ts). */
 export const RUNS_COUNT_SQL = `(w.runs_count + coalesce((select sum(t.runs) from workflow_run_tallies t where t.workflow_id = w.id), 0))`;
 
 /** The joins of every workflow read: the workflow, its owner, `caller`'s purchase and the version shown to them. */

@@ -3,10 +3,15 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Em, Orm } from '../../src/db/orm.ts';
 import { fundRun, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
-import { type SettleInput, settleRun } from '../../src/billing/settle-run.ts';
+import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 import { RUNS_COUNT_SQL } from '../../src/catalog/workflow-access.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
+
+/**
+ * Funding (FUND_RUNS, at preparation) and the money a run's ending moves (FINISH_RUNS): holds, charges,
+ * unpaid amounts, bundles, the completed-run tally, each in one statement.
+ */
 
 const t = suite<{ orm: Orm }>('billing: funding and settlement');
 t.before(async (ctx) => {
@@ -27,12 +32,29 @@ async function fixture(em: Em, walletUsd: string): Promise<Fixture> {
   await em.execute(`insert into wallets (account_id, balance_usd) values (?, ?)`, [f.accountId, walletUsd]);
   await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [f.workflowId, f.accountId]);
   await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [f.versionId, f.workflowId, 'x'.repeat(64)]);
+  await insertRun(em, f, f.runId);
+  return f;
+}
+
+async function insertRun(em: Em, f: Fixture, id: string): Promise<void> {
   await em.execute(
     `insert into runs (id, account_id, workflow_id, version_id, user_access, compute_limit_usd, credential_mode, inputs, progress)
      values (?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}')`,
-    [f.runId, f.accountId, f.workflowId, f.versionId],
+    [id, f.accountId, f.workflowId, f.versionId],
   );
-  return f;
+}
+
+/** Funds the run at `price` (its displayed price), in a transaction of its own. */
+async function fund(em: Em, runId: string, price: string) {
+  await em.execute('update runs set displayed_price_usd = ? where id = ?', [price, runId]);
+  return em.transactional((tx) => fundRun(tx as Em, runId));
+}
+
+/** Ends the run as completed and charged in full: `owed` its creator price (no compute), or cancelled (`null`: not charged). */
+async function end(em: Em, runId: string, owed: string | null, watch: (fn: () => Promise<unknown>) => Promise<unknown> = (fn) => fn()) {
+  if (owed !== null) await em.execute(`update runs set creator_price_usd = ?, status = 'running' where id = ?`, [owed, runId]);
+  const fin: Finish = owed === null ? { status: 'cancelled', charge: 'none' } : { status: 'completed', outcome: 'completed', charge: 'full' };
+  return watch(() => em.transactional((tx) => finishRun(tx as Em, runId, fin)));
 }
 
 const wallet = async (em: Em, accountId: string) =>
@@ -46,12 +68,10 @@ const ledger = async (em: Em, accountId: string) =>
 t('a hold moves the displayed price from balance to held, and settlement charges the exact final amount', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
-  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250200' }));
-  assert.equal(funded, { ok: true, funding: 'wallet', holdUsd: '0.250200' });
+  const funded = await fund(em, f.runId, '0.250200');
+  assert.equal(funded, { ok: true, funding: 'wallet' });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749800', held_usd: '0.250200' });
-  await em.transactional((tx) =>
-    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.250200' }, '0.250357'),
-  );
+  await end(em, f.runId, '0.250357');
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.749643', held_usd: '0.000000' });
   assert.equal(await ledger(em, f.accountId), [
     ['hold', '-0.250200', '0.749800'],
@@ -63,10 +83,8 @@ t('a hold moves the displayed price from balance to held, and settlement charges
 t('a wallet never goes below zero: what it cannot cover is recorded as unpaid', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
-  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.500000' }));
-  await em.transactional((tx) =>
-    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.500000' }, '2.000000'),
-  );
+  await fund(em, f.runId, '0.500000');
+  await end(em, f.runId, '2.000000');
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
   assert.equal((await ledger(em, f.accountId)).slice(1), [
     ['release', '0.500000', '1.000000'],
@@ -78,18 +96,16 @@ t('a wallet never goes below zero: what it cannot cover is recorded as unpaid', 
 t('a run not charged gets its hold back in full', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '0.300000');
-  await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.300000' }));
+  await fund(em, f.runId, '0.300000');
   assert.is((await wallet(em, f.accountId)).balance_usd, '0.000000');
-  await em.transactional((tx) =>
-    settleRun(tx as Em, { id: f.runId, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.300000' }, null),
-  );
+  await end(em, f.runId, null);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.300000', held_usd: '0.000000' });
 });
 
 t('insufficient balance funds nothing and leaves no ledger row', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '0.100000');
-  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.100001' }));
+  const funded = await fund(em, f.runId, '0.100001');
   assert.equal(funded, { ok: false, reason: INSUFFICIENT_FUNDS });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.100000', held_usd: '0.000000' });
   assert.equal(await ledger(em, f.accountId), []);
@@ -99,43 +115,34 @@ t('insufficient balance funds nothing and leaves no ledger row', async ({ orm })
 t('a bundle pays before the wallet, its charged run stays consumed, and it gives the run back when not charged', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
-  const bundleId = randomUUID();
-  await em.execute(
-    `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, 1, 0.2)`,
-    [bundleId, f.accountId, f.workflowId, f.versionId],
-  );
-  const funded = await em.transactional((tx) => fundRun(tx as Em, { id: f.runId, ...f, displayedPriceUsd: '0.250000' }));
-  assert.is(funded.ok && funded.funding, 'bundle');
+  const bundleId = await addBundle(em, f, 2);
   const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
+  const cancelled = await addRun(em, f);
+  assert.equal([await fund(em, f.runId, '0.250000'), await fund(em, cancelled, '0.250000')], [
+    { ok: true, funding: 'bundle' },
+    { ok: true, funding: 'bundle' },
+  ]);
   assert.is(await left(), 0);
-  const settle = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
-  await em.transactional((tx) => settleRun(tx as Em, settle, '0.200000'));
+  await end(em, f.runId, '0.250000');
   assert.is(await left(), 0);
-  await em.transactional((tx) => settleRun(tx as Em, settle, null));
+  await end(em, cancelled, null);
   assert.is(await left(), 1);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '1.000000', held_usd: '0.000000' });
+  assert.equal(await ledger(em, f.accountId), []);
+  const [charged] = await em.execute<{ charge_usd: string }[]>('select charge_usd::text from runs where id = ?', [f.runId]);
+  assert.is(charged!.charge_usd, '0.200000', 'billed its bundle price per run');
 });
 
 t('concurrent holds against a wallet that covers exactly one fund exactly one', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '0.250000');
   const runs = [f.runId];
-  for (let i = 0; i < 7; i++) {
-    const id = randomUUID();
-    await em.execute(
-      `insert into runs (id, account_id, workflow_id, version_id, user_access, compute_limit_usd, credential_mode, inputs, progress)
-       values (?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}')`,
-      [id, f.accountId, f.workflowId, f.versionId],
-    );
-    runs.push(id);
-  }
-  const results = await Promise.all(
-    runs.map((id) => orm.em.fork().transactional((tx) => fundRun(tx as unknown as Em, { id, ...f, displayedPriceUsd: '0.250000' }))),
-  );
+  for (let i = 0; i < 7; i++) runs.push(await addRun(em, f));
+  await em.execute('update runs set displayed_price_usd = 0.25 where account_id = ?', [f.accountId]);
+  const results = await Promise.all(runs.map((id) => orm.em.fork().transactional((tx) => fundRun(tx as unknown as Em, id))));
   assert.is(results.filter((r) => r.ok).length, 1);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.250000' });
 });
-
 
 const runFunding = async (em: Em, runId: string) =>
   (await em.execute<{ funding: string | null; bundle_id: string | null; hold_usd: string | null }[]>(
@@ -145,11 +152,7 @@ const runFunding = async (em: Em, runId: string) =>
 
 async function addRun(em: Em, f: Fixture): Promise<string> {
   const id = randomUUID();
-  await em.execute(
-    `insert into runs (id, account_id, workflow_id, version_id, user_access, compute_limit_usd, credential_mode, inputs, progress)
-     values (?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}')`,
-    [id, f.accountId, f.workflowId, f.versionId],
-  );
+  await insertRun(em, f, id);
   return id;
 }
 
@@ -165,33 +168,35 @@ async function addBundle(em: Em, f: Fixture, runsLeft: number): Promise<string> 
 t('funding is one statement whether a bundle, a hold, a free run or nothing funds the run', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '0.300000');
-  const fund = (id: string, price: string) =>
-    em.transactional((tx) => statementsWhile(orm, () => fundRun(tx as Em, { id, ...f, displayedPriceUsd: price })));
+  const funded = async (id: string, price: string) => {
+    await em.execute('update runs set displayed_price_usd = ? where id = ?', [price, id]);
+    return em.transactional((tx) => statementsWhile(orm, () => fundRun(tx as Em, id)));
+  };
 
   const bundleId = await addBundle(em, f, 1);
-  const byBundle = await fund(f.runId, '0.250000');
-  assert.equal(byBundle.result, { ok: true, funding: 'bundle', holdUsd: '0.000000' });
+  const byBundle = await funded(f.runId, '0.250000');
+  assert.equal(byBundle.result, { ok: true, funding: 'bundle' });
   assert.is(byBundle.sql.length, 1);
   assert.equal(await runFunding(em, f.runId), { funding: 'bundle', bundle_id: bundleId, hold_usd: '0.000000' });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.300000', held_usd: '0.000000' });
 
   const held = await addRun(em, f);
-  const byWallet = await fund(held, '0.250000');
-  assert.equal(byWallet.result, { ok: true, funding: 'wallet', holdUsd: '0.250000' });
+  const byWallet = await funded(held, '0.250000');
+  assert.equal(byWallet.result, { ok: true, funding: 'wallet' });
   assert.is(byWallet.sql.length, 1);
   assert.equal(await runFunding(em, held), { funding: 'wallet', bundle_id: null, hold_usd: '0.250000' });
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.050000', held_usd: '0.250000' });
 
   const free = await addRun(em, f);
   const walletBefore = await em.execute('select * from wallets where account_id = ?', [f.accountId]);
-  const byNothing = await fund(free, '0');
-  assert.equal(byNothing.result, { ok: true, funding: 'wallet', holdUsd: '0.000000' });
+  const byNothing = await funded(free, '0');
+  assert.equal(byNothing.result, { ok: true, funding: 'wallet' });
   assert.is(byNothing.sql.length, 1);
   assert.equal(await runFunding(em, free), { funding: 'wallet', bundle_id: null, hold_usd: '0.000000' });
   assert.equal(await em.execute('select * from wallets where account_id = ?', [f.accountId]), walletBefore, 'a free run leaves the wallet alone');
 
   const short = await addRun(em, f);
-  const refused = await fund(short, '0.050001');
+  const refused = await funded(short, '0.050001');
   assert.equal(refused.result, { ok: false, reason: INSUFFICIENT_FUNDS });
   assert.is(refused.sql.length, 1);
   assert.equal(await runFunding(em, short), { funding: null, bundle_id: null, hold_usd: '0.000000' });
@@ -203,36 +208,38 @@ t('a bundle pays a free run too, and an empty bundle falls through to the wallet
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
   const bundleId = await addBundle(em, f, 1);
-  const fund = (id: string, price: string) => em.transactional((tx) => fundRun(tx as Em, { id, ...f, displayedPriceUsd: price }));
-  assert.equal(await fund(f.runId, '0'), { ok: true, funding: 'bundle', holdUsd: '0.000000' });
+  assert.equal(await fund(em, f.runId, '0'), { ok: true, funding: 'bundle' });
   assert.equal(await runFunding(em, f.runId), { funding: 'bundle', bundle_id: bundleId, hold_usd: '0.000000' });
   const next = await addRun(em, f);
-  assert.equal(await fund(next, '0.400000'), { ok: true, funding: 'wallet', holdUsd: '0.400000' });
+  assert.equal(await fund(em, next, '0.400000'), { ok: true, funding: 'wallet' });
   assert.equal(await runFunding(em, next), { funding: 'wallet', bundle_id: null, hold_usd: '0.400000' });
   assert.equal(await ledger(em, f.accountId), [['hold', '-0.400000', '0.600000']]);
 });
 
-t('settling a completed run bumps its workflow run counter exactly once, in the one settlement statement', async ({ orm }) => {
+t('ending runs counts each completed run on its workflow exactly once, in the one statement that ends it', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
   const f = await fixture(em, '1.000000');
   const runsCount = async () =>
     Number((await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]))[0]!.runs_count);
-  const settle = (run: SettleInput, charge: string | null) =>
-    em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge, { countCompletedRunOf: f.workflowId })));
+  let sql: string[] = [];
+  const ended = (id: string, owed: string | null) =>
+    end(em, id, owed, async (fn) => {
+      sql = (await statementsWhile(orm, fn)).sql.filter((q) => !/^(begin|commit)/i.test(q));
+    });
   const held = await addRun(em, f);
-  await em.transactional((tx) => fundRun(tx as Em, { id: held, ...f, displayedPriceUsd: '0.250200' }));
-  const bundleId = await addBundle(em, f, 1);
-  const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
-  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
+  await fund(em, held, '0.250200');
+  await addBundle(em, f, 2);
+  const refunded = await addRun(em, f);
+  await fund(em, f.runId, '0.250000');
+  await fund(em, refunded, '0.250000');
 
-  const bundleCharged = await settle(bundleRun, '0.200000');
-  assert.equal([bundleCharged.sql.length, await runsCount(), await left()], [1, 1, 1]);
+  await ended(f.runId, '0.200000');
+  assert.equal([sql.length, await runsCount()], [1, 1]);
+  await ended(refunded, null);
+  assert.equal([sql.length, await runsCount()], [1, 1], 'a cancelled run is not counted');
 
-  const bundleRefunded = await settle(bundleRun, null);
-  assert.equal([bundleRefunded.sql.length, await runsCount(), await left()], [1, 2, 2]);
-
-  const byWallet = await settle({ id: held, accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.250200' }, '1.250357');
-  assert.equal([byWallet.sql.length, await runsCount()], [1, 3]);
+  await ended(held, '1.250357');
+  assert.is(await runsCount(), 2);
   assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
   assert.equal(await ledger(em, f.accountId), [
     ['hold', '-0.250200', '0.749800'],
@@ -241,24 +248,11 @@ t('settling a completed run bumps its workflow run counter exactly once, in the 
     ['unpaid', '0.250357', '0.000000'],
   ]);
 
-  const free = await settle({ id: await addRun(em, f), accountId: f.accountId, funding: 'wallet', bundleId: null, holdUsd: '0.000000' }, '0.000000');
-  assert.equal([free.sql.length, await runsCount()], [1, 4]);
-  assert.equal(await wallet(em, f.accountId), { balance_usd: '0.000000', held_usd: '0.000000' });
-  assert.is((await ledger(em, f.accountId)).length, 4);
-});
-
-t('without a run to count, settlement issues what it always did', async ({ orm }) => {
-  const em = orm.em.fork() as unknown as Em;
-  const f = await fixture(em, '1.000000');
-  const settle = (run: SettleInput, charge: string | null) => em.transactional((tx) => statementsWhile(orm, () => settleRun(tx as Em, run, charge)));
-  const bundleId = await addBundle(em, f, 0);
-  const bundleRun = { id: f.runId, accountId: f.accountId, funding: 'bundle', bundleId, holdUsd: '0' };
-  assert.is((await settle(bundleRun, '0.200000')).sql.length, 0);
-  assert.is((await settle(bundleRun, null)).sql.length, 1);
-  assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null }, '0')).sql.length, 0);
-  assert.is((await settle({ ...bundleRun, funding: 'wallet', bundleId: null, holdUsd: '0.100000' }, null)).sql.length, 1);
-  const count = await em.execute<{ runs_count: number }[]>(`select ${RUNS_COUNT_SQL} as runs_count from workflows w where id = ?`, [f.workflowId]);
-  assert.is(Number(count[0]!.runs_count), 0);
+  const free = await addRun(em, f);
+  await fund(em, free, '0');
+  await ended(free, '0');
+  assert.is(await runsCount(), 3);
+  assert.is((await ledger(em, f.accountId)).length, 4, 'a run that owes nothing writes no ledger row');
 });
 
 t.run();

@@ -8,8 +8,9 @@ import type { RunsDeps } from '../../src/runs/deps.ts';
 import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
-import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
+import { FINISH_RUNS } from '../../src/sql/finish-runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { replaceFunctions } from '../helpers/sql-functions.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
@@ -22,7 +23,7 @@ import { statementsWhile } from '../helpers/statement-log.ts';
  * new amounts and settle them (ledger, wallet); the original functions are put back afterwards.
  */
 
-const t = suite<{ orm: Orm; deps: RunsDeps; originals: string[] }>('the charge of a run, defined once');
+const t = suite<{ orm: Orm; deps: RunsDeps; restore: () => Promise<void> }>('the charge of a run, defined once');
 
 const CHARGE_PLUS_ONE = `create or replace function wr_run_charge(charged text, status text, creator_price numeric, compute numeric) returns numeric
   immutable language sql as $$ select round(case when charged = 'full' then creator_price + compute + 1
@@ -33,18 +34,9 @@ const BUNDLE_PLUS_TEN = `create or replace function wr_billed(charge numeric, bu
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
   ctx.deps = testRunsDeps(ctx.orm);
-  const em = ctx.orm.em.fork();
-  const defs = await em.execute<{ def: string }[]>(
-    `select pg_get_functiondef(p.oid) as def from pg_proc p where p.proname in ('wr_run_charge', 'wr_billed') order by p.proname`,
-  );
-  assert.is(defs.length, 2, 'the migration created both functions');
-  ctx.originals = defs.map((d) => d.def);
-  await em.execute(CHARGE_PLUS_ONE);
-  await em.execute(BUNDLE_PLUS_TEN);
+  ctx.restore = await replaceFunctions(ctx.orm, ['wr_run_charge', 'wr_billed'], [CHARGE_PLUS_ONE, BUNDLE_PLUS_TEN]);
 });
-t.after(async ({ orm, originals }) => {
-  for (const def of originals) await orm.em.fork().execute(def);
-});
+t.after(async ({ restore }) => restore());
 t.before.each(async ({ orm }) => resetDb(orm));
 
 interface Fixture {
@@ -168,7 +160,7 @@ t('the one-statement run, with or without its outbox, bills the changed charges'
     const f = await fixture(orm, { admitted: true, ...o });
     const { result, sql } = await statementsWhile(orm, () => completeRun(deps, f.runId, finished, [], undefined, { start: true }));
     assert.ok(result.completed);
-    assert.ok(sql.includes(FINISH_RUNS_IN_MEMORY.text), `${JSON.stringify(o)}: the path under test`);
+    assert.ok(sql.includes(FINISH_RUNS.text), `${JSON.stringify(o)}: the path under test`);
     const outbox = await orm.em.fork().execute('select 1 from webhook_deliveries where run_id = ?', [f.runId]);
     assert.is(outbox.length, o.hooked ? 1 : 0, `${JSON.stringify(o)}: the outbox row`);
     const b = await billed(orm, f);
@@ -182,7 +174,7 @@ t('runs finishing together in one execution of the statement bill the changed ch
     Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
   );
   assert.equal(result.map((r) => r.completed), [true, true, true, true]);
-  assert.is(sql.filter((q) => q === FINISH_RUNS_IN_MEMORY.text).length, 1, 'one execution for the four');
+  assert.is(sql.filter((q) => q === FINISH_RUNS.text).length, 1, 'one execution for the four');
   const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
   assert.is(Number(one!.n), 1, 'one transaction');
   const got = await Promise.all(runs.map((f) => billed(orm, f)));

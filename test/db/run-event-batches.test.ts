@@ -15,8 +15,9 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 
 const APPEND = statement(
   'test_append_run_events',
-  `with appended as (update runs set last_sequence = last_sequence + cardinality($2::text[]) where id = $1::uuid returning id, last_sequence),
-${runEventsCte('appended', '$2', '$3', '$4')}
+  `with call as (select * from jsonb_to_record($1::jsonb) as call(run_id uuid, types text[], node_ids text[], data jsonb[])),
+appended as (update runs set last_sequence = runs.last_sequence + cardinality(call.types) from call where runs.id = call.run_id returning runs.id, runs.last_sequence),
+${runEventsCte('appended', 'call')}
 select last_sequence from appended`,
 );
 
@@ -39,8 +40,10 @@ async function newRun(orm: Orm): Promise<string> {
   return runId;
 }
 
+const appendCall = (runId: string, types: string[], nodeIds: (string | null)[], data: object[]) =>
+  [JSON.stringify({ run_id: runId, types, node_ids: nodeIds, data })];
 const append = (orm: Orm, runId: string, events: [string, string | null, object][]) =>
-  query<{ last_sequence: number }>(orm.em.fork(), APPEND, [runId, events.map((e) => e[0]), events.map((e) => e[1]), events.map((e) => JSON.stringify(e[2]))]);
+  query<{ last_sequence: number }>(orm.em.fork(), APPEND, appendCall(runId, events.map((e) => e[0]), events.map((e) => e[1]), events.map((e) => e[2])));
 
 const batches = (orm: Orm, runId: string) =>
   orm.em.fork().execute<{ last_sequence: number; types: string[] }[]>('select last_sequence, types from run_event_batches where run_id = ? order by last_sequence', [runId]);
@@ -66,7 +69,7 @@ t('each write is one batch numbered after the last, and a write with no events l
 t('a write whose arrays differ in length is refused whole: no batch, the run unchanged', async ({ orm }) => {
   const runId = await newRun(orm);
   await append(orm, runId, [['run.queued', null, {}]]);
-  const error = await query(orm.em.fork(), APPEND, [runId, ['a', 'b'], [null], ['{}', '{}']]).then(() => null, (err: Error) => err);
+  const error = await query(orm.em.fork(), APPEND, appendCall(runId, ['a', 'b'], [null], [{}, {}])).then(() => null, (err: Error) => err);
   assert.ok(error, 'arrays of two, one and two events were written');
   assert.match(error.message, /null value in column "types"/);
   assert.equal(await batches(orm, runId), [{ last_sequence: 1, types: ['run.queued'] }]);

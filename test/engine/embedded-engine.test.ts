@@ -314,8 +314,8 @@ test('a 3-step template run goes queued → preparing → started → nodes → 
 async function statementsMentioning(needle: () => string | null, fn: () => Promise<void>): Promise<string[]> {
   const mentions = (s: LoggedStatement) => {
     const n = needle();
-    // A statement over arrays mentions the run in one of them.
-    const mentioned = (s.params ?? []).some((p) => p === n || (Array.isArray(p) && p.includes(n)));
+    // A statement over arrays mentions the run in one of them, one over named calls in its JSON.
+    const mentioned = (s.params ?? []).some((p) => p === n || (Array.isArray(p) && p.includes(n)) || (typeof p === 'string' && !!n && p.includes(n)));
     return !!n && s.query !== ACCEPT_RUNS.text && mentioned;
   };
   return (await statementsWhile(orm, fn, mentions)).sql;

@@ -7,7 +7,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 
 /**
  * The NOTIFY a run finished in memory carries while the run event bus is quiet (src/runs/start-and-complete.ts,
- * FINISH_RUNS_IN_MEMORY): the embedded engine on a Postgres server, another process listening.
+ * FINISH_RUNS): the embedded engine on a Postgres server, another process listening.
  */
 
 const url = process.env.DATABASE_URL;
@@ -35,7 +35,7 @@ if (!url) {
       });
       const [row] = await t.deps.orm.em.fork().execute<{ last_sequence: number }[]>('select last_sequence from runs where id = ?', [runId]);
       await waitFor('the other process to hear the run', async () => heard.some((p) => p.split(',').includes(`${runId}:${row!.last_sequence}`)), 2_000);
-      const finishing = messages.filter((m) => m.split('; ').includes('finish_runs_in_memory'));
+      const finishing = messages.filter((m) => m.split('; ').includes('finish_runs'));
       assert.is(finishing.length, 1, messages.join('\n'));
       assert.is(messages.filter((m) => m === 'notify_each').length, 0, 'the bus sent no NOTIFY of its own');
     } finally {

@@ -9,12 +9,11 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { renewLeases } from '../../src/runs/leases.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
-import { FINISH_RUNS_IN_MEMORY } from '../../src/sql/finish-runs-in-memory.ts';
-import { SETTLE_WALLET } from '../../src/sql/settle-run.ts';
+import { FINISH_RUNS } from '../../src/sql/finish-runs.ts';
 
 /**
- * An in-memory run is executed, after its admission, in ONE statement (src/sql/finish-runs-in-memory.ts
- * FINISH_RUNS_IN_MEMORY), whether or not its account has a webhook endpoint for its terminal event (then
+ * An in-memory run is executed, after its admission, in ONE statement (src/sql/finish-runs.ts
+ * FINISH_RUNS), whether or not its account has a webhook endpoint for its terminal event (then
  * the same statement writes the outbox). Money, ledger and tallies are the same either way.
  */
 
@@ -87,7 +86,7 @@ async function run(app: TestApp, who: string): Promise<{ id: string; sql: string
         return ['completed', 'failed', 'cancelled'].includes(r!.status) || null;
       });
     },
-    (s) => !!id && (s.params ?? []).some((p) => p === id || (Array.isArray(p) && p.includes(id))),
+    (s) => !!id && (s.params ?? []).some((p) => p === id || (Array.isArray(p) && p.includes(id)) || (typeof p === 'string' && p.includes(id!))),
   );
   return { id: id!, sql };
 }
@@ -97,9 +96,7 @@ const named = (sql: string[]) =>
   sql
     .filter((s) => !s.startsWith('select status from runs') && s !== ACCEPT_RUNS.text)
     .map((s) => {
-      if (s === FINISH_RUNS_IN_MEMORY.text) return 'finish_runs_in_memory';
-      if (s.startsWith('insert into webhook_deliveries')) return 'enqueue_run_webhooks';
-      if (s === SETTLE_WALLET.text) return 'settle_wallet';
+      if (s === FINISH_RUNS.text) return 'finish_runs';
       return s.slice(0, 60);
     });
 
@@ -146,7 +143,7 @@ const LEDGER = [
 t('a run is executed in ONE statement after its admission, with or without a webhook endpoint: the same money, ledger and tally, and the outbox row', async ({ app }) => {
   const before = await tally();
   const bob = await run(app, 'bob');
-  assert.equal(named(bob.sql), ['finish_runs_in_memory']);
+  assert.equal(named(bob.sql), ['finish_runs']);
   const alone = await outcome(bob.id);
   assert.equal(alone.run, COMPLETED);
   assert.equal(alone.ledger, LEDGER);
@@ -156,7 +153,7 @@ t('a run is executed in ONE statement after its admission, with or without a web
 
   // The same run for an account with an endpoint: the one statement writes its outbox row too.
   const carl = await run(app, 'carl');
-  assert.equal(named(carl.sql), ['finish_runs_in_memory']);
+  assert.equal(named(carl.sql), ['finish_runs']);
   const hooked = await outcome(carl.id);
   assert.equal(hooked.outbox, ['run.completed']);
   assert.equal({ ...hooked, outbox: [] }, alone, 'the same money, ledger rows, balances, events and run columns either way');
@@ -166,7 +163,7 @@ t('a run is executed in ONE statement after its admission, with or without a web
 
 t('an endpoint that does not take the run\'s terminal event gets no outbox row', async ({ app }) => {
   const eve = await run(app, 'eve');
-  assert.equal(named(eve.sql), ['finish_runs_in_memory']);
+  assert.equal(named(eve.sql), ['finish_runs']);
   const r = await outcome(eve.id);
   assert.equal([r.run, r.outbox], [COMPLETED, []]);
 });
@@ -174,7 +171,7 @@ t('an endpoint that does not take the run\'s terminal event gets no outbox row',
 t('a wallet that cannot cover the hold at settlement writes nothing there and leaves the run to preparation, which fails it unpaid', async ({ app }) => {
   const before = await tally();
   const dora = await run(app, 'dora');
-  assert.equal(named(dora.sql).slice(0, 1), ['finish_runs_in_memory']);
+  assert.equal(named(dora.sql).slice(0, 1), ['finish_runs']);
   const r = await outcome(dora.id);
   assert.equal([r.run.status, r.run.billing_status, r.run.charge_usd, r.run.funding], ['failed', 'not_charged', null, null]);
   assert.match(String(r.run.reason), /insufficient funds/);
@@ -186,7 +183,7 @@ t('a wallet that cannot cover the hold at settlement writes nothing there and le
 t('a bundle-funded run is executed in one statement too: the bundle pays its price per run and the wallet is not touched', async ({ app }) => {
   const before = await tally();
   const bea = await run(app, 'bea');
-  assert.equal(named(bea.sql), ['finish_runs_in_memory']);
+  assert.equal(named(bea.sql), ['finish_runs']);
   const r = await outcome(bea.id);
   assert.equal(r.run, { ...COMPLETED, charge_usd: '0.020000', cap_usd: '0.020000', funding: 'bundle', hold_usd: '0.000000', bundled: true });
   assert.equal([r.ledger, r.wallet], [[], { balance_usd: '10.000000', held_usd: '0.000000' }]);

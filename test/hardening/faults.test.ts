@@ -473,15 +473,15 @@ const SETTLE_KILL_COMMIT_SENT =
 
 /**
  * Where the kill lands. The runs are computed in memory, so each is started, finished and settled, with
- * its outbox, by ONE statement, its own transaction (src/sql/finish-runs-in-memory.ts). `before-sent`:
+ * its outbox, by ONE statement, its own transaction (src/sql/finish-runs.ts). `before-sent`:
  * as that statement is about to be sent: nothing of it commits. `commit-sent` (server only): the
  * statement is in the server, blocked on the test's lock on the tally rows it also counts runs on; it
  * commits when the lock goes, with its client gone.
  */
 type SettleKill = 'before-sent' | 'commit-sent';
 
-/** The text the statement that finishes runs computed in memory starts with. */
-const FINISHING = 'with recursive call as';
+/** The text the statement that ends runs starts with (FUND_RUNS starts as it does, up to its calls' fields). */
+const FINISHING = String.raw`with recursive call as \(\s+select \* from jsonb_to_recordset\(\$1::jsonb\)\s+as call\(ord bigint, run_id uuid, admitted`;
 
 interface CrashChild {
   proc: ChildProcessWithoutNullStreams;
@@ -595,7 +595,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
           const rows = (
             await lock.query(
               `select pid from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock' and (query ~ $1 or query ~ 'finish_runs_in_memory')`,
+                where datname = current_database() and wait_event_type = 'Lock' and (query ~ $1 or query ~ 'finish_runs')`,
               [FINISHING],
             )
           ).rows;

@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
 import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { createLogger } from '../../src/logger.ts';
-import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
+import { enqueueRunWebhooks } from '../helpers/outbox.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { startProviderStub, type ProviderStub } from '../helpers/provider-stub.ts';
 import { ALL_CATALOG_SECRETS, DAVE_KEY, DAVE_PROVIDER_KEYS, loadExtraCatalog, W } from './helpers/hardening.ts';

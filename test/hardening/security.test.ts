@@ -14,7 +14,7 @@ import { assertPublicUrl, type LookupAddress } from '../../src/security/net-guar
 import { MAX_BODY_BYTES } from '../../src/http/respond.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
 import { deliverDueWebhooks } from '../../src/services/webhooks/deliver-webhooks.ts';
-import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
+import { enqueueRunWebhooks } from '../helpers/outbox.ts';
 import type { WebhookDispatcher } from '../../src/services/webhooks/webhook-dispatcher.ts';
 import { startTestApp, type CallResult, type TestApp } from '../helpers/app.ts';
 import {

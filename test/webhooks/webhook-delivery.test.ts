@@ -13,7 +13,7 @@ import {
   WEBHOOK_BACKOFF_MS,
   type WebhookDeps,
 } from '../../src/services/webhooks/deliver-webhooks.ts';
-import { enqueueRunWebhooks } from '../../src/runs/enqueue-run-webhooks.ts';
+import { enqueueRunWebhooks } from '../helpers/outbox.ts';
 import { mapRunRow, toPublicRun } from '../../src/runs/run-row.ts';
 import { query } from '../../src/db/statement.ts';
 import { FIND_RUN } from '../../src/sql/runs.ts';

@@ -35,7 +35,7 @@ export const SpendCapRefusalsRoutine = new Routine({
  * (cancelled, queue timeout, insufficient funds), `compute` (completed_with_issues, failed nodes, the
  * compute limit: nothing when that compute is 0 and the run did not complete) or `full` (the creator price
  * charged to this caller, 0 otherwise, plus compute). A completed run is charged at least 0. The one
- * definition of the charge: FINISH_RUN and FINISH_RUNS_IN_MEMORY call it. Immutable and a single
+ * definition of the charge: FINISH_RUNS (src/sql/finish-runs.ts) calls it. Immutable and a single
  * `select`, so the planner inlines it (no function call per row).
  */
 export const RunChargeRoutine = new Routine({
@@ -68,7 +68,7 @@ export const BilledRoutine = new Routine({
  * `wr_within_compute_limit(compute, steps, step_usd, compute_limit)`: whether `steps` more steps keep the
  * run's compute within its limit (null `steps`: no steps, always). The one definition of the compute limit
  * (docs/design/money.md): the fenced writes refuse a step that would cross it (src/sql/fenced-write.ts,
- * src/sql/finish-runs-in-memory.ts), and readRun (src/runs/run-state.ts) says whether the next
+ * src/sql/finish-runs.ts), and readRun (src/runs/run-state.ts) says whether the next
  * step fits, so the engine fails the run rather than start that step.
  */
 export const ComputeLimitRoutine = new Routine({
@@ -81,4 +81,33 @@ export const ComputeLimitRoutine = new Routine({
   body: 'select steps is null or compute + steps * step_usd <= compute_limit',
 });
 
-export const routines = [SpendCapRefusalsRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine];
+/**
+ * `wr_wallet_holds(balance, hold)`: whether a wallet's balance covers a hold, so the run may be funded by
+ * it. With wr_wallet_paid, the wallet rule, one definition for every statement that moves a wallet
+ * (src/sql/run-money.ts): funding runs, ending them, runs started and ended at once.
+ */
+export const WalletHoldsRoutine = new Routine({
+  name: 'wr_wallet_holds',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { balance: { type: 'numeric' }, hold: { type: 'numeric' } },
+  returns: { runtimeType: 'boolean', columnType: 'boolean' },
+  body: 'select balance >= hold',
+});
+
+/**
+ * `wr_wallet_paid(balance, charge)`: what a wallet whose balance is `balance` (its hold released) pays
+ * of a charge; the rest is recorded as unpaid, not moved, so a wallet never goes below zero.
+ */
+export const WalletPaidRoutine = new Routine({
+  name: 'wr_wallet_paid',
+  type: 'function',
+  language: 'sql',
+  deterministic: true,
+  params: { balance: { type: 'numeric' }, charge: { type: 'numeric' } },
+  returns: { runtimeType: 'string', columnType: 'numeric' },
+  body: 'select least(charge, balance)',
+});
+
+export const routines = [SpendCapRefusalsRoutine, RunChargeRoutine, BilledRoutine, ComputeLimitRoutine, WalletHoldsRoutine, WalletPaidRoutine];

@@ -17,8 +17,8 @@ import { isoOrNull } from '../../db/sql.ts';
 import { mapRunRow, toPublicRun, type RunRow } from '../../runs/run-row.ts';
 
 /**
- * The delivery half of the webhook outbox (docs/design/webhooks.md). `enqueueRunWebhooks` writes one row per
- * endpoint in the transaction that makes a run terminal; this module claims due rows and POSTs them.
+ * The delivery half of the webhook outbox (docs/design/webhooks.md). FINISH_RUNS writes one row per
+ * endpoint in the statement that makes a run terminal; this module claims due rows and POSTs them.
  *
  * At least once, never lost:
  * - Claiming is one short statement (`FOR UPDATE SKIP LOCKED`) that also pushes `next_attempt_at`
