@@ -29,8 +29,10 @@ export interface RunToAccept {
   inputs: ResolvedInputs;
   /** The caller's metadata (checked: src/domain/run-metadata.ts); not part of the idempotency fingerprint. */
   metadata: RunMetadata;
-  /** The Cancel-After duration: the run's deadline is its acceptance plus this, or null: none. */
+  /** The Cancel-After duration: the run's deadline is its start (acceptance or scheduled start) plus this, or null: none. */
   cancelAfterSeconds: number | null;
+  /** A delayed start (epoch ms; src/domain/run-start.ts): the run waits in phase `scheduled` until then; null: queued at once. */
+  startAt: number | null;
   displayedPriceUsd: string;
   stepUsd: string;
   /** The run this one replays (src/runs/replay-run.ts), written by the acceptance itself; absent: none. */
@@ -131,6 +133,7 @@ function acceptanceOf(
     rateLimit,
     metadataJson: JSON.stringify(r.metadata),
     cancelAfterSeconds: r.cancelAfterSeconds,
+    startAt: r.startAt === null ? null : new Date(r.startAt).toISOString(),
     replayOf: r.replayOf ?? null,
     secrets,
   };

@@ -86,7 +86,7 @@ async function prepareCarefully(deps: RunsDeps, runId: string): Promise<PrepareR
   const result = await fork(deps).transactional(async (tx): Promise<PrepareResult> => {
     const [run] = await query(tx, LOCK_RUN_TO_PREPARE, [runId]);
     if (!run) throw new Error(`run ${runId} does not exist`);
-    if (run.status !== 'pending' || run.phase === 'queued') return { status: run.status as RunStatus, started: false };
+    if (run.status !== 'pending' || run.phase === 'queued' || run.phase === 'scheduled') return { status: run.status as RunStatus, started: false };
     const preparing = await fencedWrite(tx, runId, {
       statuses: ['pending'],
       move: { to: 'prepare' },

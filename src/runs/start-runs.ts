@@ -4,6 +4,7 @@ import { ApiError, invalidRequest, notFound } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import { jsonLimitProblem } from '../domain/json-limits.ts';
 import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
+import { readStartAt, startInstant } from '../domain/run-start.ts';
 import { outsideTransaction, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { runAccepted } from '../observability/metrics.ts';
 import type { Principal } from '../services/auth/authenticate-key.ts';
@@ -37,6 +38,8 @@ const MAX_READS = 3;
 export interface StartRunsOptions {
   /** The Cancel-After duration of every run (src/domain/run-deadline.ts), or null. */
   cancelAfterSeconds: number | null;
+  /** The Start-After delay of every run (src/domain/run-start.ts), or null/absent: an item's `startAt`, else at once. */
+  startAfterSeconds?: number | null;
   /** POST /runs: its Idempotency-Key header, the key of its one item. */
   itemKeyHeader?: string;
   /** POST /runs/batch: the batch's Idempotency-Key and the fingerprint of its body. */
@@ -57,6 +60,8 @@ interface Item {
   requestedVersion: string | null;
   metadata: RunMetadata;
   inputs: unknown;
+  /** Its delayed start (epoch ms), or null: queued at once. */
+  startAt: number | null;
 }
 
 /** Starts the runs `bodies` (each what POST /runs takes) and answers each one's outcome, in order. */
@@ -137,6 +142,8 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
   }
   const own = pickIdempotencyKey(opts.itemKeyHeader, b.idempotencyKey);
   const metadata = checkMetadata(b.metadata);
+  const now = Date.now();
+  const startAt = startInstant(opts.startAfterSeconds ?? null, readStartAt(b.startAt, now), now);
   // A non-UUID id is never read.
   if (!isUuid(workflowId)) throw notFound('workflow');
   return {
@@ -147,6 +154,7 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
     requestedVersion: (b.version as string | undefined) ?? null,
     metadata,
     inputs: b.inputs,
+    startAt,
   };
 }
 
@@ -175,7 +183,7 @@ async function checkItems(
     let read = kept ?? (await readWorkflow(em, deps, principal, workflowId));
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
-      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds };
+      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds, startAt: item.startAt };
       const checked = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
       const replayOf = opts.replayOf?.[item.index];
       const run = replayOf === undefined ? checked : { ...checked, replayOf };

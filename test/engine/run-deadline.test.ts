@@ -1,11 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
-import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
@@ -15,10 +11,11 @@ import type { Deps } from '../../src/services/deps.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { testOrm } from '../helpers/db.ts';
 import { eventually, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { hangingServer, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
 
 /**
  * Cancel-After (docs/design/run-metadata.md#deadline) on both engines: a run past its deadline is
@@ -33,42 +30,20 @@ const DELAY = randomUUID();
 const SLOW = randomUUID();
 const KEY = 'wr_deadline_key';
 
-/** An HTTP server that never answers: a step calling it keeps its run running. */
-async function hangingServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer(() => undefined);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  return { url, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
-}
-
-async function seed(slowUrl: string): Promise<void> {
-  await resetDb(orm);
-  const workflow = (id: string, name: string, nodes: unknown[]) => ({
-    id, owner: 'alice', name, runModel: 'per_run', priceUsd: '0.250000', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
-  });
-  const catalog = {
-    pricing: { stepUsd: '0.000100' },
-    accounts: [
-      { handle: 'alice', walletUsd: '10.000000' },
-      {
-        handle: 'buyer',
-        walletUsd: '10.000000',
-        apiKeys: [{ secret: KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }],
-        webhooks: [{ url: 'https://example.test/hooks', secret: `whsec_${randomBytes(24).toString('base64')}` }],
-      },
-    ],
-    workflows: [
-      workflow(QUICK, 'Quick', [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }]),
-      workflow(DELAY, 'Delay', [
+const seed = (slowUrl: string) =>
+  seedBuyerCatalog(orm, sealer, KEY, [
+    { id: QUICK, name: 'Quick', nodes: [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }] },
+    {
+      id: DELAY,
+      name: 'Delay',
+      nodes: [
         { id: 'a', kind: 'text.template', template: 'x' },
         { id: 'wait', kind: 'delay', seconds: 600, after: ['a'] },
         { id: 'o', kind: 'output', from: 'a', after: ['wait'] },
-      ]),
-      workflow(SLOW, 'Slow', [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }]),
-    ],
-  };
-  await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'deadline-test'), { sealer });
-}
+      ],
+    },
+    { id: SLOW, name: 'Slow', nodes: [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }] },
+  ]);
 
 const row = async (id: string) =>
   (await orm.em.fork().execute<{ status: string; phase: string | null; billing_status: string; charge_usd: string | null; deadline: Date | null }[]>(

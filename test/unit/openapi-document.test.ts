@@ -32,6 +32,7 @@ const OPERATION_IDS = [
   'listRuns',
   'getRun',
   'cancelRun',
+  'rescheduleRun',
   'cancelRuns',
   'replayRun',
   'replayRuns',
@@ -50,6 +51,7 @@ const EXPECTED_SCOPES: Record<string, string[]> = {
   listRuns: ['run:read', 'run:execute'],
   getRun: ['run:read', 'run:execute'],
   cancelRun: ['run:execute'],
+  rescheduleRun: ['run:execute'],
   cancelRuns: ['run:execute'],
   replayRun: ['run:execute'],
   replayRuns: ['run:execute'],
@@ -251,6 +253,7 @@ test('every expected operationId exists exactly once, with its scopes and securi
     listRuns: 'GET /runs',
     getRun: 'GET /runs/{id}',
     cancelRun: 'POST /runs/{id}/cancel',
+    rescheduleRun: 'POST /runs/{id}/reschedule',
     cancelRuns: 'POST /runs/cancel',
     replayRun: 'POST /runs/{id}/replay',
     replayRuns: 'POST /runs/replay',
@@ -572,6 +575,7 @@ test('openapi-backend loads the 3.1 document and routes relative to apiRoot, not
   assert.is(match('post', '/runs'), 'startRun');
   assert.is(match('get', '/runs'), 'listRuns');
   assert.is(match('post', `/runs/${RUN_ID}/cancel`), 'cancelRun');
+  assert.is(match('post', `/runs/${RUN_ID}/reschedule`), 'rescheduleRun');
   assert.is(match('get', `/runs/${RUN_ID}/events?afterSequence=3`), 'listRunEvents');
   assert.is(match('get', `/runs/${RUN_ID}/stream`), 'streamRun');
   assert.is(match('get', '/openapi.json'), 'getOpenApiDocument');

@@ -59,6 +59,10 @@ export interface StartRunOptions {
   metadata?: Record<string, string>;
   /** A deadline such as `30s`, `5m`, `1h` (at most 24h), sent as `Cancel-After`: the run is cancelled if it has not ended by then. */
   cancelAfter?: string;
+  /** A delayed start such as `30s`, `10m`, `2h`, `7d` (at most 7 days), sent as `Start-After`; the run shows `scheduledFor`. */
+  startAfter?: string;
+  /** A delayed start as an instant (RFC 3339, at most 7 days ahead), sent as the body's `startAt`; not with `startAfter`. */
+  startAt?: string;
   signal?: AbortSignal;
 }
 
@@ -67,8 +71,16 @@ export interface StartRunsOptions {
   idempotencyKey?: string;
   /** A deadline such as `30s`, `5m`, `1h` for every run, sent as `Cancel-After`. */
   cancelAfter?: string;
+  /** A delayed start such as `10m` or `2h` for every run, sent as `Start-After` (an item may give `startAt` instead). */
+  startAfter?: string;
   signal?: AbortSignal;
 }
+
+/** `Cancel-After` and `Start-After` as given. */
+const timingHeaders = (opts: { cancelAfter?: string; startAfter?: string }): Record<string, string> => ({
+  ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}),
+  ...(opts.startAfter ? { 'Start-After': opts.startAfter } : {}),
+});
 
 /** What `startRun` returns: the accepted run, plus the finished Run when the server waited for it. */
 export interface StartedRun extends AcceptedRun {
@@ -143,8 +155,9 @@ export class WorkflowRunClient implements StreamSource {
       inputs: opts.inputs ?? {},
       ...(opts.version ? { version: opts.version } : {}),
       ...(opts.metadata ? { metadata: opts.metadata } : {}),
+      ...(opts.startAt ? { startAt: opts.startAt } : {}),
     };
-    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;
     const { data, response } = await this.#send(() => this.http.POST('/runs', { body, headers, signal: opts.signal }), opts.signal);
     const replayed = response.headers.get('idempotent-replayed') === 'true';
@@ -173,7 +186,7 @@ export class WorkflowRunClient implements StreamSource {
    */
   async startRuns(runs: StartRunsItem[], opts: StartRunsOptions = {}): Promise<StartRunsResponse & { idempotencyKey: string }> {
     const idempotencyKey = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
-    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     const { data } = await this.#send(() => this.http.POST('/runs/batch', { body: { runs }, headers, signal: opts.signal }), opts.signal);
     return { ...(data as StartRunsResponse), idempotencyKey };
   }
@@ -204,6 +217,15 @@ export class WorkflowRunClient implements StreamSource {
   /** Cancels a run in flight; a terminal run is returned as it is (`cancelRequested: false`). */
   cancelRun(id: string, signal?: AbortSignal): Promise<CancelRunResponse> {
     return this.#data(() => this.http.POST('/runs/{id}/cancel', { params: { path: { id } }, signal }), signal) as Promise<CancelRunResponse>;
+  }
+
+  /**
+   * Moves the start of a run still waiting for its delayed start to `startAt` (RFC 3339; at or before now:
+   * at once); 409 `not_scheduled` once it entered the queue. Returns the run.
+   */
+  rescheduleRun(id: string, startAt: string, signal?: AbortSignal): Promise<Run> {
+    const body = { startAt };
+    return this.#data(() => this.http.POST('/runs/{id}/reschedule', { params: { path: { id } }, body, signal }), signal) as Promise<Run>;
   }
 
   // Runs in sets (POST /runs/cancel, POST /runs/{id}/replay, POST /runs/replay).

@@ -62,6 +62,7 @@ export interface RunOpts {
   idempotencyKey?: string;
   metadata?: string[];
   cancelAfter?: string;
+  startAfter?: string;
 }
 
 /** `--metadata k=v` options as an object (the value may hold `=`). */
@@ -85,7 +86,7 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   try {
     let runId: string;
     try {
-      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter };
+      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter, startAfter: opts.startAfter };
       runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal })).id;
     } catch (err) {
       if (!ctrlC.signal.aborted) throw err;
@@ -190,8 +191,16 @@ export async function runsCancel(io: Io, id: string, opts: { json?: boolean }): 
   return EXIT.ok;
 }
 
+export async function runsReschedule(io: Io, id: string, startAt: string, opts: { json?: boolean }): Promise<number> {
+  const r = await clientFrom(io.env).rescheduleRun(id, startAt);
+  if (opts.json) return json(io, r), EXIT.ok;
+  print(io, `run ${r.id} starts at ${r.scheduledFor}`);
+  return EXIT.ok;
+}
+
 function summarize(io: Io, r: Run): void {
   print(io, `run ${r.id}: ${r.status}${r.outcome && r.outcome !== r.status ? ` (${r.outcome})` : ''}${r.reason ? ` — ${r.reason}` : ''} · ${charge(r)}`);
+  if (r.scheduledFor && r.status === 'pending' && !r.queue) print(io, `scheduled: enters the queue at ${r.scheduledFor}`);
   if (r.queue) print(io, `in queue: ${r.queue.state}, position ${r.queue.position}${r.queue.etaSeconds ? `, ~${r.queue.etaSeconds} s` : ''}`);
   for (const o of r.outputs) print(io, `  ${o.name}: ${showValue(o.value)}`);
 }
