@@ -26,6 +26,8 @@ export interface StartRunRequest {
 export interface StartRunResult {
   run: AcceptedRun;
   replayed: boolean;
+  /** The call joined a waiting run of its debounce key (docs/design/flow-control.md#debounce). */
+  debounced: boolean;
 }
 
 export async function startRun(deps: Deps, principal: Principal, req: StartRunRequest): Promise<StartRunResult> {
@@ -36,5 +38,5 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
   if ('error' in outcome!) throw outcome.error;
-  return { run: outcome!.run, replayed: outcome!.replayed };
+  return { run: outcome!.run, replayed: outcome!.replayed, debounced: outcome!.debounced === true };
 }

@@ -1,15 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { ApiError } from '../../src/domain/errors.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
-import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { rescheduleRun } from '../../src/runs/scheduled-runs.ts';
@@ -18,7 +15,7 @@ import { testOrm } from '../helpers/db.ts';
 import { startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { hangingServer, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
+import { hangingServer, engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
 
 /**
  * Delayed starts on both engines (docs/design/flow-control.md): a scheduled run starts at its time and is
@@ -116,10 +113,7 @@ async function scenario(deps: Deps, engineName: string): Promise<string[]> {
   return [later, queued, scheduled, ...started];
 }
 
-const base = (env: Record<string, string> = {}) => {
-  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', ALLOW_PRIVATE_NETWORK: '1', ...env });
-  return { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
-};
+const base = (env: Record<string, string> = {}) => engineDeps(orm, sealer, { ALLOW_PRIVATE_NETWORK: '1', ...env });
 
 test('embedded engine: a delayed run starts at its time, outside the line until then; reschedule moves it, racing the start safely', async () => {
   const slow = await hangingServer();

@@ -1,21 +1,18 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/services/deps.ts';
-import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { testOrm } from '../helpers/db.ts';
 import { eventually, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { hangingServer, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
+import { hangingServer, engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
 
 /**
  * Cancel-After (docs/design/run-metadata.md#deadline) on both engines: a run past its deadline is
@@ -95,8 +92,7 @@ async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: st
 test('embedded engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
-  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const base = engineDeps(orm, sealer, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
   const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
   await engine.start();
   try {
@@ -110,8 +106,7 @@ test('embedded engine: past its deadline a queued, a suspended and a running run
 test('the embedded deadline survives a restart: a run past it while no engine ran is cancelled by the next one', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' });
-  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const base = engineDeps(orm, sealer);
   const idle = new EmbeddedEngine(base);
   const principal = await authenticateKey(base, `Bearer ${KEY}`);
   const id = (await startRun({ ...base, engine: idle }, principal, { body: { workflow: QUICK }, cancelAfterHeader: '1s' })).run.id;

@@ -1,10 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import pino from 'pino';
 import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
+import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import type { Sealer } from '../../src/security/crypto.ts';
+import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { resetDb } from './db.ts';
 
 /** What the engine tests run against: a server that never answers, and a catalog of one buyer. */
@@ -39,4 +42,10 @@ export async function seedBuyerCatalog(orm: Orm, sealer: Sealer, key: string, wo
     })),
   };
   await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'engine-test'), { sealer });
+}
+
+/** What an engine under test is built on (no engine yet): config from `env` over a silent, catalog-less base. */
+export function engineDeps(orm: Orm, sealer: Sealer, env: Record<string, string> = {}) {
+  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', ...env });
+  return { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
 }

@@ -31,9 +31,12 @@ test('kill -9 with two scheduled runs: the restarted service starts each once, a
     const first = startService(env);
     started.push(first);
     const url = await first.url;
-    const start = async (startAfter: string) =>
-      (await api(url, '/runs', { method: 'POST', headers: { 'start-after': startAfter }, body: JSON.stringify({ workflow: GREETING, inputs: { name: 'Ada' } }) }))
-        .run.id as string;
+    const start = async (startAfter: string) => {
+      const body = JSON.stringify({ workflow: GREETING, inputs: { name: 'Ada' } });
+      const answer = await api(url, '/runs', { method: 'POST', headers: { 'start-after': startAfter }, body });
+      assert.ok(answer.run, JSON.stringify(answer));
+      return answer.run.id as string;
+    };
     const whileDown = await start('2s');
     const afterRestart = await start('8s');
     first.child.kill('SIGKILL');

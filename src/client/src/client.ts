@@ -63,6 +63,12 @@ export interface StartRunOptions {
   startAfter?: string;
   /** A delayed start as an instant (RFC 3339, at most 7 days ahead), sent as the body's `startAt`; not with `startAfter`. */
   startAt?: string;
+  /**
+   * Debounce, trailing: calls with one `key` while its run waits join that run (its inputs become this
+   * call's; it starts `delay` after the last call, at most `maxDelay` after the first). `debounced` says
+   * whether this call joined.
+   */
+  debounce?: { key: string; delay: string; maxDelay: string };
   signal?: AbortSignal;
 }
 
@@ -87,6 +93,8 @@ export interface StartedRun extends AcceptedRun {
   idempotencyKey: string;
   /** True when the server answered with an earlier run for the same key (`Idempotent-Replayed: true`). */
   replayed: boolean;
+  /** True when the call joined a waiting run of its debounce key (`Debounced: true`). */
+  debounced: boolean;
   /** The run, already terminal, when `wait` was honoured (`Preference-Applied`); null otherwise. */
   run: Run | null;
 }
@@ -156,14 +164,16 @@ export class WorkflowRunClient implements StreamSource {
       ...(opts.version ? { version: opts.version } : {}),
       ...(opts.metadata ? { metadata: opts.metadata } : {}),
       ...(opts.startAt ? { startAt: opts.startAt } : {}),
+      ...(opts.debounce ? { debounce: opts.debounce } : {}),
     };
     const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;
     const { data, response } = await this.#send(() => this.http.POST('/runs', { body, headers, signal: opts.signal }), opts.signal);
     const replayed = response.headers.get('idempotent-replayed') === 'true';
+    const debounced = response.headers.get('debounced') === 'true';
     const applied = response.status === 200 && /\bwait\b/i.test(response.headers.get('preference-applied') ?? '');
     const wrapped = (data as { run?: AcceptedRun | Run } | undefined)?.run;
-    if (wrapped && 'statusUrl' in wrapped) return { ...wrapped, idempotencyKey, replayed, run: null };
+    if (wrapped && 'statusUrl' in wrapped) return { ...wrapped, idempotencyKey, replayed, debounced, run: null };
     // The inline answer (200) is the Run itself; accept it wrapped in `run` as well.
     const run = (wrapped ?? data) as Run;
     const statusUrl = response.headers.get('location') ?? `${this.baseUrl}/runs/${run.id}`;
@@ -175,6 +185,7 @@ export class WorkflowRunClient implements StreamSource {
       streamUrl: `${statusUrl}/stream`,
       idempotencyKey,
       replayed,
+      debounced,
       run: applied && isTerminal(run.status) ? run : null,
     };
   }
@@ -249,7 +260,7 @@ export class WorkflowRunClient implements StreamSource {
     const headers = { 'Idempotency-Key': idempotencyKey };
     const { data, response } = await this.#send(() => this.http.POST('/runs/{id}/replay', { params: { path: { id } }, body, headers, signal }), signal);
     const run = (data as { run: AcceptedRun }).run;
-    return { ...run, idempotencyKey, replayed: response.headers.get('idempotent-replayed') === 'true', run: null };
+    return { ...run, idempotencyKey, replayed: response.headers.get('idempotent-replayed') === 'true', debounced: false, run: null };
   }
 
   /** replayRun for each run named by `ids` or matched by `filter` (one page, as cancelRuns): one item per run. */

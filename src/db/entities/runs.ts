@@ -70,6 +70,10 @@ export const RunSchema = defineEntity({
     replayOf: p.uuid().nullable(),
     /** A delayed start (docs/design/flow-control.md): when the run enters the queue's line, or null: at its acceptance. */
     scheduledFor: p.datetime().nullable(),
+    /** A debounced run's key (its account, workflow version and this name the burst), while it may still be joined. */
+    debounceKey: p.text().nullable(),
+    /** The latest start a debounced run's burst may push it to: its first call plus `maxDelay`. */
+    debounceUntil: p.datetime().nullable(),
     /** The W3C trace context the run was started in (docs/tracing.md); null when tracing was off. */
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
@@ -91,6 +95,8 @@ export const RunSchema = defineEntity({
     { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: leftQueue() },
     // Runs waiting for their delayed start, by time: the engines' rounds move the due ones into the line.
     { name: 'runs_scheduled_idx', properties: ['scheduledFor', 'id'], where: scheduledRun() },
+    // A waiting debounced run, found by its key by the calls that join it (src/runs/debounce-runs.ts).
+    { name: 'runs_debounce_idx', properties: ['accountId', 'debounceKey'], where: `${scheduledRun()} and debounce_key is not null` },
     // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
     { name: 'runs_in_flight_idx', properties: ['accountId'], where: IN_FLIGHT },
     // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).

@@ -106,6 +106,8 @@ export const operations = {
       ...rateLimitHeaders(result.rateLimit),
     };
     if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
+    // A call that joined a waiting run answers that run as it now is (docs/design/flow-control.md#debounce).
+    if (result.debounced) return sendJson(c.res, 200, await getRun(c.deps, c.principal.accountId, result.run.id), { ...headers, Debounced: 'true' });
     sendJson(c.res, 202, { run: result.run }, headers);
   },
 

@@ -63,6 +63,17 @@ export interface RunOpts {
   metadata?: string[];
   cancelAfter?: string;
   startAfter?: string;
+  debounce?: string;
+}
+
+/** `--debounce key,delay,maxDelay` (the key may hold commas: the last two fields are the durations). */
+export function debounceOf(text: string | undefined): { key: string; delay: string; maxDelay: string } | undefined {
+  if (text === undefined) return undefined;
+  const parts = text.split(',');
+  if (parts.length < 3) throw new UsageError(`--debounce takes key,delay,maxDelay (e.g. doc-42,5s,60s), not "${text}"`);
+  const maxDelay = parts.pop()!;
+  const delay = parts.pop()!;
+  return { key: parts.join(','), delay, maxDelay };
 }
 
 /** `--metadata k=v` options as an object (the value may hold `=`). */
@@ -86,8 +97,10 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   try {
     let runId: string;
     try {
-      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter, startAfter: opts.startAfter };
-      runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal })).id;
+      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter, startAfter: opts.startAfter, debounce: debounceOf(opts.debounce) };
+      const started = await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal });
+      runId = started.id;
+      if (started.debounced) io.stderr.write(`joined the waiting run ${runId} of debounce key ${extra.debounce!.key}\n`);
     } catch (err) {
       if (!ctrlC.signal.aborted) throw err;
       io.stderr.write(`stopped before the service answered; if the run was started, this command with --idempotency-key ${idempotencyKey} finds it\n`);

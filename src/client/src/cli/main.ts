@@ -51,6 +51,7 @@ program
   .option('--metadata <key=value>', 'a label of the run (repeatable; no secrets)', collect, [])
   .option('--cancel-after <duration>', 'cancel the run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
   .option('--start-after <duration>', 'start the run this much later: 30s, 10m, 2h, 7d (at most 7 days)')
+  .option('--debounce <key,delay,maxDelay>', 'join the waiting run of this key instead of starting another: doc-42,5s,60s')
   .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
 
 program

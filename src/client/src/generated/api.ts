@@ -851,6 +851,7 @@ export interface components {
              *     characters to strings of at most 512 characters is 400 `invalid_request` naming the key.
              */
             metadata?: components["schemas"]["RunMetadata"];
+            debounce?: components["schemas"]["RunDebounce"];
             /**
              * Format: date-time
              * @description A delayed start: the run enters the queue at this instant (RFC 3339), at most 7 days ahead (else
@@ -1116,6 +1117,31 @@ export interface components {
             }[];
             /** @description With `filter`: the cursor to the next page; null when none is left. */
             nextCursor?: string | null;
+        };
+        /**
+         * @description Debounce, trailing: a burst of calls with one `key` (per account and workflow version) is one run.
+         *     The first call is accepted as a run that starts `delay` later; each further call while that run still
+         *     waits joins it: the run takes the call's inputs and metadata, its start moves to `delay` after this
+         *     call but never past `maxDelay` after the burst's first call, and the answer is 200 with the run and
+         *     `Debounced: true`. A joining call creates no run, reserves nothing against the spend cap and is never
+         *     charged; the one run that starts is charged as any run. Once the run entered the queue, the next call
+         *     starts a new burst. Not with `Start-After` or `startAt` (400 `invalid_request`). With an
+         *     `Idempotency-Key`: the key is kept by the call that creates the run (a retry of it answers that run);
+         *     a call that joins writes no record, so its retry joins again, which only moves the start. 1 s ≤
+         *     `delay` ≤ `maxDelay` ≤ 7 days, else 400 `invalid_request`.
+         * @example {
+         *       "key": "doc-42",
+         *       "delay": "5s",
+         *       "maxDelay": "60s"
+         *     }
+         */
+        RunDebounce: {
+            /** @description Names the burst, e.g. a document id. */
+            key: string;
+            /** @description Quiet time after the last call before the run starts: `5s`, `10m`, `2h`. */
+            delay: string;
+            /** @description The latest start, counted from the first call: `60s`, `1h`. */
+            maxDelay: string;
         };
         /** @description Body of `POST /runs/{id}/reschedule`. */
         RescheduleRunRequest: {
@@ -1966,28 +1992,25 @@ export interface operations {
         /** @description JSON body. The service validates it itself and answers the documented error codes. */
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
-                 *       "inputs": {
-                 *         "url": "https://example.com/article",
-                 *         "tone": "neutral"
-                 *       },
-                 *       "idempotencyKey": "order-42-summary"
-                 *     }
-                 */
                 "application/json": components["schemas"]["StartRunRequest"];
             };
         };
         responses: {
-            /** @description `Prefer: wait=N` was sent and the run (or, for a replayed idempotency key, the original run) reached a terminal status within N seconds: the run as `GET /runs/{id}` returns it. */
+            /**
+             * @description The run as `GET /runs/{id}` returns it, in two cases: `Prefer: wait=N` was sent and the run (or, for
+             *     a replayed idempotency key, the original run) reached a terminal status within N seconds
+             *     (`Preference-Applied`); or the call's `debounce` joined a run of its key still waiting for its start
+             *     (`Debounced: true`), which now holds this call's inputs and metadata and its moved start.
+             */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The run's `statusUrl` (absolute URL of `GET /runs/{id}`). */
                     Location: string;
-                    /** @description `wait=N`, the wait applied (N capped at 60). */
-                    "Preference-Applied": string;
+                    /** @description `wait=N`, the wait applied (N capped at 60), when the answer is the finished run; absent on a debounced answer. */
+                    "Preference-Applied"?: string;
+                    /** @description `true` when the call joined a waiting run of its `debounce.key`; absent otherwise. */
+                    Debounced?: "true";
                     /** @description `true` when this answer replays an earlier request with the same idempotency key and fingerprint; absent otherwise. */
                     "Idempotent-Replayed"?: "true";
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
