@@ -8,7 +8,8 @@ import { scheduledRun } from './run-predicates.ts';
  * (docs/design/flow-control.md#debounce) takes the call's inputs, metadata and password inputs, and its
  * start moves to `delay_s` from now, never past its `debounce_until`; its Cancel-After deadline moves with
  * it. Its metadata pairs are rewritten in `run_labels` (the pairs no longer held deleted, the new ones
- * added). Returns the id of the run joined, no row when none waits. The caller holds the key's lock.
+ * added), its sealed password inputs in `run_secrets` (one given again replaces its ciphertext, one not
+ * given is deleted: two writes of one row in one statement would conflict). Returns the id of the run joined, no row when none waits. The caller holds the key's lock.
  */
 export const JOIN_DEBOUNCED_RUN = statement(
   'join_debounced_run',
@@ -30,12 +31,17 @@ labelled as (
   insert into run_labels (account_id, key, value, created_at, run_id)
   select j.account_id, m.key, m.value, j.created_at, j.id from joined j cross join jsonb_each_text(j.labels) m
    where not exists (select 1 from run_labels l where l.run_id = j.id and l.account_id = j.account_id and l.key = m.key and l.value = m.value)),
+secret as materialized (
+  select j.id as run_id, sealed_input.* from jsonb_to_recordset($2::jsonb) as sealed_input(ord bigint, id uuid, name text, ciphertext text)
+    join joined j on j.ord = sealed_input.ord),
 unsealed as (
-  delete from run_secrets old using joined j where old.run_id = j.id and old.kind = 'password_input'),
+  delete from run_secrets old using joined j
+   where old.run_id = j.id and old.kind = 'password_input'
+     and not exists (select 1 from secret where secret.run_id = old.run_id and secret.name = old.name)),
 sealed as (
   insert into run_secrets (id, run_id, kind, name, ciphertext, created_at)
-  select sealed_input.id, j.id, 'password_input', sealed_input.name, sealed_input.ciphertext, now()
-    from jsonb_to_recordset($2::jsonb) as sealed_input(ord bigint, id uuid, name text, ciphertext text) join joined j on j.ord = sealed_input.ord)
+  select secret.id, secret.run_id, 'password_input', secret.name, secret.ciphertext, now() from secret
+  on conflict (run_id, kind, name) do update set ciphertext = excluded.ciphertext)
 select id from joined`,
   [RunSchema, RunLabelSchema, RunSecretSchema],
 );

@@ -75,6 +75,20 @@ t('concurrent first calls make one run, so a capped key reserves one price for t
   assert.is(reserved, price);
 });
 
+t('a joining call seals its password input again: the run keeps only the last call\'s secret', async ({ t }) => {
+  const W_TYPED = 'aaaaaaaa-0000-4000-8000-000000000002';
+  const debounce = { key: 'typed', delay: '10m', maxDelay: '1h' };
+  const send = (token: string) => t.call('POST', '/runs', { body: { workflow: W_TYPED, inputs: { n: 1, token }, debounce } });
+  const first = await send('secret-one');
+  const second = await send('secret-two');
+  assert.is(second.status, 200);
+  const secrets = await sql(t, `select name, ciphertext from run_secrets where run_id = ? and kind = 'password_input'`, [first.body.run.id]);
+  assert.equal(secrets.map((r) => r.name), ['token']);
+  assert.is(t.deps.sealer.open(secrets[0].ciphertext), 'secret-two');
+  const [row] = await sql(t, 'select inputs from runs where id = ?', [first.body.run.id]);
+  assert.is(row.inputs.token, null, 'the stored inputs never hold the password');
+});
+
 t('refused with 400 invalid_request: malformed debounce, maxDelay below delay, over 7 days, with a delayed start', async ({ t }) => {
   const bad: [unknown, Record<string, unknown>][] = [
     ['x', {}],
