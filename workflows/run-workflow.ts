@@ -155,7 +155,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
       if (await condition(() => admitted, ADMISSION_RECHECK_MS)) break;
       const s = await db().runStatus(runId);
       if (!s || nextRunMove(s, Date.now()).kind === 'end') return { status: s?.status ?? null, outcome: s?.outcome ?? null, reason: s?.reason ?? null };
-      if (s.status !== 'pending' || s.phase !== 'queued') admitted = true;
+      if (s.status !== 'pending' || (s.phase !== 'queued' && s.phase !== 'scheduled')) admitted = true;
     }
     return null;
   }

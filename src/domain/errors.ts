@@ -14,6 +14,7 @@ export const ERROR_STATUS = {
   idempotency_conflict: 409,
   integration_connection_required: 409,
   cancel_unavailable: 409,
+  not_scheduled: 409,
   spend_cap_reached: 402,
   rate_limited: 429,
   too_many_streams: 429,

@@ -1,3 +1,4 @@
+import { durationSeconds } from './duration.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
 
 /**
@@ -7,7 +8,6 @@ import { type ApiError, invalidRequest } from './errors.ts';
  */
 
 export const MAX_CANCEL_AFTER_SECONDS = 24 * 60 * 60;
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600 };
 
 /**
  * The values cancelAfterSeconds takes, as one pattern: the OpenAPI document states it for the header, so
@@ -33,7 +33,4 @@ export function cancelAfterRefusal(header: string): ApiError {
     : invalidRequest('Cancel-After must be at most 24 hours (24h, 1440m or 86400s)');
 }
 
-function secondsOf(header: string): number | null {
-  const parsed = /^([1-9][0-9]{0,5})([smh])$/.exec(header);
-  return parsed ? Number(parsed[1]) * UNIT_SECONDS[parsed[2]] : null;
-}
+const secondsOf = (header: string): number | null => durationSeconds(header, ['s', 'm', 'h']);

@@ -17,10 +17,11 @@ export const LIST_STATUSES = ['pending', 'running', 'completed', 'failed', 'canc
 export type ListStatus = (typeof LIST_STATUSES)[number];
 
 /**
- * A pending run's sub-state (the `phase` column; null once it leaves `pending`): `queued` waits in the
- * line for capacity, `starting` was admitted, `preparing` is being funded by the engine.
+ * A pending run's sub-state (the `phase` column; null once it leaves `pending`): `scheduled` waits for its
+ * delayed start outside the line, `queued` waits in the line for capacity, `starting` was admitted,
+ * `preparing` is being funded by the engine.
  */
-export const RUN_PHASES = ['queued', 'starting', 'preparing'] as const;
+export const RUN_PHASES = ['scheduled', 'queued', 'starting', 'preparing'] as const;
 export type RunPhase = (typeof RUN_PHASES)[number];
 /** Phases of a pending run that was admitted: it counts as in flight. */
 export const ADMITTED_PHASES = ['starting', 'preparing'] as const satisfies readonly RunPhase[];

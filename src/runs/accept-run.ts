@@ -29,8 +29,12 @@ export interface RunToAccept {
   inputs: ResolvedInputs;
   /** The caller's metadata (checked: src/domain/run-metadata.ts); not part of the idempotency fingerprint. */
   metadata: RunMetadata;
-  /** The Cancel-After duration: the run's deadline is its acceptance plus this, or null: none. */
+  /** The Cancel-After duration: the run's deadline is its start (acceptance or scheduled start) plus this, or null: none. */
   cancelAfterSeconds: number | null;
+  /** A delayed start (epoch ms; src/domain/run-start.ts): the run waits in phase `scheduled` until then; null: queued at once. */
+  startAt: number | null;
+  /** A debounced run (debounce-runs.ts): its key and the latest start its burst may reach (epoch ms); absent: none. */
+  debounce?: { key: string; untilMs: number };
   displayedPriceUsd: string;
   stepUsd: string;
   /** The run this one replays (src/runs/replay-run.ts), written by the acceptance itself; absent: none. */
@@ -91,7 +95,7 @@ export const idempotencyConflict = () =>
   new ApiError('idempotency_conflict', 'this idempotency key was already used with a different request; use a new key to start a new run');
 
 /** The acceptance of run `r`, with its password inputs sealed and taken out of its public inputs. */
-function acceptanceOf(
+export function acceptanceOf(
   deps: Deps,
   r: RunToAccept,
   idempotencyKey: string | null,
@@ -131,6 +135,8 @@ function acceptanceOf(
     rateLimit,
     metadataJson: JSON.stringify(r.metadata),
     cancelAfterSeconds: r.cancelAfterSeconds,
+    startAt: r.startAt === null ? null : new Date(r.startAt).toISOString(),
+    debounce: r.debounce ? { key: r.debounce.key, until: new Date(r.debounce.untilMs).toISOString() } : null,
     replayOf: r.replayOf ?? null,
     secrets,
   };

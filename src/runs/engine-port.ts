@@ -9,7 +9,10 @@ export interface EnginePort {
   start(): Promise<void>;
   /** Stop taking work and wait for in-flight steps to reach a durable point. */
   stop(): Promise<void>;
-  /** A run was accepted and committed (queued: the engine admits it in a round of its own). */
+  /**
+   * A run was accepted and committed (queued: the engine admits it in a round of its own; scheduled: it
+   * enters the line at its start), or a scheduled run's start was moved: look at its start again.
+   */
   runAccepted(runId: string): Promise<void>;
   /** The run was cancelled in the database: abort whatever still works on it. */
   runCancelled(runId: string): Promise<void>;

@@ -33,6 +33,8 @@ export interface RunRow {
   deadline: string | null;
   /** The run this one replays, or null. */
   replayOf: string | null;
+  /** A delayed start (docs/design/flow-control.md): when it enters (or entered) the line; null: at acceptance. */
+  scheduledFor: string | null;
   /** The exact queue place, when the row was read with it (null: not queued). */
   queuePosition?: number | null;
 }
@@ -60,6 +62,7 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     metadata: r.metadata === undefined || r.metadata === null ? {} : json<RunMetadata>(r.metadata),
     deadline: isoOrNull(r.deadline),
     replayOf: r.replay_of === undefined || r.replay_of === null ? null : String(r.replay_of),
+    scheduledFor: isoOrNull(r.scheduled_for),
     ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
   };
 }
@@ -90,6 +93,8 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
     deadline: run.deadline,
     // Only on a replayed run: the run it replays.
     ...(run.replayOf === null ? {} : { replayOf: run.replayOf }),
+    // Only on a run accepted with a later start.
+    ...(run.scheduledFor === null ? {} : { scheduledFor: run.scheduledFor }),
   };
 }
 

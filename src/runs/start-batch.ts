@@ -1,6 +1,7 @@
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { errorBody, invalidRequest } from '../domain/errors.ts';
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
+import { startAfterSeconds } from '../domain/run-start.ts';
 import { outsideTransaction } from '../db/statement.ts';
 import { runBatchAnswered } from '../observability/metrics.ts';
 import type { Principal } from '../domain/principal.ts';
@@ -25,6 +26,8 @@ export interface StartBatchRequest {
   idempotencyHeader?: string;
   /** The Cancel-After header, if any: every run's. */
   cancelAfterHeader?: string;
+  /** The Start-After header, if any: every run's (an item's `startAt` with it is refused). */
+  startAfterHeader?: string;
 }
 
 /** An item's refusal: the envelope's `error` POST /runs answers for the same body. */
@@ -58,10 +61,11 @@ export interface CheckedBatch {
 export async function checkBatch(deps: Deps, principal: Principal, req: StartBatchRequest): Promise<CheckedBatch> {
   const runs = batchRuns(req.body);
   const cancelAfter = cancelAfterSeconds(req.cancelAfterHeader);
+  const startAfter = startAfterSeconds(req.startAfterHeader);
   const key = pickIdempotencyKey(req.idempotencyHeader, undefined);
   const batch = key === null ? null : { key, fingerprint: deps.sealer.mac(canonicalJson(runs)) };
   if (batch) await refuseOtherBody(outsideTransaction(deps.orm), deps, principal, batch, runs.length);
-  return { runs, options: { cancelAfterSeconds: cancelAfter, batch } };
+  return { runs, options: { cancelAfterSeconds: cancelAfter, startAfterSeconds: startAfter, batch } };
 }
 
 /** Starts a checked batch's runs, answered item by item in request order. */

@@ -1,4 +1,5 @@
 import { cancelAfterSeconds } from '../domain/run-deadline.ts';
+import { startAfterSeconds } from '../domain/run-start.ts';
 import type { Principal } from '../domain/principal.ts';
 import type { Deps } from './deps.ts';
 import type { AcceptedRun } from './run-views.ts';
@@ -16,6 +17,8 @@ export interface StartRunRequest {
   idempotencyHeader?: string;
   /** The Cancel-After header, if any (src/domain/run-deadline.ts). */
   cancelAfterHeader?: string;
+  /** The Start-After header, if any (src/domain/run-start.ts). */
+  startAfterHeader?: string;
   /** A replay's: the run it replays (replay-run.ts). */
   replayOf?: string;
 }
@@ -23,14 +26,17 @@ export interface StartRunRequest {
 export interface StartRunResult {
   run: AcceptedRun;
   replayed: boolean;
+  /** The call joined a waiting run of its debounce key (docs/design/flow-control.md#debounce). */
+  debounced: boolean;
 }
 
 export async function startRun(deps: Deps, principal: Principal, req: StartRunRequest): Promise<StartRunResult> {
   const [outcome] = await startRuns(deps, principal, [req.body], {
     cancelAfterSeconds: cancelAfterSeconds(req.cancelAfterHeader),
+    startAfterSeconds: startAfterSeconds(req.startAfterHeader),
     itemKeyHeader: req.idempotencyHeader,
     ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
-  if ('error' in outcome) throw outcome.error;
-  return { run: outcome.run, replayed: outcome.replayed };
+  if ('error' in outcome!) throw outcome.error;
+  return { run: outcome!.run, replayed: outcome!.replayed, debounced: outcome!.debounced === true };
 }

@@ -4,6 +4,9 @@ import { ApiError, invalidRequest, notFound } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import { jsonLimitProblem } from '../domain/json-limits.ts';
 import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
+import { readStartAt, startInstant } from '../domain/run-start.ts';
+import { readDebounce, type RunDebounce } from '../domain/run-debounce.ts';
+import { startDebounced, type DebouncedAnswer } from './debounce-runs.ts';
 import { outsideTransaction, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { runAccepted } from '../observability/metrics.ts';
 import type { Principal } from '../domain/principal.ts';
@@ -37,6 +40,8 @@ const MAX_READS = 3;
 export interface StartRunsOptions {
   /** The Cancel-After duration of every run (src/domain/run-deadline.ts), or null. */
   cancelAfterSeconds: number | null;
+  /** The Start-After delay of every run (src/domain/run-start.ts), or null/absent: an item's `startAt`, else at once. */
+  startAfterSeconds?: number | null;
   /** POST /runs: its Idempotency-Key header, the key of its one item. */
   itemKeyHeader?: string;
   /** POST /runs/batch: the batch's Idempotency-Key and the fingerprint of its body. */
@@ -45,7 +50,8 @@ export interface StartRunsOptions {
   replayOf?: readonly (string | undefined)[];
 }
 
-export type RunOutcome = { index: number; run: AcceptedRun; replayed: boolean } | { index: number; error: ApiError };
+/** An item's outcome; `debounced`: it joined a waiting run of its debounce key (debounce-runs.ts). */
+export type RunOutcome = { index: number; run: AcceptedRun; replayed: boolean; debounced?: boolean } | { index: number; error: ApiError };
 
 /** One item, parsed: what its check needs. */
 interface Item {
@@ -57,6 +63,10 @@ interface Item {
   requestedVersion: string | null;
   metadata: RunMetadata;
   inputs: unknown;
+  /** Its delayed start (epoch ms), or null: queued at once. */
+  startAt: number | null;
+  /** Its debounce (src/domain/run-debounce.ts), or null. */
+  debounce: RunDebounce | null;
 }
 
 /** Starts the runs `bodies` (each what POST /runs takes) and answers each one's outcome, in order. */
@@ -137,6 +147,12 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
   }
   const own = pickIdempotencyKey(opts.itemKeyHeader, b.idempotencyKey);
   const metadata = checkMetadata(b.metadata);
+  const now = Date.now();
+  const startAt = startInstant(opts.startAfterSeconds ?? null, readStartAt(b.startAt, now), now);
+  const debounce = readDebounce(b.debounce);
+  if (debounce && (startAt !== null || b.startAt !== undefined || opts.startAfterSeconds)) {
+    throw invalidRequest('"debounce" decides the start itself: not with Start-After or "startAt"');
+  }
   // A non-UUID id is never read.
   if (!isUuid(workflowId)) throw notFound('workflow');
   return {
@@ -147,6 +163,8 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
     requestedVersion: (b.version as string | undefined) ?? null,
     metadata,
     inputs: b.inputs,
+    startAt,
+    debounce,
   };
 }
 
@@ -175,7 +193,7 @@ async function checkItems(
     let read = kept ?? (await readWorkflow(em, deps, principal, workflowId));
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
-      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds };
+      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds, startAt: item.startAt };
       const checked = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
       const replayOf = opts.replayOf?.[item.index];
       const run = replayOf === undefined ? checked : { ...checked, replayOf };
@@ -242,24 +260,38 @@ async function acceptItems(
   // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
   // them by id, so ids ascend in index order.
   const ids = calls.map(() => randomUUID()).sort();
-  const answers = await accept(calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i] } })));
+  const withIds = calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } }));
+  const answers = await acceptInOrder(accept, deps, withIds);
   const stale: Item[] = [];
-  answers.forEach((answer, i) => {
-    const { item } = calls[i];
+  answers.forEach(({ answer, joined }, i) => {
+    const { item } = calls[i]!;
     const same = [item, ...(followers.get(item.index) ?? [])];
     if (answer === 'stale') {
       workflowReadCache(deps.orm).drop(principal.accountId, item.workflowId);
       return void stale.push(...same);
     }
-    if (!(answer instanceof ApiError) && !answer.replayed) accepted.push(answer.runId);
+    // A joined run was told of when its burst's first call accepted it; its start only ever moves later.
+    if (!(answer instanceof ApiError) && !answer.replayed && !joined) accepted.push(answer.runId);
     for (const s of same) {
       outcomes[s.index] =
         answer instanceof ApiError
           ? { index: s.index, error: answer }
-          : { index: s.index, run: acceptedRun(deps, answer.runId), replayed: answer.replayed || s !== item };
+          : { index: s.index, run: acceptedRun(deps, answer.runId), replayed: answer.replayed || s !== item, ...(joined ? { debounced: true } : {}) };
     }
   });
   return stale.sort((a, b) => a.index - b.index);
+}
+
+/**
+ * The calls' answers in order: the debounced ones each joined to or accepted as their key's run
+ * (debounce-runs.ts), the others in one acceptance.
+ */
+async function acceptInOrder(accept: Accept, deps: Deps, calls: readonly (AcceptCall & { item: Item })[]): Promise<DebouncedAnswer[]> {
+  const plain = calls.filter((c) => c.item.debounce === null);
+  const plainAnswers = plain.length ? await accept(plain) : [];
+  const byCall = new Map<AcceptCall, DebouncedAnswer>(plain.map((c, i) => [c, { answer: plainAnswers[i]!, joined: false }]));
+  for (const c of calls) if (c.item.debounce !== null) byCall.set(c, await startDebounced(deps, c, c.item.debounce));
+  return calls.map((c) => byCall.get(c)!);
 }
 
 const acceptedRun = (deps: Deps, runId: string): AcceptedRun => ({ id: runId, status: 'accepted', ...runUrls(deps.baseUrl(), runId) });

@@ -49,8 +49,12 @@ export interface RunAcceptance {
   rateLimit: number | null;
   /** The caller's metadata, as JSON (src/domain/run-metadata.ts). */
   metadataJson: string;
-  /** The Cancel-After duration in seconds (the deadline is counted from the run's creation), or null. */
+  /** The Cancel-After duration in seconds (the deadline is counted from the run's start: creation or `startAt`), or null. */
   cancelAfterSeconds: number | null;
+  /** A delayed start (ISO instant): a later one writes the run `scheduled` for it; null or past: queued now. */
+  startAt?: string | null;
+  /** A debounced run's key and the latest start its burst may reach (ISO), or absent: not debounced. */
+  debounce?: { key: string; until: string } | null;
   /** The run this one replays (POST /runs/{id}/replay), written with it; null or absent: none. */
   replayOf?: string | null;
   /** Sealed password inputs. */
@@ -75,8 +79,9 @@ export interface RunAcceptance {
  * - `claim`: the idempotency records of the calls that may write, `insert … on conflict` deciding replay
  *   vs new (CLAIM_ON_CONFLICT). Calls sharing an (account, key) never share an execution (the service's
  *   Batch keeps them apart): one insert cannot claim one record twice.
- * - `new_call`, `inserted_run`, `labelled`, `sealed_input`, `queued_event`: for each new run, the run (always
- *   queued: the engine admits in rounds of its own), its metadata pairs (`run_labels`, for GET /runs
+ * - `new_call`, `inserted_run`, `labelled`, `sealed_input`, `queued_event`: for each new run, the run (queued:
+ *   the engine admits in rounds of its own; or `scheduled` for a later `start_at`, outside the line until
+ *   then: src/runs/scheduled-runs.ts), its metadata pairs (`run_labels`, for GET /runs
  *   filters), its sealed password inputs and its `run.queued` event, with
  *   the queue's numbering gate held shared until the commit (src/runs/queue-line.ts).
  *
@@ -93,7 +98,8 @@ call as materialized (
          as call(ord bigint, run_id uuid, account_id uuid, api_key_id uuid, workflow_id uuid, version_id uuid, price numeric, user_access text,
                  creator_price numeric, step_usd numeric, compute_limit numeric, credential_mode text, inputs text, engine text,
                  idempotency_key text, fingerprint text, record_id uuid, cap_usd numeric, cap_since timestamptz, trace_context text,
-                 view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid)),
+                 view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid, start_at timestamptz,
+                 debounce_key text, debounce_until timestamptz)),
 ${COUNT_CALLS},
 checked_call as materialized (
   select c.*, coalesce(r.allowed, true) as allowed,
@@ -114,18 +120,20 @@ claim as (
   ${CLAIM_ON_CONFLICT}
   returning account_id, key, run_id, fingerprint),
 new_call as (
-  select c.* from checked_call c cross join over_cap
+  select c.*, case when c.start_at > clock_timestamp() then c.start_at end as scheduled_for from checked_call c cross join over_cap
    where c.allowed and c.current and not (c.ord = any(over_cap.ords))
      and (c.idempotency_key is null or exists (select 1 from claim where claim.run_id = c.run_id))),
 inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context, metadata,
-                    deadline, replay_of)
-  select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending', 'queued', 'pending',
+                    deadline, replay_of, scheduled_for, debounce_key, debounce_until)
+  select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending',
+         case when n.scheduled_for is null then 'queued' else 'scheduled' end, 'pending',
          n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb,
-         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after), n.replay_of
+         n.metadata::jsonb, coalesce(n.scheduled_for, clock_timestamp()) + make_interval(secs => n.cancel_after), n.replay_of, n.scheduled_for,
+         n.debounce_key, n.debounce_until
     from new_call n
    order by n.ord
   returning id, created_at, account_id, metadata),
@@ -194,6 +202,9 @@ export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
     metadata: c.metadataJson,
     cancel_after: c.cancelAfterSeconds,
     replay_of: c.replayOf ?? null,
+    start_at: c.startAt ?? null,
+    debounce_key: c.debounce?.key ?? null,
+    debounce_until: c.debounce?.until ?? null,
   }));
   const secrets = calls.flatMap((c, i) => c.secrets.map((secret) => ({ ord: i + 1, ...secret })));
   return [JSON.stringify(rows), JSON.stringify(secrets)];

@@ -11,7 +11,7 @@ import {
   WorkflowRunTallySchema,
 } from '../db/entities/index.ts';
 import type { NewRunEvent } from '../domain/run-steps.ts';
-import { admittedRun, liveRun } from './run-predicates.ts';
+import { admittedRun, liveRun } from '../db/entities/run-predicates.ts';
 import { MONEY_PLAN, MONEY_WRITES } from './run-money.ts';
 import { outboxInsert } from './webhook-deliveries.ts';
 

@@ -1,7 +1,7 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
 import { TERMINAL_SQL } from '../domain/run-status.ts';
-import { admittedRun, IN_FLIGHT } from '../db/entities/run-predicates.ts';
+import { admittedRun, IN_FLIGHT, scheduledRun } from '../db/entities/run-predicates.ts';
 
 /** Run leases (runs.lease_owner / lease_until) of the embedded engine: src/runs/leases.ts. */
 
@@ -61,19 +61,21 @@ export const RELEASE_RUN_LEASES = statement(
  * read (src/engine/embedded/sweep-schedule.ts). `queued`: runs wait in the queue (admission and queue
  * timeouts want the sweep). `due_ms` (epoch ms, null for never): the earliest moment a run in flight
  * needs the sweep — its Cancel-After deadline, a lease held by another owner running out (a crashed
- * process; now when there is none), a wait_timer's due time, a credentials wait running out. Reads the
- * partial indexes of the queue and of the runs in flight only.
+ * process; now when there is none), a wait_timer's due time, a credentials wait running out — or the
+ * earliest delayed start of a scheduled run (src/runs/scheduled-runs.ts). Reads the partial indexes of the
+ * queue, of the runs in flight and of the scheduled runs only.
  */
 export const SWEEP_DUE = statement(
   'sweep_due',
   `select exists (select 1 from runs where status = 'pending' and phase = 'queued' and engine = $1) as queued,
-  (select extract(epoch from min(least(
+  least((select extract(epoch from min(least(
       deadline,
       case when (status = 'running' or (${admittedRun()})) and lease_owner is distinct from $2
            then coalesce(lease_until, clock_timestamp()) end,
       case when status = 'suspended' and suspend_reason = 'wait_timer' then resume_at end,
       case when status = 'suspended' and suspend_reason = 'wait_signal' then updated_at + make_interval(secs => $3::float8) end
     ))) * 1000
-     from runs where (${IN_FLIGHT}) and engine = $1)::float8 as due_ms`,
+     from runs where (${IN_FLIGHT}) and engine = $1)::float8,
+    (select extract(epoch from min(scheduled_for)) * 1000 from runs where ${scheduledRun()} and engine = $1)::float8) as due_ms`,
   [RunSchema],
 );

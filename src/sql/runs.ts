@@ -11,7 +11,7 @@ export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_rea
 
 /** The columns of a run as the API shows it (src/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
-  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline, replay_of`;
+  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline, replay_of, scheduled_for`;
 
 /** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
 export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);

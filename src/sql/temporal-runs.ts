@@ -7,11 +7,14 @@ import { admittedRun, liveRun } from '../db/entities/run-predicates.ts';
  * workflow was started carries `lease_owner = 'temporal'` (a column the embedded engine uses for leases).
  */
 
-/** $1 seconds of grace: non-terminal Temporal runs whose workflow start was never marked, oldest first. */
+/**
+ * $1 seconds of grace: non-terminal Temporal runs whose workflow start was never marked, oldest first; a
+ * run waiting for its delayed start has no workflow yet (src/runs/scheduled-runs.ts).
+ */
 export const UNSTARTED_TEMPORAL_RUNS = statement(
   'unstarted_temporal_runs',
   `select id, phase from runs
-    where engine = 'temporal' and ${liveRun()} and lease_owner is null
+    where engine = 'temporal' and ${liveRun()} and lease_owner is null and phase is distinct from 'scheduled'
       and created_at < clock_timestamp() - make_interval(secs => $1)
     order by created_at, id limit 200`,
   [RunSchema],

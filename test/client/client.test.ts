@@ -228,6 +228,27 @@ test('an inline 200 answer is taken as the finished run only with Preference-App
   assert.is((await c.waitForRun(unsure.id)).status, 'completed');
 });
 
+test('startAfter, rescheduleRun and debounce: the run waits with scheduledFor, moves, and a burst of calls is one run', async () => {
+  const c = client();
+  const later = await c.startRun(W_SUMMARY, { inputs: { topic: 'later' }, startAfter: '1h' });
+  assert.is(posts()[0]!.headers['start-after'], '1h');
+  const waiting = await c.getRun(later.id);
+  assert.is(waiting.status, 'pending');
+  assert.is(waiting.queue, null);
+  const at = new Date(Date.now() + 2 * 3_600_000).toISOString();
+  assert.is((await c.rescheduleRun(later.id, at)).scheduledFor, at);
+  await c.cancelRun(later.id);
+  const refused = await c.rescheduleRun(later.id, at).catch((err: unknown) => err);
+  assert.ok(refused instanceof ApiError && refused.code === 'not_scheduled');
+
+  const debounce = { key: `doc-${Date.now()}`, delay: '1h', maxDelay: '2h' };
+  const first = await c.startRun(W_SUMMARY, { inputs: { topic: 'v1' }, debounce });
+  const second = await c.startRun(W_SUMMARY, { inputs: { topic: 'v2' }, debounce });
+  assert.equal([first.debounced, second.debounced], [false, true]);
+  assert.is(second.id, first.id);
+  await c.cancelRun(first.id);
+});
+
 test('verifyWebhook accepts the real signed delivery of a run and rejects a tampered one', async () => {
   const c = client();
   const { id } = await c.startRun(W_SUMMARY, { inputs: { topic: 'bees' } });

@@ -2,6 +2,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
 import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
+import { ENTER_DUE_RUNS, NEXT_SCHEDULED_START } from '../../src/sql/scheduled-runs.ts';
+import { JOIN_DEBOUNCED_RUN } from '../../src/sql/debounce-runs.ts';
+import { randomUUID } from 'node:crypto';
 import { LIST_RUNS, LIST_RUNS_BY_LABEL, OVERDUE_RUNS } from '../../src/sql/runs.ts';
 import type { Em } from '../../src/db/orm.ts';
 import { runSearchQuery } from '../../src/graphql/queries/runs.ts';
@@ -30,6 +33,25 @@ test("the Temporal engine's sweep for unstarted runs reads the index of such run
   });
   assert.match(plan, /Index Scan using runs_temporal_unstarted_idx on runs/, `the sweep reads its partial index:\n${plan}`);
   assert.not.match(plan, /Sort/, `the index gives the sweep's order:\n${plan}`);
+});
+
+test('the rounds that move delayed starts into the line read the index of scheduled runs, due first; a debounce finds its run by key', async () => {
+  const orm = await testOrm();
+  const plans = await orm.em.fork().transactional(async (tx) => {
+    await tx.execute(`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`);
+    const explain = async (name: string, text: string, values: unknown[]) =>
+      (await query<{ 'QUERY PLAN': string }>(tx, statement(name, `explain (costs off) ${text}`), values)).map((r) => r['QUERY PLAN']).join('\n');
+    const joining = [{ ord: 1, account_id: randomUUID(), version_id: randomUUID(), key: 'k', delay_s: 5, inputs: '{}', metadata: '{}' }];
+    return {
+      enter: await explain('test_explain_enter_due', ENTER_DUE_RUNS.text, ['embedded', 10]),
+      next: await explain('test_explain_next_start', NEXT_SCHEDULED_START.text, ['embedded']),
+      join: await explain('test_explain_join_debounced', JOIN_DEBOUNCED_RUN.text, [JSON.stringify(joining), '[]']),
+    };
+  });
+  assert.match(plans.enter, /Index Scan using runs_scheduled_idx on runs/, `entering the line reads the index:\n${plans.enter}`);
+  assert.not.match(plans.enter, /Sort/, `the index gives the due order:\n${plans.enter}`);
+  assert.match(plans.next, /runs_scheduled_idx/, `the next start reads the index:\n${plans.next}`);
+  assert.match(plans.join, /runs_debounce_idx/, `a debounced call finds its run by key:\n${plans.join}`);
 });
 
 test("the internal search for a workflow's runs reads them newest first from the workflow's index", async () => {
@@ -85,11 +107,13 @@ test('the runs table has exactly the indexes its queries read', async () => {
     'runs_api_key_created_idx',
     'runs_completed_idx',
     'runs_deadline_idx',
+    'runs_debounce_idx',
     'runs_in_flight_idx',
     'runs_pkey',
     'runs_queue_fresh_idx',
     'runs_queue_left_idx',
     'runs_queue_line_idx',
+    'runs_scheduled_idx',
     'runs_temporal_unstarted_idx',
     'runs_workflow_created_idx',
   ]);

@@ -1,24 +1,18 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
-import { loadCatalog } from '../../src/catalog/load-catalog.ts';
-import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/runs/deps.ts';
-import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { testOrm } from '../helpers/db.ts';
 import { eventually, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { hangingServer, engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
 
 /**
  * Cancel-After (docs/design/run-metadata.md#deadline) on both engines: a run past its deadline is
@@ -33,42 +27,20 @@ const DELAY = randomUUID();
 const SLOW = randomUUID();
 const KEY = 'wr_deadline_key';
 
-/** An HTTP server that never answers: a step calling it keeps its run running. */
-async function hangingServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer(() => undefined);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  return { url, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
-}
-
-async function seed(slowUrl: string): Promise<void> {
-  await resetDb(orm);
-  const workflow = (id: string, name: string, nodes: unknown[]) => ({
-    id, owner: 'alice', name, runModel: 'per_run', priceUsd: '0.250000', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
-  });
-  const catalog = {
-    pricing: { stepUsd: '0.000100' },
-    accounts: [
-      { handle: 'alice', walletUsd: '10.000000' },
-      {
-        handle: 'buyer',
-        walletUsd: '10.000000',
-        apiKeys: [{ secret: KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }],
-        webhooks: [{ url: 'https://example.test/hooks', secret: `whsec_${randomBytes(24).toString('base64')}` }],
-      },
-    ],
-    workflows: [
-      workflow(QUICK, 'Quick', [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }]),
-      workflow(DELAY, 'Delay', [
+const seed = (slowUrl: string) =>
+  seedBuyerCatalog(orm, sealer, KEY, [
+    { id: QUICK, name: 'Quick', nodes: [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }] },
+    {
+      id: DELAY,
+      name: 'Delay',
+      nodes: [
         { id: 'a', kind: 'text.template', template: 'x' },
         { id: 'wait', kind: 'delay', seconds: 600, after: ['a'] },
         { id: 'o', kind: 'output', from: 'a', after: ['wait'] },
-      ]),
-      workflow(SLOW, 'Slow', [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }]),
-    ],
-  };
-  await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'deadline-test'), { sealer });
-}
+      ],
+    },
+    { id: SLOW, name: 'Slow', nodes: [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }] },
+  ]);
 
 const row = async (id: string) =>
   (await orm.em.fork().execute<{ status: string; phase: string | null; billing_status: string; charge_usd: string | null; deadline: Date | null }[]>(
@@ -120,8 +92,7 @@ async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: st
 test('embedded engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
-  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const base = engineDeps(orm, sealer, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
   const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
   await engine.start();
   try {
@@ -135,8 +106,7 @@ test('embedded engine: past its deadline a queued, a suspended and a running run
 test('the embedded deadline survives a restart: a run past it while no engine ran is cancelled by the next one', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent' });
-  const base = { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+  const base = engineDeps(orm, sealer);
   const idle = new EmbeddedEngine(base);
   const principal = await authenticateKey(base, `Bearer ${KEY}`);
   const id = (await startRun({ ...base, engine: idle }, principal, { body: { workflow: QUICK }, cancelAfterHeader: '1s' })).run.id;

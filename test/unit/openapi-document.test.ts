@@ -32,6 +32,7 @@ const OPERATION_IDS = [
   'listRuns',
   'getRun',
   'cancelRun',
+  'rescheduleRun',
   'cancelRuns',
   'replayRun',
   'replayRuns',
@@ -50,6 +51,7 @@ const EXPECTED_SCOPES: Record<string, string[]> = {
   listRuns: ['run:read', 'run:execute'],
   getRun: ['run:read', 'run:execute'],
   cancelRun: ['run:execute'],
+  rescheduleRun: ['run:execute'],
   cancelRuns: ['run:execute'],
   replayRun: ['run:execute'],
   replayRuns: ['run:execute'],
@@ -251,6 +253,7 @@ test('every expected operationId exists exactly once, with its scopes and securi
     listRuns: 'GET /runs',
     getRun: 'GET /runs/{id}',
     cancelRun: 'POST /runs/{id}/cancel',
+    rescheduleRun: 'POST /runs/{id}/reschedule',
     cancelRuns: 'POST /runs/cancel',
     replayRun: 'POST /runs/{id}/replay',
     replayRuns: 'POST /runs/replay',
@@ -307,7 +310,8 @@ test('every response of every operation declares X-Request-Id; errors use the Er
   ]);
   // Prefer: wait=N (docs/design/prefer-wait.md): the finished run, as GET /runs/{id} returns it.
   assert.is(start['200'].content['application/json'].schema.$ref, '#/components/schemas/Run');
-  assert.ok(start['200'].headers['Preference-Applied'].required, 'a 200 always says which wait was applied');
+  // Either the finished run (with the wait applied) or the run a debounced call joined (docs/design/flow-control.md).
+  assert.ok(start['200'].headers['Preference-Applied'] && start['200'].headers.Debounced, 'a 200 says which of its two cases it is');
   for (const s of ['400', '401', '402', '403', '404', '405', '409', '413', '429', '500']) assert.ok(start[s], `startRun documents ${s}`);
   assert.ok(resolve(start['429']).headers['Retry-After'], '429 carries Retry-After');
   assert.ok(resolve(doc.components.responses.MethodNotAllowed).headers.Allow, '405 carries Allow');
@@ -572,6 +576,7 @@ test('openapi-backend loads the 3.1 document and routes relative to apiRoot, not
   assert.is(match('post', '/runs'), 'startRun');
   assert.is(match('get', '/runs'), 'listRuns');
   assert.is(match('post', `/runs/${RUN_ID}/cancel`), 'cancelRun');
+  assert.is(match('post', `/runs/${RUN_ID}/reschedule`), 'rescheduleRun');
   assert.is(match('get', `/runs/${RUN_ID}/events?afterSequence=3`), 'listRunEvents');
   assert.is(match('get', `/runs/${RUN_ID}/stream`), 'streamRun');
   assert.is(match('get', '/openapi.json'), 'getOpenApiDocument');

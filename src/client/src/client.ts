@@ -59,6 +59,16 @@ export interface StartRunOptions {
   metadata?: Record<string, string>;
   /** A deadline such as `30s`, `5m`, `1h` (at most 24h), sent as `Cancel-After`: the run is cancelled if it has not ended by then. */
   cancelAfter?: string;
+  /** A delayed start such as `30s`, `10m`, `2h`, `7d` (at most 7 days), sent as `Start-After`; the run shows `scheduledFor`. */
+  startAfter?: string;
+  /** A delayed start as an instant (RFC 3339, at most 7 days ahead), sent as the body's `startAt`; not with `startAfter`. */
+  startAt?: string;
+  /**
+   * Debounce, trailing: calls with one `key` while its run waits join that run (its inputs become this
+   * call's; it starts `delay` after the last call, at most `maxDelay` after the first). `debounced` says
+   * whether this call joined.
+   */
+  debounce?: { key: string; delay: string; maxDelay: string };
   signal?: AbortSignal;
 }
 
@@ -67,14 +77,24 @@ export interface StartRunsOptions {
   idempotencyKey?: string;
   /** A deadline such as `30s`, `5m`, `1h` for every run, sent as `Cancel-After`. */
   cancelAfter?: string;
+  /** A delayed start such as `10m` or `2h` for every run, sent as `Start-After` (an item may give `startAt` instead). */
+  startAfter?: string;
   signal?: AbortSignal;
 }
+
+/** `Cancel-After` and `Start-After` as given. */
+const timingHeaders = (opts: { cancelAfter?: string; startAfter?: string }): Record<string, string> => ({
+  ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}),
+  ...(opts.startAfter ? { 'Start-After': opts.startAfter } : {}),
+});
 
 /** What `startRun` returns: the accepted run, plus the finished Run when the server waited for it. */
 export interface StartedRun extends AcceptedRun {
   idempotencyKey: string;
   /** True when the server answered with an earlier run for the same key (`Idempotent-Replayed: true`). */
   replayed: boolean;
+  /** True when the call joined a waiting run of its debounce key (`Debounced: true`). */
+  debounced: boolean;
   /** The run, already terminal, when `wait` was honoured (`Preference-Applied`); null otherwise. */
   run: Run | null;
 }
@@ -143,14 +163,17 @@ export class WorkflowRunClient implements StreamSource {
       inputs: opts.inputs ?? {},
       ...(opts.version ? { version: opts.version } : {}),
       ...(opts.metadata ? { metadata: opts.metadata } : {}),
+      ...(opts.startAt ? { startAt: opts.startAt } : {}),
+      ...(opts.debounce ? { debounce: opts.debounce } : {}),
     };
-    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;
     const { data, response } = await this.#send(() => this.http.POST('/runs', { body, headers, signal: opts.signal }), opts.signal);
     const replayed = response.headers.get('idempotent-replayed') === 'true';
+    const debounced = response.headers.get('debounced') === 'true';
     const applied = response.status === 200 && /\bwait\b/i.test(response.headers.get('preference-applied') ?? '');
     const wrapped = (data as { run?: AcceptedRun | Run } | undefined)?.run;
-    if (wrapped && 'statusUrl' in wrapped) return { ...wrapped, idempotencyKey, replayed, run: null };
+    if (wrapped && 'statusUrl' in wrapped) return { ...wrapped, idempotencyKey, replayed, debounced, run: null };
     // The inline answer (200) is the Run itself; accept it wrapped in `run` as well.
     const run = (wrapped ?? data) as Run;
     const statusUrl = response.headers.get('location') ?? `${this.baseUrl}/runs/${run.id}`;
@@ -162,6 +185,7 @@ export class WorkflowRunClient implements StreamSource {
       streamUrl: `${statusUrl}/stream`,
       idempotencyKey,
       replayed,
+      debounced,
       run: applied && isTerminal(run.status) ? run : null,
     };
   }
@@ -173,7 +197,7 @@ export class WorkflowRunClient implements StreamSource {
    */
   async startRuns(runs: StartRunsItem[], opts: StartRunsOptions = {}): Promise<StartRunsResponse & { idempotencyKey: string }> {
     const idempotencyKey = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
-    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     const { data } = await this.#send(() => this.http.POST('/runs/batch', { body: { runs }, headers, signal: opts.signal }), opts.signal);
     return { ...(data as StartRunsResponse), idempotencyKey };
   }
@@ -206,6 +230,15 @@ export class WorkflowRunClient implements StreamSource {
     return this.#data(() => this.http.POST('/runs/{id}/cancel', { params: { path: { id } }, signal }), signal) as Promise<CancelRunResponse>;
   }
 
+  /**
+   * Moves the start of a run still waiting for its delayed start to `startAt` (RFC 3339; at or before now:
+   * at once); 409 `not_scheduled` once it entered the queue. Returns the run.
+   */
+  rescheduleRun(id: string, startAt: string, signal?: AbortSignal): Promise<Run> {
+    const body = { startAt };
+    return this.#data(() => this.http.POST('/runs/{id}/reschedule', { params: { path: { id } }, body, signal }), signal) as Promise<Run>;
+  }
+
   // Runs in sets (POST /runs/cancel, POST /runs/{id}/replay, POST /runs/replay).
 
   /**
@@ -227,7 +260,7 @@ export class WorkflowRunClient implements StreamSource {
     const headers = { 'Idempotency-Key': idempotencyKey };
     const { data, response } = await this.#send(() => this.http.POST('/runs/{id}/replay', { params: { path: { id } }, body, headers, signal }), signal);
     const run = (data as { run: AcceptedRun }).run;
-    return { ...run, idempotencyKey, replayed: response.headers.get('idempotent-replayed') === 'true', run: null };
+    return { ...run, idempotencyKey, replayed: response.headers.get('idempotent-replayed') === 'true', debounced: false, run: null };
   }
 
   /** replayRun for each run named by `ids` or matched by `filter` (one page, as cancelRuns): one item per run. */

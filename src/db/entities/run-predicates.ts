@@ -16,6 +16,9 @@ const STARTED_STATUSES = ['running', 'suspended'] as const satisfies readonly Ru
 /** Waiting in the queue's line (the predicate of runs_queue_line_idx). */
 export const queuedRun = (alias?: string): string => `${statusIs(alias, 'pending')} and ${phaseIs(alias, 'queued')}`;
 
+/** Waiting for a delayed start, outside the line (the predicate of runs_scheduled_idx). */
+export const scheduledRun = (alias?: string): string => `${statusIs(alias, 'pending')} and ${phaseIs(alias, 'scheduled')}`;
+
 /** Numbered runs that have left the line (the predicate of runs_queue_left_idx). */
 export const leftQueue = (alias?: string): string =>
   `${column(alias, 'queue_seq')} is not null and (${statusIs(alias, 'pending', '<>')} or ${phaseIs(alias, 'queued', '<>')})`;

@@ -1,7 +1,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 import { BILLING_STATUSES, OUTCOMES, RUN_STATUSES, type RunPhase } from '../../domain/run-status.ts';
-import { IN_FLIGHT, leftQueue, liveRun, queuedRun } from './run-predicates.ts';
+import { IN_FLIGHT, leftQueue, liveRun, queuedRun, scheduledRun } from './run-predicates.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 import { AccountSchema } from './accounts.ts';
 import { CREDENTIAL_MODES, WorkflowSchema, WorkflowVersionSchema } from './catalog.ts';
@@ -68,6 +68,12 @@ export const RunSchema = defineEntity({
     deadline: p.datetime().nullable(),
     /** The run this one replays (POST /runs/{id}/replay: docs/design/runs-in-sets.md), or null. */
     replayOf: p.uuid().nullable(),
+    /** A delayed start (docs/design/flow-control.md): when the run enters the queue's line, or null: at its acceptance. */
+    scheduledFor: p.datetime().nullable(),
+    /** A debounced run's key (its account, workflow version and this name the burst), while it may still be joined. */
+    debounceKey: p.text().nullable(),
+    /** The latest start a debounced run's burst may push it to: its first call plus `maxDelay`. */
+    debounceUntil: p.datetime().nullable(),
     /** The W3C trace context the run was started in (docs/tracing.md); null when tracing was off. */
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
@@ -87,6 +93,10 @@ export const RunSchema = defineEntity({
     { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: queuedRun() },
     { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: `${queuedRun()} and queue_seq is null` },
     { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: leftQueue() },
+    // Runs waiting for their delayed start, by time: the engines' rounds move the due ones into the line.
+    { name: 'runs_scheduled_idx', properties: ['scheduledFor', 'id'], where: scheduledRun() },
+    // A waiting debounced run, found by its key by the calls that join it (src/runs/debounce-runs.ts).
+    { name: 'runs_debounce_idx', properties: ['accountId', 'debounceKey'], where: `${scheduledRun()} and debounce_key is not null` },
     // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
     { name: 'runs_in_flight_idx', properties: ['accountId'], where: IN_FLIGHT },
     // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).

@@ -49,7 +49,7 @@ export type RunMove =
 export function nextRunMove(run: RunFacts, now: number): RunMove {
   if (run.status === null || isTerminal(run.status)) return { kind: 'end' };
   if (run.status === 'pending') {
-    if (run.phase === 'queued') return { kind: 'await_admission' };
+    if (run.phase === 'queued' || run.phase === 'scheduled') return { kind: 'await_admission' };
     return run.phase === 'starting' ? { kind: 'advance' } : { kind: 'prepare' };
   }
   if (run.status === 'suspended') {

@@ -11,6 +11,7 @@ import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
 import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, sweepDue, type LeaseHolder } from '../../runs/leases.ts';
 import { SweepSchedule } from './sweep-schedule.ts';
+import { enterDueRuns } from '../../runs/scheduled-runs.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
 import { executeStep } from '../execute-step.ts';
@@ -22,9 +23,8 @@ import { executeStep } from '../execute-step.ts';
  * holds what can be rebuilt from it: its leases, timers and the steps in flight.
  *
  * - Admission: `admitQueuedRuns` (FIFO, RUN_CAPACITY, per-account max_concurrent_runs, queue timeout)
- *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it
- *   coalesce into one admission at a time (admission-pump.ts). Admitted runs are leased to this instance in the same
- *   statement (runs.lease_owner / lease_until).
+ *   runs when a run is accepted, when a run ends and on the periodic sweep; concurrent requests for it coalesce
+ *   into one admission at a time (admission-pump.ts). Admitted runs are leased here in the same statement.
  * - One async driver per in-flight run: `nextRunMove` says what the loaded run needs, a `RunDriver` drives
  *   it move by move (free actions, in-memory steps batched into one fenced statement or into the
  *   completion transaction, I/O steps run concurrently, a wait for a step or the next timer, finish); the
@@ -43,7 +43,7 @@ import { executeStep } from '../execute-step.ts';
  *   running or suspended alike; the deadline is a column, so a restart loses none.
  * - When the sweep runs (sweep-schedule.ts): every `sweepIntervalMs` while runs are queued or due, else
  *   at the next due time a one-statement check saw (deadline, timer, another process's lease running
- *   out), and at least every `idleSweepMs`: an idle process sends one statement per idleSweepMs.
+ *   out, a delayed start), and at least every `idleSweepMs`: an idle process sends one statement per idleSweepMs.
  * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
  *   sweep claim every non-terminal run whose lease expired or was released
  *   (running, admitted-but-not-started, due wait_timer suspensions) and drive it from its last committed
@@ -162,6 +162,7 @@ export class EmbeddedEngine implements EnginePort {
     // Runs that passed their deadline while no engine ran are cancelled before anything drives them.
     await this.#cancelOverdue();
     await this.#recover();
+    await enterDueRuns(this.#deps, this.name);
     this.#admission.force();
     this.#schedule.start();
     this.#renewTimer = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.#leaseTtlMs / 3)));
@@ -252,7 +253,8 @@ export class EmbeddedEngine implements EnginePort {
       try {
         await this.#cancelOverdue();
         await this.#recover();
-        this.#admission.force(); // other processes' runs, queue timeouts
+        await enterDueRuns(this.#deps, this.name); // delayed starts that have come join the line
+        this.#admission.force(); // other processes' runs, queue timeouts, runs that just joined the line
       } catch (err) {
         this.#deps.log.error({ err }, 'engine sweep failed');
       }

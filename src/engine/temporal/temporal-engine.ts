@@ -6,6 +6,7 @@ import type { RunsDeps } from '../../runs/deps.ts';
 import { knownRunAccount } from '../../runs/run-state.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
+import { enterDueRuns } from '../../runs/scheduled-runs.ts';
 import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './client.ts';
 import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
@@ -38,6 +39,9 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEA
  *   workflow's wait has no timer, so a lost signal would leave it waiting).
  * - Reconcile (every `reconcileIntervalMs`): fails the runs whose workflow Temporal closed without the
  *   workflow ending the run (Terminate, execution timeout), freeing their capacity (reconcile-closed.ts).
+ * - Delayed starts: each admission round first moves the scheduled runs whose start has come into the
+ *   line (src/runs/scheduled-runs.ts); a scheduled run has no workflow until then, so a reschedule or a
+ *   cancel before its start touches Postgres only.
  * - Deadlines: a run's Cancel-After deadline is passed to its workflow, whose durable timer cancels the
  *   run (workflows/run-workflow.ts); the sweep cancels the runs past it whose workflow never started.
  * - runCancelled: requests the workflow's Temporal cancellation (the cancel-run service has already
@@ -214,7 +218,8 @@ export class TemporalEngine implements EnginePort {
   /** Starts the workflow of a run the admission did not start (queued, or admitted elsewhere). */
   async #startWorkflow(runId: string): Promise<void> {
     const [memo] = await this.#memos([runId]);
-    if (!memo || memo.started) return;
+    // A scheduled run's workflow starts once the run is in the line (an admission round moves it there).
+    if (!memo || memo.started || memo.phase === 'scheduled') return;
     await this.client.start(memo, { admitted: memo.phase !== 'queued' });
     await this.#markStarted([runId]);
   }
@@ -275,6 +280,8 @@ export class TemporalEngine implements EnginePort {
   async admitOnce(): Promise<string[]> {
     const expireQueued = this.#expireDue;
     this.#expireDue = false;
+    // Delayed starts that have come join the line first (their workflows start from it: #startWorkflow).
+    await enterDueRuns(this.#deps, this.name);
     const r = await admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, expireQueued });
     if (r.admitted.length) await this.#signalAdmitted(r.admitted);
     // Failed past the credentials deadline: the waiting workflow looks again and closes as Failed.

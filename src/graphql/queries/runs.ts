@@ -14,7 +14,7 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 const RUN_FIELDS = [
   'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
   'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence', 'metadata', 'deadline',
-  'replayOf',
+  'replayOf', 'scheduledFor',
 ] as const satisfies readonly (keyof Run)[];
 
 type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;
@@ -38,6 +38,7 @@ export interface RunRecord {
   metadata: RunRow['metadata'];
   deadline: string | null;
   replayOf: string | null;
+  scheduledFor: string | null;
   accountId: string;
   createdAt: string;
   lastSequence: number;
@@ -68,6 +69,7 @@ function runRowOf(run: RunFields): RunRow {
     metadata: run.metadata ?? {},
     deadline: isoOrNull(run.deadline),
     replayOf: run.replayOf ?? null,
+    scheduledFor: isoOrNull(run.scheduledFor),
   };
 }
 
@@ -91,6 +93,7 @@ function toRunRecord(run: RunFields): RunRecord {
     metadata: pub.metadata,
     deadline: pub.deadline,
     replayOf: row.replayOf,
+    scheduledFor: row.scheduledFor,
     accountId: row.accountId,
     createdAt: row.createdAt,
     lastSequence: row.lastSequence,

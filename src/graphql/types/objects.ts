@@ -70,6 +70,8 @@ export class RunType {
   @Field(() => DateTimeScalar, { nullable: true, description: 'When the run is cancelled unless it ended (Cancel-After), or null.' })
   deadline!: string | null;
   @Field(() => ID, { nullable: true, description: 'The run this one replays (POST /runs/{id}/replay), or null.' }) replayOf!: string | null;
+  @Field(() => DateTimeScalar, { nullable: true, description: 'A delayed start (Start-After, startAt): when the run enters the queue; null: at acceptance.' })
+  scheduledFor!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;

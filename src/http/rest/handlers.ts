@@ -1,6 +1,7 @@
 import { ApiError } from '../../domain/errors.ts';
 import { parseJson } from '../../domain/exact-json.ts';
 import { cancelRun } from '../../runs/cancel-run.ts';
+import { rescheduleRun } from '../../runs/scheduled-runs.ts';
 import { cancelRuns } from '../../runs/cancel-runs.ts';
 import { replayRun, replayRuns } from '../../runs/replay-run.ts';
 import { getRun } from '../../runs/get-run.ts';
@@ -92,10 +93,12 @@ export const operations = {
     const since = prefer === undefined ? 0 : Date.now();
     const idempotencyHeader = header(c.req, 'idempotency-key');
     const cancelAfterHeader = header(c.req, 'cancel-after');
+    const startAfterHeader = header(c.req, 'start-after');
     const result = await startCountedRun(c.deps, c.principal, c.limiter, async () => ({
       body: await readJsonBody(c),
       idempotencyHeader,
       cancelAfterHeader,
+      startAfterHeader,
     }));
     const headers: Record<string, string> = {
       Location: result.run.statusUrl,
@@ -103,6 +106,8 @@ export const operations = {
       ...rateLimitHeaders(result.rateLimit),
     };
     if (prefer !== undefined && (await answerWhenFinished(c, result.run.id, prefer, since, headers))) return;
+    // A call that joined a waiting run answers that run as it now is (docs/design/flow-control.md#debounce).
+    if (result.debounced) return sendJson(c.res, 200, await getRun(c.deps, c.principal.accountId, result.run.id), { ...headers, Debounced: 'true' });
     sendJson(c.res, 202, { run: result.run }, headers);
   },
 
@@ -110,7 +115,8 @@ export const operations = {
     // One request in the key's rate window, counted once its body has arrived (counted-start.ts).
     const idempotencyHeader = header(c.req, 'idempotency-key');
     const cancelAfterHeader = header(c.req, 'cancel-after');
-    const read = async () => ({ body: await readJsonBody(c, MAX_BATCH_BODY_BYTES), idempotencyHeader, cancelAfterHeader });
+    const startAfterHeader = header(c.req, 'start-after');
+    const read = async () => ({ body: await readJsonBody(c, MAX_BATCH_BODY_BYTES), idempotencyHeader, cancelAfterHeader, startAfterHeader });
     if (text(q(c).dryRun) === 'true') {
       const quoted = await quoteCountedBatch(c.deps, c.principal, c.limiter, read);
       return sendJson(c.res, 200, quoted.answer, rateLimitHeaders(quoted.rateLimit));
@@ -139,6 +145,10 @@ export const operations = {
 
   async cancelRun(c: RestCall) {
     sendJson(c.res, 200, await cancelRun(c.deps, c.principal.accountId, param(c, 'id')));
+  },
+
+  async rescheduleRun(c: RestCall) {
+    sendJson(c.res, 200, await rescheduleRun(c.deps, c.principal.accountId, param(c, 'id'), await readJsonBody(c)));
   },
 
   // Runs in sets (docs/design/runs-in-sets.md).

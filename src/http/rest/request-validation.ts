@@ -5,6 +5,7 @@ import { ApiError, notFound } from '../../domain/errors.ts';
 import { DATE_TIME_RULE, isDateTime } from '../../domain/date-time.ts';
 import { UUID } from '../../domain/ids.ts';
 import { cancelAfterRefusal } from '../../domain/run-deadline.ts';
+import { startAfterRefusal } from '../../domain/run-start.ts';
 
 /**
  * Request validation against openapi/openapi.yaml (docs/design/rules.md, "Request parameters"): the
@@ -54,6 +55,7 @@ export function validationError(api: Context): ApiError {
   const refuse = (message: string) => (CURSORS.has(name) ? new ApiError('invalid_cursor', message) : new ApiError('invalid_request', message));
   // The document's pattern is the whole rule; the refusal says which part was missed.
   if (where === 'header' && name === 'cancel-after') return cancelAfterRefusal(String(api.request.headers['cancel-after'] ?? ''));
+  if (where === 'header' && name === 'start-after') return startAfterRefusal(String(api.request.headers['start-after'] ?? ''));
   const given = (api.request.query as Record<string, unknown>)[name];
   // A member of an object parameter (`metadata[KEY]`): its value, or its key (propertyNames).
   const key = member === undefined ? failure?.propertyName : decodePointer(member);

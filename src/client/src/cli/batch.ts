@@ -10,6 +10,7 @@ const BAR = 30;
 export interface BatchOpts {
   idempotencyKey?: string;
   cancelAfter?: string;
+  startAfter?: string;
   json?: boolean;
 }
 
@@ -28,7 +29,7 @@ export async function batch(io: Io, file: string, opts: BatchOpts): Promise<numb
   for (let start = 0, n = 0; start < items.length; start += BATCH, n++) {
     const chunk = items.slice(start, start + BATCH);
     const key = opts.idempotencyKey ? `${opts.idempotencyKey}:${n}` : undefined;
-    const answer = await client.startRuns(chunk.map((i) => i.run), { idempotencyKey: key, cancelAfter: opts.cancelAfter });
+    const answer = await client.startRuns(chunk.map((i) => i.run), { idempotencyKey: key, cancelAfter: opts.cancelAfter, startAfter: opts.startAfter });
     for (const outcome of answer.items) {
       const line = chunk[outcome.index]!.line;
       if ('error' in outcome) refused++;

@@ -62,6 +62,18 @@ export interface RunOpts {
   idempotencyKey?: string;
   metadata?: string[];
   cancelAfter?: string;
+  startAfter?: string;
+  debounce?: string;
+}
+
+/** `--debounce key,delay,maxDelay` (the key may hold commas: the last two fields are the durations). */
+export function debounceOf(text: string | undefined): { key: string; delay: string; maxDelay: string } | undefined {
+  if (text === undefined) return undefined;
+  const parts = text.split(',');
+  if (parts.length < 3) throw new UsageError(`--debounce takes key,delay,maxDelay (e.g. doc-42,5s,60s), not "${text}"`);
+  const maxDelay = parts.pop()!;
+  const delay = parts.pop()!;
+  return { key: parts.join(','), delay, maxDelay };
 }
 
 /** `--metadata k=v` options as an object (the value may hold `=`). */
@@ -85,8 +97,10 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   try {
     let runId: string;
     try {
-      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter };
-      runId = (await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal })).id;
+      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter, startAfter: opts.startAfter, debounce: debounceOf(opts.debounce) };
+      const started = await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal });
+      runId = started.id;
+      if (started.debounced) io.stderr.write(`joined the waiting run ${runId} of debounce key ${extra.debounce!.key}\n`);
     } catch (err) {
       if (!ctrlC.signal.aborted) throw err;
       io.stderr.write(`stopped before the service answered; if the run was started, this command with --idempotency-key ${idempotencyKey} finds it\n`);
@@ -190,8 +204,16 @@ export async function runsCancel(io: Io, id: string, opts: { json?: boolean }): 
   return EXIT.ok;
 }
 
+export async function runsReschedule(io: Io, id: string, startAt: string, opts: { json?: boolean }): Promise<number> {
+  const r = await clientFrom(io.env).rescheduleRun(id, startAt);
+  if (opts.json) return json(io, r), EXIT.ok;
+  print(io, `run ${r.id} starts at ${r.scheduledFor}`);
+  return EXIT.ok;
+}
+
 function summarize(io: Io, r: Run): void {
   print(io, `run ${r.id}: ${r.status}${r.outcome && r.outcome !== r.status ? ` (${r.outcome})` : ''}${r.reason ? ` — ${r.reason}` : ''} · ${charge(r)}`);
+  if (r.scheduledFor && r.status === 'pending' && !r.queue) print(io, `scheduled: enters the queue at ${r.scheduledFor}`);
   if (r.queue) print(io, `in queue: ${r.queue.state}, position ${r.queue.position}${r.queue.etaSeconds ? `, ~${r.queue.etaSeconds} s` : ''}`);
   for (const o of r.outputs) print(io, `  ${o.name}: ${showValue(o.value)}`);
 }

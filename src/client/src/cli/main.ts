@@ -50,6 +50,8 @@ program
   .option('--idempotency-key <key>', 'reuse a key to retry a start safely (default: a new one)')
   .option('--metadata <key=value>', 'a label of the run (repeatable; no secrets)', collect, [])
   .option('--cancel-after <duration>', 'cancel the run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
+  .option('--start-after <duration>', 'start the run this much later: 30s, 10m, 2h, 7d (at most 7 days)')
+  .option('--debounce <key,delay,maxDelay>', 'join the waiting run of this key instead of starting another: doc-42,5s,60s')
   .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
 
 program
@@ -58,6 +60,7 @@ program
   .description('start many runs, 1,000 a call: a progress bar, one result line per run (exit code 1 if any was refused)')
   .option('--idempotency-key <key>', 'rerun the same command safely: batch n is sent under <key>:n')
   .option('--cancel-after <duration>', 'cancel each run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
+  .option('--start-after <duration>', 'start each run this much later: 30s, 10m, 2h, 7d (at most 7 days)')
   .option('--json', 'print each result as a JSON line')
   .action((file, opts) => set(batch(io, file, opts)));
 
@@ -105,6 +108,13 @@ runs
   .option('--dry-run', 'count what would be cancelled, change nothing')
   .option('--json', 'print the answer as JSON')
   .action((id, opts) => set(id ? cmd.runsCancel(io, id, opts) : sets.runsCancelMany(io, opts)));
+runs
+  .command('reschedule')
+  .argument('<id>', 'run id')
+  .argument('<start-at>', 'the new start, an RFC 3339 instant (at most 7 days ahead; now or earlier: at once)')
+  .description('move the start of a run still waiting for its delayed start')
+  .option('--json', 'print the Run as JSON')
+  .action((id, startAt, opts) => set(cmd.runsReschedule(io, id, startAt, opts)));
 runs
   .command('replay')
   .argument('<id>', 'run id')

@@ -172,6 +172,14 @@ export interface paths {
          *     Funding order at start: an eligible locked bundle for the pinned version, then the wallet balance
          *     for the displayed run price. Payment cards are not handled here.
          *
+         *     **Delayed start.** `Start-After` (a duration, at most 7 days) or the body's `startAt` (an instant at
+         *     most 7 days ahead), not both: the run is accepted at once (202, idempotency and the spend-cap
+         *     reservation as any run) and waits with status `pending`, `queue` null and `scheduledFor` set until
+         *     that time, when it enters the queue; its place and ETA count from then. `POST /runs/{id}/reschedule`
+         *     moves the start; `POST /runs/{id}/cancel` cancels it (not charged). A start at or before now is no
+         *     delay. Neither is part of the idempotency fingerprint (a retry with the same key answers the first
+         *     run, with its start).
+         *
          *     Other outcomes: unknown or invisible workflow 404 `not_found`; neither `workflow` nor `workflowId`
          *     400 `missing_workflow`; unparseable body 400 `invalid_json`; body over 1 MiB 413
          *     `payload_too_large`; non-JSON `Content-Type` 415 `unsupported_media_type`; creator's listings paused
@@ -273,6 +281,33 @@ export interface paths {
          *     can be cancelled. Unknown run or a run of another account: 404 `not_found`.
          */
         post: operations["cancelRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}/reschedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a delayed run's start
+         * @description Gives a run still waiting for its delayed start (accepted with `Start-After` or `startAt`, not yet in
+         *     the queue) a new start: `startAt`, an RFC 3339 instant at most 7 days ahead; one at or before now
+         *     sends it into the queue at once. Its `Cancel-After` deadline, if any, moves with it. Answers the run
+         *     as `GET /runs/{id}` shows it. A run that was not accepted with a delayed start, or whose start came
+         *     (it is in the queue, running or ended): 409 `not_scheduled`; a reschedule and the start racing each
+         *     other decide in the database, so the run either keeps waiting with the new start or has started,
+         *     never both. Unknown run or another account's: 404 `not_found`. Body malformed, `startAt` missing,
+         *     not an instant or too far ahead, another field: 400 `invalid_request`.
+         */
+        post: operations["rescheduleRun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -555,14 +590,14 @@ export interface components {
         /**
          * @description Every error code. HTTP statuses: `unauthorized` 401; `insufficient_scope`, `forbidden`,
          *     `account_restricted`, `creator_listings_paused` 403; `not_found` 404; `method_not_allowed` 405;
-         *     `idempotency_conflict`, `integration_connection_required`, `cancel_unavailable` 409;
+         *     `idempotency_conflict`, `integration_connection_required`, `cancel_unavailable`, `not_scheduled` 409;
          *     `spend_cap_reached` 402; `rate_limited`, `too_many_streams` 429; `invalid_json`, `missing_workflow`, `invalid_inputs`,
          *     `invalid_request`, `invalid_cursor` 400; `payload_too_large`, `output_too_large` 413;
          *     `unsupported_media_type` 415; `internal_error` 500. Reserved, listed by the spec but never answered by
          *     this service: `cancel_unavailable`.
          * @enum {string}
          */
-        ErrorCode: "unauthorized" | "insufficient_scope" | "forbidden" | "account_restricted" | "creator_listings_paused" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "integration_connection_required" | "cancel_unavailable" | "spend_cap_reached" | "rate_limited" | "too_many_streams" | "invalid_json" | "missing_workflow" | "invalid_inputs" | "invalid_request" | "invalid_cursor" | "payload_too_large" | "output_too_large" | "unsupported_media_type" | "internal_error";
+        ErrorCode: "unauthorized" | "insufficient_scope" | "forbidden" | "account_restricted" | "creator_listings_paused" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "integration_connection_required" | "cancel_unavailable" | "not_scheduled" | "spend_cap_reached" | "rate_limited" | "too_many_streams" | "invalid_json" | "missing_workflow" | "invalid_inputs" | "invalid_request" | "invalid_cursor" | "payload_too_large" | "output_too_large" | "unsupported_media_type" | "internal_error";
         Pagination: {
             /** @description Offset of the first row in the page. */
             offset: number;
@@ -816,6 +851,15 @@ export interface components {
              *     characters to strings of at most 512 characters is 400 `invalid_request` naming the key.
              */
             metadata?: components["schemas"]["RunMetadata"];
+            debounce?: components["schemas"]["RunDebounce"];
+            /**
+             * Format: date-time
+             * @description A delayed start: the run enters the queue at this instant (RFC 3339), at most 7 days ahead (else
+             *     400 `invalid_request`); an instant at or before now starts it at once. Not with the `Start-After`
+             *     header (400 `invalid_request`). The run shows it as `scheduledFor`.
+             * @example 2026-12-07T09:00:00Z
+             */
+            startAt?: string;
         };
         /** @description The caller's metadata of a run (at most 16 string keys of 1 to 64 characters, to strings of at most 512 characters); `{}` when none was sent. */
         RunMetadata: {
@@ -964,6 +1008,12 @@ export interface components {
              * @description Only on a run started by `POST /runs/{id}/replay` or `POST /runs/replay`: the run it replays.
              */
             replayOf?: string;
+            /**
+             * Format: date-time
+             * @description Only on a run accepted with a delayed start (`Start-After`, `startAt`): when it enters (or entered)
+             *     the queue. Until then the run is `pending` with `queue` null.
+             */
+            scheduledFor?: string;
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description Buyer-facing charge in USD, a JSON number with up to six decimal places (exact, never rounded to
@@ -1067,6 +1117,39 @@ export interface components {
             }[];
             /** @description With `filter`: the cursor to the next page; null when none is left. */
             nextCursor?: string | null;
+        };
+        /**
+         * @description Debounce, trailing: a burst of calls with one `key` (per account and workflow version) is one run.
+         *     The first call is accepted as a run that starts `delay` later; each further call while that run still
+         *     waits joins it: the run takes the call's inputs and metadata, its start moves to `delay` after this
+         *     call but never past `maxDelay` after the burst's first call, and the answer is 200 with the run and
+         *     `Debounced: true`. A joining call creates no run, reserves nothing against the spend cap and is never
+         *     charged; the one run that starts is charged as any run. Once the run entered the queue, the next call
+         *     starts a new burst. Not with `Start-After` or `startAt` (400 `invalid_request`). With an
+         *     `Idempotency-Key`: the key is kept by the call that creates the run (a retry of it answers that run);
+         *     a call that joins writes no record, so its retry joins again, which only moves the start. 1 s ≤
+         *     `delay` ≤ `maxDelay` ≤ 7 days, else 400 `invalid_request`.
+         * @example {
+         *       "key": "doc-42",
+         *       "delay": "5s",
+         *       "maxDelay": "60s"
+         *     }
+         */
+        RunDebounce: {
+            /** @description Names the burst, e.g. a document id. */
+            key: string;
+            /** @description Quiet time after the last call before the run starts: `5s`, `10m`, `2h`. */
+            delay: string;
+            /** @description The latest start, counted from the first call: `60s`, `1h`. */
+            maxDelay: string;
+        };
+        /** @description Body of `POST /runs/{id}/reschedule`. */
+        RescheduleRunRequest: {
+            /**
+             * Format: date-time
+             * @description The new start, at most 7 days ahead; at or before now: at once.
+             */
+            startAt: string;
         };
         ReplayRunRequest: {
             /** @description Merged over the run's inputs (keys: nodeId or name). Password inputs must be given again. */
@@ -1241,7 +1324,7 @@ export interface components {
         ConflictError: components["schemas"]["Error"] & {
             error?: {
                 /** @enum {unknown} */
-                code?: "idempotency_conflict" | "integration_connection_required" | "cancel_unavailable";
+                code?: "idempotency_conflict" | "integration_connection_required" | "cancel_unavailable" | "not_scheduled";
             };
         };
         /** @description Error envelope of a 413. */
@@ -1551,6 +1634,16 @@ export interface components {
          *     1–1440 `m` or 1–24 `h`, without leading zeros.
          */
         CancelAfter: string;
+        /**
+         * @description A delayed start for the run (every run of a batch): a whole number of seconds, minutes, hours or
+         *     days (`30s`, `10m`, `2h`, `7d`), at most 7 days, counted from its acceptance and shown as the run's
+         *     `scheduledFor`. The run is accepted at once and enters the queue then; a `Cancel-After` deadline
+         *     counts from that start. Not with a body `startAt` (400 `invalid_request`). Not part of the
+         *     idempotency fingerprint. Malformed or longer than 7 days: 400 `invalid_request`. The pattern states
+         *     exactly the values taken: 1–604800 `s`, 1–10080 `m`, 1–168 `h` or 1–7 `d`, without leading zeros.
+         * @example 10m
+         */
+        StartAfter: string;
         /**
          * @description RFC 7240 preferences. Only `wait=N` is acted on: hold the answer up to N seconds (whole seconds,
          *     at most 60; more is treated as 60) for the run to end, then answer 200 with the run, else 202.
@@ -1882,6 +1975,16 @@ export interface operations {
                  *     1–1440 `m` or 1–24 `h`, without leading zeros.
                  */
                 "Cancel-After"?: components["parameters"]["CancelAfter"];
+                /**
+                 * @description A delayed start for the run (every run of a batch): a whole number of seconds, minutes, hours or
+                 *     days (`30s`, `10m`, `2h`, `7d`), at most 7 days, counted from its acceptance and shown as the run's
+                 *     `scheduledFor`. The run is accepted at once and enters the queue then; a `Cancel-After` deadline
+                 *     counts from that start. Not with a body `startAt` (400 `invalid_request`). Not part of the
+                 *     idempotency fingerprint. Malformed or longer than 7 days: 400 `invalid_request`. The pattern states
+                 *     exactly the values taken: 1–604800 `s`, 1–10080 `m`, 1–168 `h` or 1–7 `d`, without leading zeros.
+                 * @example 10m
+                 */
+                "Start-After"?: components["parameters"]["StartAfter"];
             };
             path?: never;
             cookie?: never;
@@ -1889,28 +1992,25 @@ export interface operations {
         /** @description JSON body. The service validates it itself and answers the documented error codes. */
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "workflow": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
-                 *       "inputs": {
-                 *         "url": "https://example.com/article",
-                 *         "tone": "neutral"
-                 *       },
-                 *       "idempotencyKey": "order-42-summary"
-                 *     }
-                 */
                 "application/json": components["schemas"]["StartRunRequest"];
             };
         };
         responses: {
-            /** @description `Prefer: wait=N` was sent and the run (or, for a replayed idempotency key, the original run) reached a terminal status within N seconds: the run as `GET /runs/{id}` returns it. */
+            /**
+             * @description The run as `GET /runs/{id}` returns it, in two cases: `Prefer: wait=N` was sent and the run (or, for
+             *     a replayed idempotency key, the original run) reached a terminal status within N seconds
+             *     (`Preference-Applied`); or the call's `debounce` joined a run of its key still waiting for its start
+             *     (`Debounced: true`), which now holds this call's inputs and metadata and its moved start.
+             */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The run's `statusUrl` (absolute URL of `GET /runs/{id}`). */
                     Location: string;
-                    /** @description `wait=N`, the wait applied (N capped at 60). */
-                    "Preference-Applied": string;
+                    /** @description `wait=N`, the wait applied (N capped at 60), when the answer is the finished run; absent on a debounced answer. */
+                    "Preference-Applied"?: string;
+                    /** @description `true` when the call joined a waiting run of its `debounce.key`; absent otherwise. */
+                    Debounced?: "true";
                     /** @description `true` when this answer replays an earlier request with the same idempotency key and fingerprint; absent otherwise. */
                     "Idempotent-Replayed"?: "true";
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -1952,7 +2052,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartRunResponse"];
                 };
             };
-            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body; `metadata` beyond its limits, naming the key; `Cancel-After` malformed or over 24 hours). */
+            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body; `metadata` beyond its limits, naming the key; `Cancel-After` malformed or over 24 hours; `Start-After` malformed or over 7 days, `startAt` not an instant or over 7 days ahead, or both given). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2084,6 +2184,16 @@ export interface operations {
                  *     1–1440 `m` or 1–24 `h`, without leading zeros.
                  */
                 "Cancel-After"?: components["parameters"]["CancelAfter"];
+                /**
+                 * @description A delayed start for the run (every run of a batch): a whole number of seconds, minutes, hours or
+                 *     days (`30s`, `10m`, `2h`, `7d`), at most 7 days, counted from its acceptance and shown as the run's
+                 *     `scheduledFor`. The run is accepted at once and enters the queue then; a `Cancel-After` deadline
+                 *     counts from that start. Not with a body `startAt` (400 `invalid_request`). Not part of the
+                 *     idempotency fingerprint. Malformed or longer than 7 days: 400 `invalid_request`. The pattern states
+                 *     exactly the values taken: 1–604800 `s`, 1–10080 `m`, 1–168 `h` or 1–7 `d`, without leading zeros.
+                 * @example 10m
+                 */
+                "Start-After"?: components["parameters"]["StartAfter"];
             };
             path?: never;
             cookie?: never;
@@ -2211,7 +2321,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartRunsResponse"];
                 };
             };
-            /** @description `invalid_json`, or `invalid_request`: the body is not `{"runs": [...]}` with 1 to 1,000 items; the idempotency key is empty or longer than 255 characters; `Cancel-After` is malformed or over 24 hours. */
+            /** @description `invalid_json`, or `invalid_request`: the body is not `{"runs": [...]}` with 1 to 1,000 items; the idempotency key is empty or longer than 255 characters; `Cancel-After` is malformed or over 24 hours; `Start-After` is malformed or over 7 days. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2365,6 +2475,87 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    rescheduleRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run's id (UUID returned by `POST /runs`). A value that is not a UUID is answered 404 `not_found`. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "startAt": "2026-12-07T09:30:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RescheduleRunRequest"];
+            };
+        };
+        responses: {
+            /** @description The run with its new start. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3b2f6a8e-5d4c-4e1a-9f0b-7c6d5e4f3a2b",
+                     *       "status": "pending",
+                     *       "reason": null,
+                     *       "suspended": false,
+                     *       "workflowId": "1f7e2c1a-4b1e-4c55-9a51-0d6f0c1b2a10",
+                     *       "workflowVersionId": "9a1b7c3d-2e4f-4a6b-8c0d-1e2f3a4b5c6d",
+                     *       "startedAt": null,
+                     *       "completedAt": null,
+                     *       "displayedChargeUsd": null,
+                     *       "billingStatus": "pending",
+                     *       "outcome": null,
+                     *       "queue": null,
+                     *       "outputs": [],
+                     *       "metadata": {},
+                     *       "deadline": null,
+                     *       "scheduledFor": "2026-12-07T09:30:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            /** @description `not_scheduled`: the run is not waiting for a delayed start. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_scheduled",
+                     *         "message": "the run is not waiting for a scheduled start; it cannot be rescheduled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConflictError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
