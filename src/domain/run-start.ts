@@ -1,5 +1,5 @@
 import { durationSeconds } from './duration.ts';
-import { ApiError, invalidRequest } from './errors.ts';
+import { type ApiError, invalidRequest } from './errors.ts';
 import { DATE_TIME_RULE, readDateTime } from './date-time.ts';
 
 /**

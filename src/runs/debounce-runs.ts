@@ -40,6 +40,6 @@ export async function startDebounced(deps: Deps, call: AcceptCall, debounce: Run
     const now = Date.now();
     const run = { ...call.run, startAt: now + debounce.delaySeconds * 1000, debounce: { key: debounce.key, untilMs: now + debounce.maxDelaySeconds * 1000 } };
     const [answer] = await acceptRuns(tx, deps, [{ ...call, run }]);
-    return { answer: answer!, joined: false };
+    return { answer: answer, joined: false };
   });
 }

@@ -103,7 +103,7 @@ export async function finishRuns(em: StatementEm, endings: readonly RunEnding[])
   const finished = new Map<string, FinishedRun>();
   if (endings.length === 0) return finished;
   for (const row of await query(em, FINISH_RUNS, finishRunsValues(endings))) {
-    const ending = endings[Number(row.ord) - 1]!;
+    const ending = endings[Number(row.ord) - 1];
     if (row.written === true) finished.set(ending.runId, finishedBy(row, ending));
   }
   return finished;

@@ -37,6 +37,6 @@ export async function startRun(deps: Deps, principal: Principal, req: StartRunRe
     itemKeyHeader: req.idempotencyHeader,
     ...(req.replayOf === undefined ? {} : { replayOf: [req.replayOf] }),
   });
-  if ('error' in outcome!) throw outcome.error;
-  return { run: outcome!.run, replayed: outcome!.replayed, debounced: outcome!.debounced === true };
+  if ('error' in outcome) throw outcome.error;
+  return { run: outcome.run, replayed: outcome.replayed, debounced: outcome.debounced === true };
 }

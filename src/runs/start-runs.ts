@@ -260,11 +260,11 @@ async function acceptItems(
   // Runs queued in one statement may share a queued_at (the clock's resolution): the queue then orders
   // them by id, so ids ascend in index order.
   const ids = calls.map(() => randomUUID()).sort();
-  const withIds = calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i]! } }));
+  const withIds = calls.map((c, i) => ({ ...c, run: { ...c.run, runId: ids[i] } }));
   const answers = await acceptInOrder(accept, deps, withIds);
   const stale: Item[] = [];
   answers.forEach(({ answer, joined }, i) => {
-    const { item } = calls[i]!;
+    const { item } = calls[i];
     const same = [item, ...(followers.get(item.index) ?? [])];
     if (answer === 'stale') {
       workflowReadCache(deps.orm).drop(principal.accountId, item.workflowId);
@@ -289,7 +289,7 @@ async function acceptItems(
 async function acceptInOrder(accept: Accept, deps: Deps, calls: readonly (AcceptCall & { item: Item })[]): Promise<DebouncedAnswer[]> {
   const plain = calls.filter((c) => c.item.debounce === null);
   const plainAnswers = plain.length ? await accept(plain) : [];
-  const byCall = new Map<AcceptCall, DebouncedAnswer>(plain.map((c, i) => [c, { answer: plainAnswers[i]!, joined: false }]));
+  const byCall = new Map<AcceptCall, DebouncedAnswer>(plain.map((c, i) => [c, { answer: plainAnswers[i], joined: false }]));
   for (const c of calls) if (c.item.debounce !== null) byCall.set(c, await startDebounced(deps, c, c.item.debounce));
   return calls.map((c) => byCall.get(c)!);
 }

@@ -9,7 +9,8 @@ import { scheduledRun } from '../db/entities/run-predicates.ts';
  * start moves to `delay_s` from now, never past its `debounce_until`; its Cancel-After deadline moves with
  * it. Its metadata pairs are rewritten in `run_labels` (the pairs no longer held deleted, the new ones
  * added), its sealed password inputs in `run_secrets` (one given again replaces its ciphertext, one not
- * given is deleted: two writes of one row in one statement would conflict). Returns the id of the run joined, no row when none waits. The caller holds the key's lock.
+ * given is deleted: two writes of one row in one statement would conflict). Returns the id of the run
+ * joined, no row when none waits. The caller holds the key's lock.
  */
 export const JOIN_DEBOUNCED_RUN = statement(
   'join_debounced_run',

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * `ledger_entries` without its foreign key to `accounts`. Every ledger row is inserted from the wallet
- * row it mirrors, by the statement that changes that wallet (src/sql/settle-run.ts, fund-run.ts,
+ * row it mirrors, by the statement that changes that wallet (src/sql/run-money.ts,
  * catalog-accounts.ts), and accounts are never deleted, so the key could not fail. Its check ran once per
  * row (a wallet-funded run writes three) and locked the account's row `for key share` from the
  * settlement's transaction, beside the acceptances' transactions locking it the same way for their

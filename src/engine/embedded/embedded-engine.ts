@@ -3,11 +3,11 @@ import { traceRun, traceStep } from '../../observability/trace-spans.ts';
 import { performMove, performStatusMove } from '../drive-run.ts';
 import type { EnginePort } from '../../runs/engine-port.ts';
 import { readRunTraceContext } from '../../runs/run-trace-context.ts';
-import { nextRunMove, RunDriver, type StepEnd } from '../../domain/graph/run-driver.ts';
+import { nextRunMove, RunDriver } from '../../domain/graph/run-driver.ts';
 import { admitQueuedRunsDetailed } from '../../runs/admit-runs.ts';
 import { AdmissionPump } from './admission-pump.ts';
 import type { RunsDeps } from '../../runs/deps.ts';
-import type { StepArgs, StepOutcome } from '../../runs/record-step.ts';
+import type { StepArgs } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
 import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, sweepDue, type LeaseHolder } from '../../runs/leases.ts';
 import { SweepSchedule } from './sweep-schedule.ts';
@@ -15,6 +15,7 @@ import { enterDueRuns } from '../../runs/scheduled-runs.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
 import { executeStep } from '../execute-step.ts';
+import { MAX_TIMEOUT_MS, nextStepDone, pauseDriver, type Driver, type LoopOutcome, type StepDone } from './driver.ts';
 
 /**
  * The embedded run engine (ENGINE=embedded, the default): drives runs inside the API process with the
@@ -72,26 +73,6 @@ export interface EmbeddedEngineOptions {
   capacity?: number;
 }
 
-type LoopOutcome = { kind: 'done' } | { kind: 'park'; until: number | null } | { kind: 'stopped' } | { kind: 'lost' };
-
-interface Driver {
-  runId: string;
-  abort: AbortController;
-  /** Resolves the driver's current wait (poke, stop, cancel). */
-  wake: (() => void) | null;
-  /** Something happened (credentials, timer) while the driver was busy: look at the database again. */
-  poked: boolean;
-  stopRequested: boolean;
-  /** Lease lost to another instance (or the run ended under us): stop without writing. */
-  lost: boolean;
-  /** Just admitted: the state admission returned (saves reading it). */
-  admitted: RunState | null;
-  done: Promise<void>;
-}
-
-type StepDone = StepEnd<StepOutcome>;
-
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class EmbeddedEngine implements EnginePort {
@@ -358,7 +339,7 @@ export class EmbeddedEngine implements EnginePort {
           if (d.lost || this.#state === 'halted') return;
           this.#deps.log.error({ err, runId: d.runId, accountId: knownRunAccount(d.runId) }, 'run driver failed; retrying');
           backoff = Math.min(5_000, backoff ? backoff * 2 : 200);
-          await this.#pause(d, backoff);
+          await pauseDriver(d, backoff);
           continue;
         }
         if (outcome.kind === 'park') {
@@ -384,17 +365,6 @@ export class EmbeddedEngine implements EnginePort {
       if (this.#drivers.get(d.runId) === d) this.#drivers.delete(d.runId);
       this.#admission.pump(true);
     }
-  }
-
-  /** Waits `ms`, or less when the driver is woken (stop, cancel, poke). */
-  async #pause(d: Driver, ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await new Promise<void>((resolve) => {
-      d.wake = resolve;
-      timer = setTimeout(resolve, ms);
-    });
-    clearTimeout(timer);
-    d.wake = null;
   }
 
   async #runLoop(d: Driver): Promise<LoopOutcome> {
@@ -457,7 +427,7 @@ export class EmbeddedEngine implements EnginePort {
           for (const nodeId of m.steps) inflight.set(nodeId, this.#step(d, nodeId, m.known));
           continue;
         case 'wait': {
-          const next = await this.#waitAny(d, inflight, m.due === null ? null : Math.max(0, m.due - Date.now()));
+          const next = await nextStepDone(d, inflight, m.due === null ? null : Math.max(0, m.due - Date.now()));
           if (!next) continue;
           inflight.delete(next.nodeId);
           const aborted = d.abort.signal.aborted || d.lost;
@@ -482,20 +452,4 @@ export class EmbeddedEngine implements EnginePort {
       (error: unknown) => ({ nodeId, error }),
     );
   }
-
-  /** The next finished step, or null when the timer ran out or the driver was woken. */
-  async #waitAny(d: Driver, inflight: Map<string, Promise<StepDone>>, ms: number | null): Promise<StepDone | null> {
-    let timer: NodeJS.Timeout | undefined;
-    const wakeup = new Promise<null>((resolve) => {
-      d.wake = () => resolve(null);
-      if (ms !== null) timer = setTimeout(() => resolve(null), Math.min(ms + 1, MAX_TIMEOUT_MS));
-    });
-    try {
-      return await Promise.race([...inflight.values(), wakeup]);
-    } finally {
-      clearTimeout(timer);
-      d.wake = null;
-    }
-  }
 }
-
