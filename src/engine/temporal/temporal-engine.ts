@@ -177,6 +177,7 @@ export class TemporalEngine implements EnginePort {
    * slow Temporal answer does not hold the admission's beat.
    */
   async #periodic(): Promise<void> {
+    if (this.#state !== 'running') return;
     const now = Date.now();
     if (now - this.#sweptAt >= this.#sweepIntervalMs) {
       this.#sweptAt = now;
@@ -196,7 +197,9 @@ export class TemporalEngine implements EnginePort {
     this.#schedule.stop();
     this.#unlistenActivity?.();
     this.#unlistenActivity = null;
-    await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping, this.#reconciling, this.#schedule.inFlight]);
+    // The beat in flight first: it may have set off a sweep or a reconcile, awaited next.
+    await this.#schedule.inFlight?.catch(() => undefined);
+    await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping, this.#reconciling]);
     await this.#stopWorker();
     if (this.#ownsClient) await this.client.close();
   }
