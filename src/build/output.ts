@@ -19,6 +19,13 @@ export const DATA_DIRS = ['catalog', 'openapi'];
 export const SOURCE_DIRS = ['src', 'workflows'];
 /** Not part of the service's output: the client is its own package, src/build runs from source. */
 const EXCLUDED = ['src/client', 'src/build'];
+/**
+ * Node options of every production start (`npm start`, `npm run worker`, the image's entry point).
+ * V8 grows the young generation to its default ceiling while the start loads modules and then keeps it
+ * committed, though an idle process uses little of it; a lower ceiling keeps that out of the idle RSS
+ * without a measurable cost per request (docs/performance.md, "The process").
+ */
+export const NODE_FLAGS = ['--max-semi-space-size=8'];
 const INPUT_FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
 
 /** Every file under `root`/`dir` (and, with `withFolders`, every folder, `dir` first), skipping EXCLUDED. */

@@ -17,7 +17,7 @@ import {
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
 import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import type { RequestBodies } from '../http/request-bodies.ts';
-import type { HttpServer, RequestContext } from '../http/server.ts';
+import { SHUTDOWN_RETRY_MS, type HttpServer, type RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../runs/deps.ts';
 import { argumentError } from './argument-check.ts';
@@ -164,11 +164,17 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
     },
   });
 
+  // Subscriptions never end by themselves: at shutdown each open stream ends with the REST streams'
+  // reconnect hint, so its client resubscribes to another process.
+  const open = new Set<ServerResponse>();
+  http.onClose(() => {
+    for (const res of open) if (!res.writableEnded) res.end(`retry: ${SHUTDOWN_RETRY_MS}\n\n`);
+  });
   http.mount(
     (path) => path === GRAPHQL_STREAM_PATH,
     async (req, res, ctx) => {
       if (!authorized(req, token)) return sendUnauthorized(res);
-      await serveSse(sse, http.bodies, req, res, ctx);
+      await serveSse(sse, http.bodies, req, res, ctx, open);
     },
     GRAPHQL_STREAM_PATH,
   );
@@ -215,7 +221,14 @@ async function serveApollo(
 type SseHandler = ReturnType<typeof createSseHandler<IncomingMessage, { res: ServerResponse; requestId: string }, OperationContext>>;
 
 /** graphql-sse's node:http glue (as in graphql-sse/lib/use/http), with a bounded request body. */
-async function serveSse(handler: SseHandler, bodies: RequestBodies, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+async function serveSse(
+  handler: SseHandler,
+  bodies: RequestBodies,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: RequestContext,
+  open: Set<ServerResponse>,
+): Promise<void> {
   // A POST's body is read before graphql-sse sees it, so one that stalls or is one too many is answered
   // as on /graphql (408 or 429, the connection closed), not as graphql-sse's 400 on a body that failed.
   const posted = req.method === 'POST' ? await readGraphqlBody(bodies, req, ctx) : null;
@@ -239,6 +252,7 @@ async function serveSse(handler: SseHandler, bodies: RequestBodies, req: Incomin
   }
   const stop = () => void body.return(undefined);
   res.once('close', stop);
+  open.add(res);
   try {
     for await (const chunk of body) {
       if (!res.writable) break;
@@ -246,6 +260,7 @@ async function serveSse(handler: SseHandler, bodies: RequestBodies, req: Incomin
       if (!ok) break;
     }
   } finally {
+    open.delete(res);
     res.off('close', stop);
     if (!res.writableEnded) res.end();
   }

@@ -37,6 +37,9 @@ interface Mount {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The `retry:` an SSE stream (REST or GraphQL) ends with at shutdown: about when a load balancer has moved on. */
+export const SHUTDOWN_RETRY_MS = 1000;
+
 /** A request's context; its logger (a pino child carrying the request id) is made when first used, which most requests never do. */
 class Context implements RequestContext {
   readonly requestId: string;

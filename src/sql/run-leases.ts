@@ -58,7 +58,7 @@ export const RELEASE_RUN_LEASES = statement(
 
 /**
  * $1 engine, $2 owner, $3 CREDENTIALS_WAIT_SECONDS: what the embedded engine's sweep would find, as one
- * read (src/engine/embedded/sweep-schedule.ts). `queued`: runs wait in the queue (admission and queue
+ * read (src/engine/sweep-schedule.ts). `queued`: runs wait in the queue (admission and queue
  * timeouts want the sweep). `due_ms` (epoch ms, null for never): the earliest moment a run in flight
  * needs the sweep — its Cancel-After deadline, a lease held by another owner running out (a crashed
  * process; now when there is none), a wait_timer's due time, a credentials wait running out — or the

@@ -1,11 +1,24 @@
 import { statement } from '../db/statement.ts';
 import { AccountSchema, RunEventSchema, RunSchema, WorkflowSchema, WorkflowVersionSchema } from '../db/entities/index.ts';
-import { admittedRun, liveRun } from '../db/entities/run-predicates.ts';
+import { admittedRun, IN_FLIGHT, liveRun, queuedRun, scheduledRun } from '../db/entities/run-predicates.ts';
 
 /**
  * The Temporal engine's reads and marks on `runs` (src/engine/temporal/temporal-engine.ts): a run whose
  * workflow was started carries `lease_owner = 'temporal'` (a column the embedded engine uses for leases).
  */
+
+/**
+ * Whether the Temporal engine has periodic work: a Temporal run queued or in flight, or the next delayed
+ * start of a Temporal run (src/engine/sweep-schedule.ts). Each probe is answered by the partial index of its
+ * predicate (the queue's line, runs in flight, scheduled runs).
+ */
+export const TEMPORAL_RUNS_LIVE = statement(
+  'temporal_runs_live',
+  `select exists (select 1 from runs where ${queuedRun()} and engine = 'temporal')
+       or exists (select 1 from runs where (${IN_FLIGHT}) and engine = 'temporal') as live,
+     (select extract(epoch from min(scheduled_for)) * 1000 from runs where ${scheduledRun()} and engine = 'temporal')::float8 as next_start_ms`,
+  [RunSchema],
+);
 
 /**
  * $1 seconds of grace: non-terminal Temporal runs whose workflow start was never marked, oldest first; a

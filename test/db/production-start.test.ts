@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { NODE_FLAGS } from '../../src/build/output.ts';
 import { startService } from '../helpers/service-process.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -57,7 +58,7 @@ test('npm start runs the compiled service as npm\'s one node child, and a SIGTER
     node = npm!.children[0]!;
     const service = proc(node)!;
     assert.match(service.argv[0]!, /(^|\/)node$/, `npm's child is node itself, not sh or tsx: ${service.argv.join(' ')}`);
-    assert.equal(service.argv.slice(1), ['src/build/start.ts', 'src/main.js']);
+    assert.equal(service.argv.slice(1), [...NODE_FLAGS, 'src/build/start.ts', 'src/main.js'], 'with the production start\'s node options');
     for (const child of service.children) assert.not.match(proc(child)?.argv.join(' ') ?? '', /tsx|esbuild|\bsh\b/);
 
     svc.child.kill('SIGTERM');

@@ -1,6 +1,6 @@
 import type { Logger } from '@temporalio/common';
-import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { WORKFLOW_BUNDLE_OPTIONS, WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
+import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
+import { bundleWorkflows, WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
 
 /**
  * Shared by the Temporal test files (one uvu process runs them all): the SDK runtime is installed once,
@@ -23,15 +23,15 @@ export function quietTemporalRuntime(): void {
   }
 }
 
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+let bundle: Promise<{ code: string }> | undefined;
 
 const nothing = () => undefined;
 /** For bundles that are expected to fail: webpack's error report is not test output. */
 export const silentLogger: Logger = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
 
-export function workflowBundle(workflowsPath = WORKFLOWS_PATH, logger: Logger = new DefaultLogger('ERROR')): Promise<WorkflowBundleWithSourceMap> {
+export function workflowBundle(workflowsPath = WORKFLOWS_PATH, logger: Logger = new DefaultLogger('ERROR')): Promise<{ code: string }> {
   if (workflowsPath !== WORKFLOWS_PATH) return bundleWorkflowCode({ workflowsPath, logger });
   // The production bundle (with the tracing interceptors), so the replay tests replay what workers run.
-  bundle ??= bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: new DefaultLogger('ERROR') });
+  bundle ??= bundleWorkflows();
   return bundle;
 }

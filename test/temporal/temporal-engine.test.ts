@@ -17,6 +17,7 @@ import { cancelRun } from '../../src/runs/cancel-run.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { supplyRunCredentials } from '../../src/runs/supply-run-credentials.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
+import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
  * The Temporal engine's client side (admission, sweep, signals) against the real database, with a fake
@@ -285,6 +286,28 @@ test('a queued run that waited past QUEUE_MAX_WAIT_SECONDS fails at a periodic a
     ],
     'the run without room started queued',
   );
+});
+
+test('idle means idle: with no Temporal run queued or in flight the periodic admission, sweep and reconcile send nothing', async () => {
+  await seed();
+  // Admission every 50 ms and the sweep every 200 ms, were they run on a fixed beat.
+  const { engine } = harness({}, { sweepIntervalMs: 200, reconcileIntervalMs: 200 });
+  await engine.start();
+  await new Promise((r) => setTimeout(r, 200)); // the start's own admission and first check
+  const { sql } = await statementsWhile(orm, () => new Promise((r) => setTimeout(r, 1_000)));
+  const statements = sql.filter((q) => !/^(begin|commit|rollback)\b/i.test(q.trim()));
+  assert.equal(statements, [], 'no statement while idle');
+});
+
+test('an idle engine finds a run another process queued without a word at its fallback check, then admits at the busy pace', async () => {
+  const { workflowId } = await seed();
+  const { engine, client } = harness({}, { idleCheckMs: 300 });
+  await engine.start();
+  await new Promise((r) => setTimeout(r, 100));
+  // Accepted through a process whose engine neither admits nor starts it, nor tells the idle one.
+  const silent = harness({}, { background: false });
+  const id = await startRun(silent.deps, await authenticateKey(silent.deps, 'Bearer wr_bob_key'), { body: { workflow: workflowId, inputs: {} } }).then((r) => r.run.id);
+  await until('the idle engine admits it', () => client.admitted.includes(id), 3_000);
 });
 
 test('ready() is the Temporal health check', async () => {

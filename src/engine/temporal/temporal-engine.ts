@@ -11,8 +11,11 @@ import { TemporalRunClient, type RunWorkflowClient, type TracedMemo } from './cl
 import { prepareWhenReachable } from './wait-for-temporal.ts';
 import { ClosedWorkflowReconciler } from './reconcile-closed.ts';
 import { query } from '../../db/statement.ts';
+import { SweepSchedule } from '../sweep-schedule.ts';
 import type { RunPhase } from '../../domain/run-status.ts';
-import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS } from '../../sql/temporal-runs.ts';
+import {
+  MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, TEMPORAL_RUNS_LIVE, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS,
+} from '../../sql/temporal-runs.ts';
 
 /**
  * The Temporal run engine, client side (ENGINE=temporal). Every run is a `runWorkflow` execution whose
@@ -30,7 +33,12 @@ import { MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, UNHEA
  *   already started gets the `admitted` signal (signal-with-start, which also covers a start that lost
  *   a race). It runs when a run is
  *   accepted or cancelled here, when the worker sees a run end (activity hook), and every
- *   `admissionIntervalMs` in every process that started this engine.
+ *   `admissionIntervalMs` in every process that started this engine while it has Temporal runs queued
+ *   or in flight.
+ * - Idle (src/engine/sweep-schedule.ts): the periodic admission, sweep and reconcile run only while a
+ *   one-statement check finds a Temporal run queued or in flight; with none, the next check is
+ *   `idleCheckMs` later, or sooner when a run is accepted, cancelled or ends here, or another process
+ *   announces run activity on the event bus.
  * - Sweep (every `sweepIntervalMs`): starts the workflows of runs accepted more than `startGraceMs`
  *   ago that were never marked started (the process died between the commit and the start), and
  *   re-signals runs admitted more than `startGraceMs` ago that are still not prepared (a lost signal).
@@ -62,6 +70,11 @@ export interface TemporalEngineOptions {
   sweepIntervalMs?: number;
   /** Periodic look for runs whose workflow Temporal closed (terminate, timeout; reconcile-closed.ts). Default 10 s. */
   reconcileIntervalMs?: number;
+  /**
+   * With no Temporal run queued or in flight, the longest time between two checks for one: how late a
+   * run another process left queued, without announcing it, may be seen. Default 30 s.
+   */
+  idleCheckMs?: number;
   /** How old an unstarted / unprepared run must be before the sweep acts on it. Default 10 s. */
   startGraceMs?: number;
   /** Health-check deadline for ready(). Default 2 s. */
@@ -102,9 +115,11 @@ export class TemporalEngine implements EnginePort {
   #workerFailed = false;
 
   #state: 'new' | 'running' | 'stopped' = 'new';
-  #admitTimer: NodeJS.Timeout | undefined;
-  #sweepTimer: NodeJS.Timeout | undefined;
-  #reconcileTimer: NodeJS.Timeout | undefined;
+  readonly #schedule: SweepSchedule;
+  /** When the periodic sweep and reconcile last ran (epoch ms); they run on the admission's beat, less often. */
+  #sweptAt = 0;
+  #reconciledAt = 0;
+  #unlistenActivity: (() => void) | null = null;
   #reconciling: Promise<string[]> | null = null;
   #admitting: Promise<void> | null = null;
   #admitAgain = false;
@@ -127,6 +142,13 @@ export class TemporalEngine implements EnginePort {
     this.#background = opts.background ?? true;
     this.#withWorker = opts.worker ?? false;
     this.#onWorkerFailed = opts.onWorkerFailed;
+    this.#schedule = new SweepSchedule({
+      check: () => this.#periodicWork(),
+      sweep: () => this.#periodic(),
+      busyMs: this.#admissionIntervalMs,
+      idleMs: opts.idleCheckMs ?? 30_000,
+      failed: (err) => this.#deps.log.error({ err }, 'temporal engine check failed'),
+    });
   }
 
   async start(): Promise<void> {
@@ -141,24 +163,49 @@ export class TemporalEngine implements EnginePort {
     if (!this.#background) return;
     this.#expireDue = true;
     void this.admitSoon();
-    this.#admitTimer = setInterval(() => {
-      this.#expireDue = true;
-      void this.admitSoon();
-    }, this.#admissionIntervalMs);
-    this.#admitTimer.unref();
-    this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepIntervalMs);
-    this.#sweepTimer.unref();
-    this.#reconcileTimer = setInterval(() => void this.reconcileClosed(), this.#reconcileIntervalMs);
-    this.#reconcileTimer.unref();
+    this.#sweptAt = this.#reconciledAt = Date.now();
+    // Runs accepted, admitted or ended by other processes: look at the busy pace again.
+    this.#unlistenActivity = this.#deps.bus.onActivity?.(() => this.#schedule.poke()) ?? null;
+    this.#schedule.start();
+  }
+
+  /**
+   * Whether any Temporal run is queued or in flight (the periodic work has something to look at now), and
+   * when the next delayed start comes (an admission round moves it into the line).
+   */
+  async #periodicWork(): Promise<{ queued: boolean; dueAt: number | null }> {
+    const [row] = await query<{ live: boolean; next_start_ms: number | null }>(fork(this.#deps), TEMPORAL_RUNS_LIVE, []);
+    return { queued: row?.live === true, dueAt: row?.next_start_ms == null ? null : Number(row.next_start_ms) };
+  }
+
+  /**
+   * One beat while Temporal runs are queued or in flight: an admission (expiring what waited too long),
+   * and the sweep and the reconcile when their intervals have passed, those two in the background so a
+   * slow Temporal answer does not hold the admission's beat.
+   */
+  async #periodic(): Promise<void> {
+    if (this.#state !== 'running') return;
+    const now = Date.now();
+    if (now - this.#sweptAt >= this.#sweepIntervalMs) {
+      this.#sweptAt = now;
+      void this.sweep();
+    }
+    if (now - this.#reconciledAt >= this.#reconcileIntervalMs) {
+      this.#reconciledAt = now;
+      void this.reconcileClosed();
+    }
+    this.#expireDue = true;
+    await this.admitSoon();
   }
 
   async stop(): Promise<void> {
     if (this.#state !== 'running') return;
     this.#state = 'stopped';
-    clearInterval(this.#admitTimer);
-    clearInterval(this.#sweepTimer);
-    clearInterval(this.#reconcileTimer);
-    this.#admitTimer = this.#sweepTimer = this.#reconcileTimer = undefined;
+    this.#schedule.stop();
+    this.#unlistenActivity?.();
+    this.#unlistenActivity = null;
+    // The beat in flight first: it may have set off a sweep or a reconcile, awaited next.
+    await this.#schedule.inFlight?.catch(() => undefined);
     await Promise.allSettled([...this.#starting, this.#admitting, this.#sweeping, this.#reconciling]);
     await this.#stopWorker();
     if (this.#ownsClient) await this.client.close();
@@ -178,7 +225,12 @@ export class TemporalEngine implements EnginePort {
         connection,
         namespace,
         taskQueue,
-        hooks: { onRunEnded: () => void this.admitSoon() },
+        hooks: {
+          onRunEnded: () => {
+            this.#schedule.poke();
+            void this.admitSoon();
+          },
+        },
       });
       const running = worker.run().catch((err: unknown) => {
         this.#workerFailed = true;
@@ -207,6 +259,7 @@ export class TemporalEngine implements EnginePort {
    * a start that never happens is done by the sweep of any process).
    */
   async runAccepted(runId: string): Promise<void> {
+    this.#schedule.poke();
     // Admission first: a run with room is then started admitted by it (one start, no signal).
     const task = this.admitSoon()
       .then(() => this.#startWorkflow(runId))
@@ -225,6 +278,7 @@ export class TemporalEngine implements EnginePort {
   }
 
   async runCancelled(runId: string): Promise<void> {
+    this.#schedule.poke();
     try {
       await this.client.cancel(runId);
     } finally {
@@ -239,6 +293,7 @@ export class TemporalEngine implements EnginePort {
   }
 
   async credentialsSupplied(runId: string): Promise<void> {
+    this.#schedule.poke();
     await resumeRun(this.#deps, runId, { reason: 'wait_signal' });
     await this.client.signal(runId, 'credentialsSupplied');
   }

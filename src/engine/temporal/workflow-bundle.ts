@@ -27,8 +27,26 @@ const nothing = () => undefined;
 const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, warn: nothing, error: nothing };
 
 /** Bundles workflows/ from source (webpack); what the build writes and what dev and tests run. */
-export function bundleWorkflows(): Promise<{ code: string }> {
-  return bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet });
+export async function bundleWorkflows(): Promise<{ code: string }> {
+  const { code } = await bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet });
+  return { code: withoutSourcesContent(code) };
+}
+
+const INLINE_MAP = '//# sourceMappingURL=data:';
+
+/**
+ * The bundle's inline source map without the sources it embeds. The worker needs the map (it maps
+ * workflow stack traces back to files and lines) but reads the sources only for a stack-trace query with
+ * `showStackTraceSources`, which this service does not set; every worker thread and the process keep the
+ * bundle, map included, as text, and the sources are most of the map.
+ */
+export function withoutSourcesContent(code: string): string {
+  const at = code.lastIndexOf(INLINE_MAP);
+  const data = at < 0 ? -1 : code.indexOf('base64,', at);
+  if (data < 0) return code;
+  const map = JSON.parse(Buffer.from(code.slice(data + 'base64,'.length).trim(), 'base64').toString('utf8')) as { sourcesContent?: unknown };
+  delete map.sourcesContent;
+  return `${code.slice(0, data)}base64,${Buffer.from(JSON.stringify(map)).toString('base64')}\n`;
 }
 
 let bundle: Promise<WorkflowBundle> | undefined;

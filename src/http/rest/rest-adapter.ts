@@ -11,7 +11,7 @@ import type { Deps } from '../../runs/deps.ts';
 import { refuseStart } from '../../runs/counted-start.ts';
 import { PostgresWindowLimiter, SlidingWindowLimiter, type RateLimiter } from '../../runs/rate-limiter.ts';
 import { UnlimitedStreamSlots } from '../../runs/stream-slots.ts';
-import type { HttpServer, RequestContext } from '../server.ts';
+import { SHUTDOWN_RETRY_MS, type HttpServer, type RequestContext } from '../server.ts';
 import { operations } from './handlers.ts';
 import { DocumentRouter } from './document-router.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
@@ -64,9 +64,6 @@ function withoutRequestBodies(definition: Document): Document {
   }
   return definition;
 }
-
-/** The `retry:` an SSE stream ends with at shutdown: about when a load balancer has moved on. */
-const SHUTDOWN_RETRY_MS = 1000;
 
 export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   const definition = loadOpenApiDocument();

@@ -1,16 +1,16 @@
 /**
- * When the embedded engine sweeps (docs/operations.md#idle). The sweep (overdue runs, unleased runs,
- * a forced admission round) is several statements; instead of running it every second, a check reads
- * in one statement what it would find (SWEEP_DUE in src/sql/run-leases.ts):
+ * When an engine runs its periodic work (docs/operations.md#idle). Instead of running it on a fixed
+ * beat, a check reads in one statement whether there is any (the embedded engine: SWEEP_DUE in
+ * src/sql/run-leases.ts; the Temporal engine: TEMPORAL_RUNS_LIVE in src/sql/temporal-runs.ts):
  *
- * - runs queued, or something in flight due now: the sweep runs, and the next check comes `busyMs`
- *   later (as the sweep did before, while there is work);
+ * - runs queued, or something in flight due now: the work runs, and the next check comes `busyMs`
+ *   later (the beat the engine kept before, while there is work);
  * - otherwise the next check is at the earliest due time it saw (a deadline, a lease of a crashed
  *   process running out, a timer, a credentials wait running out), or `idleMs` later at the latest:
  *   that fallback bounds what no due time announces (a run another process left queued or unleased).
  *
- * `poke()` (a run accepted or ended here, credentials, a cancel) brings the next check to at most
- * `busyMs` away, so what this process starts itself is watched at the busy pace.
+ * `poke()` (a run accepted or ended here, credentials, a cancel, another process's run activity) brings
+ * the next check to at most `busyMs` away, so what starts is watched at the busy pace.
  */
 
 export interface SweepScheduleOptions {
