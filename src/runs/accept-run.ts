@@ -5,6 +5,7 @@ import { ApiError } from '../domain/errors.ts';
 import { timeOrderedUuid } from '../domain/ids.ts';
 import type { ResolvedInputs } from '../domain/inputs.ts';
 import type { RunMetadata } from '../domain/run-metadata.ts';
+import { PRIORITY_CLASS, type RunFlowControl } from '../domain/run-flow-control.ts';
 import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
@@ -29,6 +30,8 @@ export interface RunToAccept {
   inputs: ResolvedInputs;
   /** The caller's metadata (checked: src/domain/run-metadata.ts); not part of the idempotency fingerprint. */
   metadata: RunMetadata;
+  /** Its priority and concurrency key (src/domain/run-flow-control.ts); not part of the fingerprint either. */
+  flow: RunFlowControl;
   /** The Cancel-After duration: the run's deadline is its acceptance plus this, or null: none. */
   cancelAfterSeconds: number | null;
   displayedPriceUsd: string;
@@ -131,6 +134,9 @@ function acceptanceOf(
     rateLimit,
     metadataJson: JSON.stringify(r.metadata),
     cancelAfterSeconds: r.cancelAfterSeconds,
+    priority: PRIORITY_CLASS[r.flow.priority],
+    concurrencyKey: r.flow.concurrencyKey,
+    concurrencyLimit: r.flow.concurrencyLimit,
     replayOf: r.replayOf ?? null,
     secrets,
   };

@@ -13,8 +13,25 @@ import {
 } from '../db/entities/index.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { GATE_CTE } from './queue-line.ts';
+import { queuedRun } from './run-predicates.ts';
 import { COUNT_CALLS } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
+
+/**
+ * A new run's pass (docs/design/flow-control.md#the-order), for `new_call n`: the class's clock (the lowest
+ * pass queued in the run's class, 0 for an empty class) plus one for a run without a concurrency key;
+ * for a keyed run, one more than the later of that clock and its key's last queued pass in the class,
+ * counting the batch's earlier runs of the key. Index probes of runs_queue_fair_idx and runs_queue_key_idx.
+ */
+const CLASS_CLOCK = `(select coalesce(min(class_peer.fair_pass), 0) from runs class_peer
+                      where ${queuedRun('class_peer')} and class_peer.priority = n.priority)`;
+const FAIR_PASS = `case when n.concurrency_key is null
+           then ${CLASS_CLOCK} + 1
+           else greatest(${CLASS_CLOCK},
+                         (select coalesce(max(key_peer.fair_pass), 0) from runs key_peer
+                           where ${queuedRun('key_peer')} and key_peer.concurrency_key is not null and key_peer.account_id = n.account_id
+                             and key_peer.concurrency_key = n.concurrency_key and key_peer.priority = n.priority))
+                + row_number() over (partition by n.account_id, n.concurrency_key, n.priority order by n.ord) end`;
 
 /** One POST /runs to accept: the run as it is to be written, and what its acceptance checks. */
 export interface RunAcceptance {
@@ -51,6 +68,10 @@ export interface RunAcceptance {
   metadataJson: string;
   /** The Cancel-After duration in seconds (the deadline is counted from the run's creation), or null. */
   cancelAfterSeconds: number | null;
+  /** The priority class (0 high, 1 normal, 2 low; absent: normal), the concurrency key and its bound (absent: none): docs/design/flow-control.md. */
+  priority?: number;
+  concurrencyKey?: string | null;
+  concurrencyLimit?: number | null;
   /** The run this one replays (POST /runs/{id}/replay), written with it; null or absent: none. */
   replayOf?: string | null;
   /** Sealed password inputs. */
@@ -93,7 +114,8 @@ call as materialized (
          as call(ord bigint, run_id uuid, account_id uuid, api_key_id uuid, workflow_id uuid, version_id uuid, price numeric, user_access text,
                  creator_price numeric, step_usd numeric, compute_limit numeric, credential_mode text, inputs text, engine text,
                  idempotency_key text, fingerprint text, record_id uuid, cap_usd numeric, cap_since timestamptz, trace_context text,
-                 view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid)),
+                 view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid,
+                 priority smallint, concurrency_key text, concurrency_limit int)),
 ${COUNT_CALLS},
 checked_call as materialized (
   select c.*, coalesce(r.allowed, true) as allowed,
@@ -121,11 +143,12 @@ inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context, metadata,
-                    deadline, replay_of)
+                    deadline, replay_of, priority, concurrency_key, concurrency_limit, fair_pass)
   select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending', 'queued', 'pending',
          n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb,
-         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after), n.replay_of
+         n.metadata::jsonb, clock_timestamp() + make_interval(secs => n.cancel_after), n.replay_of,
+         n.priority, n.concurrency_key, n.concurrency_limit, ${FAIR_PASS}
     from new_call n
    order by n.ord
   returning id, created_at, account_id, metadata),
@@ -194,6 +217,9 @@ export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
     metadata: c.metadataJson,
     cancel_after: c.cancelAfterSeconds,
     replay_of: c.replayOf ?? null,
+    priority: c.priority ?? 1,
+    concurrency_key: c.concurrencyKey ?? null,
+    concurrency_limit: c.concurrencyLimit ?? null,
   }));
   const secrets = calls.flatMap((c, i) => c.secrets.map((secret) => ({ ord: i + 1, ...secret })));
   return [JSON.stringify(rows), JSON.stringify(secrets)];

@@ -15,7 +15,7 @@ import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
  * An admission round (wr_admit_queued) and a queue numbering (wr_number_queued) are one statement each,
- * a function that takes its lock and then reads in a snapshot of its own: the line's order, RUN_CAPACITY,
+ * a function that takes its lock and then reads in a snapshot of its own: the queue's order, RUN_CAPACITY,
  * each account's max_concurrent_runs, the engine, the lease and `more`, and rounds and numberings that
  * run at once.
  */
@@ -67,7 +67,7 @@ async function run(orm: Orm, owner: Owner, o: { secondsAgo?: number; queueSeq?: 
 const round = (deps: RunsDeps, capacity: number, more: Partial<Parameters<typeof admitQueuedRunsDetailed>[1]> = {}) =>
   admitQueuedRunsDetailed(deps, { capacity, engine: 'embedded', expireQueued: false, ...more });
 
-t('a round admits in the line’s order (numbered places first, then by acceptance time) up to RUN_CAPACITY, counting the runs in flight', async ({ orm, deps }) => {
+t('a round admits in the queue’s order (by acceptance time within one class and pass; place numbers do not reorder it) up to RUN_CAPACITY, counting the runs in flight', async ({ orm, deps }) => {
   const alice = await account(orm);
   await run(orm, alice, { status: 'running', phase: null });
   const unnumberedOld = await run(orm, alice, { secondsAgo: 50 });
@@ -76,7 +76,7 @@ t('a round admits in the line’s order (numbered places first, then by acceptan
   const unnumberedNew = await run(orm, alice, { secondsAgo: 10 });
   await run(orm, alice, { secondsAgo: 1 });
   const r = await round(deps, 5);
-  assert.equal(r.admitted, [first, second, unnumberedOld, unnumberedNew], 'four places free of five');
+  assert.equal(r.admitted, [unnumberedOld, unnumberedNew, second, first], 'four places free of five');
   assert.ok(r.states.every((s) => s.status === 'pending' && s.phase === 'starting' && s.accountId === alice.accountId), 'their state as admitted');
   assert.is(r.more, true, 'one run is left waiting');
   const next = await round(deps, 5);

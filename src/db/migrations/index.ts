@@ -27,6 +27,7 @@ import { Migration20261206000000QueuePlace } from './Migration20261206000000Queu
 import { Migration20261206000000RunMetadataAndDeadline } from './Migration20261206000000RunMetadataAndDeadline.ts';
 import { Migration20261207060000RunBudget } from './Migration20261207060000RunBudget.ts';
 import { Migration20261207070000ReplayOf } from './Migration20261207070000ReplayOf.ts';
+import { Migration20261208000000RunPriorityAndFairness } from './Migration20261208000000RunPriorityAndFairness.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -58,4 +59,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261206000000RunMetadataAndDeadline', class: Migration20261206000000RunMetadataAndDeadline },
   { name: 'Migration20261207060000RunBudget', class: Migration20261207060000RunBudget },
   { name: 'Migration20261207070000ReplayOf', class: Migration20261207070000ReplayOf },
+  { name: 'Migration20261208000000RunPriorityAndFairness', class: Migration20261208000000RunPriorityAndFairness },
 ];

@@ -70,6 +70,8 @@ export class RunType {
   @Field(() => DateTimeScalar, { nullable: true, description: 'When the run is cancelled unless it ended (Cancel-After), or null.' })
   deadline!: string | null;
   @Field(() => ID, { nullable: true, description: 'The run this one replays (POST /runs/{id}/replay), or null.' }) replayOf!: string | null;
+  @Field(() => String, { description: 'high, normal or low: admission takes higher first (docs/design/flow-control.md).' }) priority!: string;
+  @Field(() => String, { nullable: true, description: 'The caller\'s concurrency key (its customer or tenant), or null.' }) concurrencyKey!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;

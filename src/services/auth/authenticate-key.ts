@@ -4,6 +4,7 @@ import { hashApiKey } from '../../security/crypto.ts';
 import { fork, type Deps } from '../deps.ts';
 import { ShortLivedCache } from '../../db/short-lived-cache.ts';
 import { dateOrNull } from '../../db/sql.ts';
+import type { FlowAllowance } from '../../domain/run-flow-control.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -18,6 +19,8 @@ export interface Principal {
   /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
   runBudgetPerMinute: number;
   spendCap: { window: 'daily' | 'monthly' | 'lifetime'; usd: string } | null;
+  /** Whether its runs may have high priority, and its bound per concurrency key (docs/design/flow-control.md). */
+  flow: FlowAllowance;
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
@@ -33,6 +36,7 @@ interface KeyRow {
   rateLimitPerMinute: number;
   runBudgetPerMinute: number;
   spendCap: Principal['spendCap'];
+  flow: FlowAllowance;
 }
 
 /**
@@ -56,6 +60,7 @@ function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> 
 async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value: string): Promise<KeyRow | null> {
   const [r] = await fork(deps).execute<Record<string, unknown>[]>(
     `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.run_budget_per_minute, k.spend_cap_window, k.spend_cap_usd,
+            k.high_priority, k.max_concurrent_per_concurrency_key,
             k.expires_at, k.revoked, a.handle, a.restricted
        from api_keys k join accounts a on a.id = k.account_id
       where k.${column} = ?`,
@@ -73,6 +78,10 @@ async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value
     rateLimitPerMinute: Number(r.rate_limit_per_minute),
     runBudgetPerMinute: Number(r.run_budget_per_minute),
     spendCap: r.spend_cap_window ? { window: r.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(r.spend_cap_usd) } : null,
+    flow: {
+      highPriority: Boolean(r.high_priority),
+      maxConcurrentPerConcurrencyKey: r.max_concurrent_per_concurrency_key === null ? null : Number(r.max_concurrent_per_concurrency_key),
+    },
   };
 }
 
@@ -107,6 +116,7 @@ function principalOf(row: KeyRow | null): Principal {
     rateLimitPerMinute: row.rateLimitPerMinute,
     runBudgetPerMinute: row.runBudgetPerMinute,
     spendCap: row.spendCap,
+    flow: row.flow,
   };
 }
 
