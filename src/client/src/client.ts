@@ -59,6 +59,12 @@ export interface StartRunOptions {
   metadata?: Record<string, string>;
   /** A deadline such as `30s`, `5m`, `1h` (at most 24h), sent as `Cancel-After`: the run is cancelled if it has not ended by then. */
   cancelAfter?: string;
+  /** `high` (needs an API key allowed it), `normal` (the default) or `low`: admission takes higher first. */
+  priority?: 'high' | 'normal' | 'low';
+  /** Your own customer or tenant (1..128 characters): admission goes round robin across keys. */
+  concurrencyKey?: string;
+  /** Runs of `concurrencyKey` in flight at once, at most the API key's bound. */
+  maxConcurrentPerConcurrencyKey?: number;
   signal?: AbortSignal;
 }
 
@@ -143,6 +149,9 @@ export class WorkflowRunClient implements StreamSource {
       inputs: opts.inputs ?? {},
       ...(opts.version ? { version: opts.version } : {}),
       ...(opts.metadata ? { metadata: opts.metadata } : {}),
+      ...(opts.priority ? { priority: opts.priority } : {}),
+      ...(opts.concurrencyKey === undefined ? {} : { concurrencyKey: opts.concurrencyKey }),
+      ...(opts.maxConcurrentPerConcurrencyKey === undefined ? {} : { maxConcurrentPerConcurrencyKey: opts.maxConcurrentPerConcurrencyKey }),
     };
     const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...(opts.cancelAfter ? { 'Cancel-After': opts.cancelAfter } : {}) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;
