@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import { query } from '../db/statement.ts';
 import { QUEUE_SNAPSHOT } from '../sql/queue-snapshot.ts';
 import { metricsEnabled, registry } from './metrics.ts';
+import { PRIORITIES } from '../domain/run-flow-control.ts';
 
 /**
  * Series read at scrape time rather than counted: the run queue (deployment-wide, from the shared
@@ -13,6 +14,8 @@ interface QueueSnapshot {
   inFlight: number;
   queued: number;
   oldestSeconds: number;
+  /** Runs queued per priority class (high, normal, low). */
+  queuedByPriority: [number, number, number];
 }
 
 /** The part of the ORM used here (typed structurally: src/db/embedded-orm.ts reports PGlite statements here). */
@@ -47,8 +50,14 @@ function snapshot(): Promise<QueueSnapshot | null> {
   if (!s) return Promise.resolve(null);
   pending = (async () => {
     try {
-      const [row] = await query<{ in_flight: number; queued: number; oldest: number }>(s.orm.em.fork(), QUEUE_SNAPSHOT, [QUEUE_COUNT_CAP]);
-      return { inFlight: Number(row?.in_flight ?? 0), queued: Number(row?.queued ?? 0), oldestSeconds: Number(row?.oldest ?? 0) };
+      type Row = { in_flight: number; queued: number; oldest: number; queued_0: number; queued_1: number; queued_2: number };
+      const [row] = await query<Row>(s.orm.em.fork(), QUEUE_SNAPSHOT, [QUEUE_COUNT_CAP]);
+      return {
+        inFlight: Number(row?.in_flight ?? 0),
+        queued: Number(row?.queued ?? 0),
+        oldestSeconds: Number(row?.oldest ?? 0),
+        queuedByPriority: [Number(row?.queued_0 ?? 0), Number(row?.queued_1 ?? 0), Number(row?.queued_2 ?? 0)],
+      };
     } catch {
       // An unreachable database leaves the gauges out of this scrape (/readyz says why).
       return null;
@@ -74,6 +83,17 @@ function queueGauge(name: string, help: string, pick: (q: QueueSnapshot) => numb
 queueGauge('wr_runs_in_flight', 'Runs in flight across the deployment (running, suspended, or admitted and being prepared)', (q) => q.inFlight);
 queueGauge('wr_runs_queued', 'Runs waiting in the queue for capacity, across the deployment', (q) => q.queued);
 queueGauge('wr_runs_oldest_queued_age_seconds', 'Age of the oldest queued run (0 when the queue is empty)', (q) => q.oldestSeconds);
+new Gauge({
+  name: 'wr_runs_queued_by_priority',
+  help: 'Runs waiting in the queue per priority (high, normal, low; docs/design/flow-control.md), across the deployment',
+  labelNames: ['priority'] as const,
+  registers: [registry],
+  async collect() {
+    const q = await snapshot();
+    if (!q) return this.reset();
+    PRIORITIES.forEach((priority, cls) => this.set({ priority }, q.queuedByPriority[cls]!));
+  },
+});
 new Gauge({
   name: 'wr_runs_capacity',
   help: 'RUN_CAPACITY: runs in flight at once before the rest queue',
