@@ -49,7 +49,8 @@ export async function flowControl(): Promise<void> {
   const behind = await waitOf(b);
   const [ahead] = await child.sql<{ n: number }>(
     `select count(*)::int as n from runs
-      where concurrency_key = 'customer-a' and started_at > (select created_at from runs where id = ?) and started_at < (select started_at from runs where id = ?)`,
+      where concurrency_key = 'customer-a'
+        and started_at > (select created_at from runs where id = ?) and started_at < (select started_at from runs where id = ?)`,
     [b, b],
   );
   rows.push({
