@@ -4,7 +4,7 @@ import { ADMIT_QUEUED_BODY, ADMIT_QUEUED_RETURNS } from './Migration202612040000
 /**
  * Priority and concurrency keys (docs/design/flow-control.md). A run gets its priority class (`priority`:
  * 0 high, 1 normal, 2 low), its caller's concurrency key and that key's bound, and its pass
- * (`fair_pass`): the admission round of its key it belongs to, counted on one virtual clock. The queue's
+ * (`fair_pass`): the turn of its key it belongs to, counted on its class's virtual clock. The queue's
  * order becomes (effective class, pass, acceptance time, id); the admission round and the place read it
  * in that order, so a place is still the number of queued runs admitted before the run, plus one.
  * The API key says whether it may ask for high priority and bounds the runs in flight per concurrency key.
@@ -34,6 +34,8 @@ export class Migration20261208000000RunPriorityAndFairness extends Migration {
   }
 
   override down(): void {
+    this.addSql(`create or replace function "wr_admit_queued"(${ADMIT_QUEUED_PARAMS}) returns ${ADMIT_QUEUED_RETURNS}
+  volatile language plpgsql as $$ ${ADMIT_QUEUED_BODY} $$`);
     this.addSql('drop function if exists wr_fair_place(smallint, bigint, timestamptz, uuid)');
     this.addSql(`drop index "runs_concurrency_key_created_idx"`);
     this.addSql(`drop index "runs_queue_key_idx"`);
