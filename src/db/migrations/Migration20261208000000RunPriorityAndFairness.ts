@@ -112,6 +112,8 @@ const countOf = (where: string) => `(select count(*) from runs queued
       where queued.status = 'pending' and queued.phase = 'queued' and ${where})`;
 const BEFORE = '(queued.fair_pass, queued.queued_at, queued.id) < (run_pass, run_queued_at, run_id)';
 const AGED_BEFORE_RUN = '(queued.queued_at, queued.id) < (run_queued_at, run_id)';
+/** An aged low run ahead of a normal one: pass 0 against the run's (every normal run accepted since the upgrade has a pass from 1). */
+const AGED_BEFORE_NORMAL = '(0::bigint, queued.queued_at, queued.id) < (run_pass, run_queued_at, run_id)';
 
 /**
  * wr_fair_place(run_priority, run_pass, run_queued_at, run_id): the exact place (1 = next) of a queued
@@ -131,7 +133,7 @@ begin
     return 1 + ${countOf('queued.priority = 0')} + ${countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_RUN}`)};
   end if;
   if run_priority = 1 then
-    return 1 + ${countOf('queued.priority = 0')} + ${countOf('queued.priority = 2 and queued.queued_at < aged_before')}
+    return 1 + ${countOf('queued.priority = 0')} + ${countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_NORMAL}`)}
       + ${countOf(`queued.priority = 1 and ${BEFORE}`)};
   end if;
   return 1 + ${countOf('queued.priority < 2')} + ${countOf('queued.priority = 2 and queued.queued_at < aged_before')}
