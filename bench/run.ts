@@ -5,6 +5,7 @@ import pg from 'pg';
 import { describeMachine } from './machine.ts';
 import { tempDirs } from './measure.ts';
 import { acceptance } from './parts/acceptance.ts';
+import { flowControl } from './parts/flow-control.ts';
 import { batches } from './parts/batch.ts';
 import { endToEnd } from './parts/end-to-end.ts';
 import { hotPath } from './parts/hot-path.ts';
@@ -84,6 +85,7 @@ async function main(): Promise<void> {
     // A queued run's poll needs the queue the acceptance steps build: with `poll` alone only a completed run is polled.
     if (ONLY.has('accept')) await acceptance();
     if (ONLY.has('batch')) await batches();
+    if (ONLY.has('flow')) await flowControl();
     if (ONLY.has('metrics')) await instrumentationCost();
     if (ONLY.has('e2e') || ONLY.has('poll')) await endToEnd();
     if (ONLY.has('list')) await listRunsFiltered();

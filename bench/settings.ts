@@ -24,7 +24,7 @@ export const ACCOUNTS = Math.round(num('BENCH_ACCOUNTS', 16));
 export const PROFILE = env.BENCH_PROFILE !== '0';
 export const TEMPORAL = temporalTarget(env);
 export const ONLY = new Set(
-  (env.BENCH_ONLY ?? `hotpath,accept,batch,metrics,e2e,poll,list,bulk,streams,process${'skip' in TEMPORAL ? '' : ',temporal'}`)
+  (env.BENCH_ONLY ?? `hotpath,accept,batch,flow,metrics,e2e,poll,list,bulk,streams,process${'skip' in TEMPORAL ? '' : ',temporal'}`)
     .split(',')
     .map((s) => s.trim()),
 );

@@ -18,6 +18,7 @@ import {
   CATALOG_ENSURE_WALLET,
   CATALOG_INSERT_ACCOUNT,
   CATALOG_INSERT_API_KEY,
+  CATALOG_API_KEY_FLOW,
   CATALOG_INSERT_PROVIDER_KEY,
   CATALOG_INSERT_WEBHOOK_ENDPOINT,
   CATALOG_OPEN_WALLET,
@@ -225,9 +226,11 @@ class Loader {
     const capWindow = k.spendCap?.window ?? null;
     const capUsd = k.spendCap?.usd ?? null;
     const expires = k.expiresAt ? k.expiresAt.toISOString() : null;
+    const flow = [k.highPriority, k.maxConcurrentPerConcurrencyKey];
     if (!row) {
+      const id = randomUUID();
       await this.q(CATALOG_INSERT_API_KEY, [
-        randomUUID(),
+        id,
         accountId,
         hash,
         keyPrefix(k.secret),
@@ -239,6 +242,7 @@ class Loader {
         k.revoked,
         k.runBudgetPerMinute,
       ]);
+      await this.q(CATALOG_API_KEY_FLOW, [id, ...flow]);
       this.report.apiKeys.created++;
       return;
     }
@@ -253,10 +257,13 @@ class Loader {
       (row.spend_cap_window ?? null) !== capWindow ||
       moneyOrNull(row.spend_cap_usd) !== capUsd ||
       timeOrNull(dateOrNull(row.expires_at)) !== timeOrNull(k.expiresAt) ||
-      Boolean(row.revoked) !== k.revoked;
+      Boolean(row.revoked) !== k.revoked ||
+      Boolean(row.high_priority) !== k.highPriority ||
+      (row.max_concurrent_per_concurrency_key === null ? null : Number(row.max_concurrent_per_concurrency_key)) !== k.maxConcurrentPerConcurrencyKey;
     if (changed) {
       const values = [JSON.stringify(k.scopes), k.rateLimitPerMinute, capWindow, capUsd, expires, k.revoked, row.id, k.runBudgetPerMinute];
       await this.q(CATALOG_UPDATE_API_KEY, values);
+      await this.q(CATALOG_API_KEY_FLOW, [row.id, ...flow]);
       this.report.apiKeys.updated++;
     } else this.report.apiKeys.unchanged++;
   }

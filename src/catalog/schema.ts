@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_CONCURRENCY_LIMIT } from '../domain/run-flow-control.ts';
 import { CREDENTIAL_MODES, LISTINGS, RUN_BUDGET_PER_MINUTE, RUN_MODELS, SPEND_WINDOWS } from '../db/entities/index.ts';
 import type { Graph } from '../domain/graph/types.ts';
 import { PROVIDERS } from '../domain/graph/types.ts';
@@ -81,6 +82,10 @@ const apiKeySchema = z.strictObject({
   /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
   runBudgetPerMinute: z.number().int().min(1).max(1_000_000).default(RUN_BUDGET_PER_MINUTE),
   spendCap: z.strictObject({ window: z.enum(SPEND_WINDOWS), usd: amount }).nullable().default(null),
+  /** Whether the key may start runs of high priority (docs/design/flow-control.md). */
+  highPriority: z.boolean().default(false),
+  /** Runs of one concurrency key in flight at once (a request may lower it), or null: no bound. */
+  maxConcurrentPerConcurrencyKey: z.number().int().min(1).max(MAX_CONCURRENCY_LIMIT).nullable().default(null),
   expiresAt: instant.nullable().default(null),
   revoked: z.boolean().default(false),
 });

@@ -1,6 +1,7 @@
 import { Gauge } from 'prom-client';
 import type { Pool } from 'pg';
 import { metricsEnabled, registry } from './metrics.ts';
+import { PRIORITIES } from '../domain/run-flow-control.ts';
 
 /**
  * Series read at scrape time rather than counted: the run queue (deployment-wide, from the shared
@@ -11,6 +12,8 @@ export interface QueueSnapshot {
   inFlight: number;
   queued: number;
   oldestSeconds: number;
+  /** Runs queued per priority class (high, normal, low). */
+  queuedByPriority: [number, number, number];
 }
 
 /** Reads the queue's snapshot from the shared database (the runs module's statement). */
@@ -66,6 +69,17 @@ function queueGauge(name: string, help: string, pick: (q: QueueSnapshot) => numb
 queueGauge('wr_runs_in_flight', 'Runs in flight across the deployment (running, suspended, or admitted and being prepared)', (q) => q.inFlight);
 queueGauge('wr_runs_queued', 'Runs waiting in the queue for capacity, across the deployment', (q) => q.queued);
 queueGauge('wr_runs_oldest_queued_age_seconds', 'Age of the oldest queued run (0 when the queue is empty)', (q) => q.oldestSeconds);
+new Gauge({
+  name: 'wr_runs_queued_by_priority',
+  help: 'Runs waiting in the queue per priority (high, normal, low; docs/design/flow-control.md), across the deployment',
+  labelNames: ['priority'] as const,
+  registers: [registry],
+  async collect() {
+    const q = await snapshot();
+    if (!q) return this.reset();
+    PRIORITIES.forEach((priority, cls) => this.set({ priority }, q.queuedByPriority[cls]!));
+  },
+});
 new Gauge({
   name: 'wr_runs_capacity',
   help: 'RUN_CAPACITY: runs in flight at once before the rest queue',

@@ -5,6 +5,7 @@ import { ApiError } from '../domain/errors.ts';
 import { timeOrderedUuid } from '../domain/ids.ts';
 import type { ResolvedInputs } from '../domain/inputs.ts';
 import type { RunMetadata } from '../domain/run-metadata.ts';
+import { PRIORITY_CLASS, type RunFlowControl } from '../domain/run-flow-control.ts';
 import { toDb } from '../domain/money.ts';
 import { requestSpendCapped } from '../observability/metrics.ts';
 import { currentTraceCarrier } from '../observability/tracing.ts';
@@ -29,6 +30,8 @@ export interface RunToAccept {
   inputs: ResolvedInputs;
   /** The caller's metadata (checked: src/domain/run-metadata.ts); not part of the idempotency fingerprint. */
   metadata: RunMetadata;
+  /** Its priority and concurrency key (src/domain/run-flow-control.ts); not part of the fingerprint either. */
+  flow: RunFlowControl;
   /** The Cancel-After duration: the run's deadline is its start (acceptance or scheduled start) plus this, or null: none. */
   cancelAfterSeconds: number | null;
   /** A delayed start (epoch ms; src/domain/run-start.ts): the run waits in phase `scheduled` until then; null: queued at once. */
@@ -137,6 +140,9 @@ export function acceptanceOf(
     cancelAfterSeconds: r.cancelAfterSeconds,
     startAt: r.startAt === null ? null : new Date(r.startAt).toISOString(),
     debounce: r.debounce ? { key: r.debounce.key, until: new Date(r.debounce.untilMs).toISOString() } : null,
+    priority: PRIORITY_CLASS[r.flow.priority],
+    concurrencyKey: r.flow.concurrencyKey,
+    concurrencyLimit: r.flow.concurrencyLimit,
     replayOf: r.replayOf ?? null,
     secrets,
   };

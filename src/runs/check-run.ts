@@ -37,7 +37,7 @@ export async function checkRun(
   row: WorkflowRow,
   inputs: unknown,
   requestedVersion: string | null,
-  caller: Pick<RunToAccept, 'metadata' | 'cancelAfterSeconds' | 'startAt'>,
+  caller: Pick<RunToAccept, 'metadata' | 'flow' | 'cancelAfterSeconds' | 'startAt'>,
   memo: CheckMemo = {},
 ): Promise<RunToAccept> {
   const pricing = await getPricing(em);

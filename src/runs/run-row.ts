@@ -2,6 +2,7 @@ import { isoOrNull, json } from '../db/sql.ts';
 import type { RunOutputField } from '../domain/graph/types.ts';
 import { toJson } from '../domain/money.ts';
 import type { RunMetadata } from '../domain/run-metadata.ts';
+import { priorityOfClass, type Priority } from '../domain/run-flow-control.ts';
 import type { BillingStatus, Outcome, QueueState, RunPhase, RunStatus } from '../domain/run-status.ts';
 
 /**
@@ -35,6 +36,9 @@ export interface RunRow {
   replayOf: string | null;
   /** A delayed start (docs/design/flow-control.md): when it enters (or entered) the line; null: at acceptance. */
   scheduledFor: string | null;
+  /** Its priority and concurrency key (docs/design/flow-control.md); normal and null when the row was read without them. */
+  priority: Priority;
+  concurrencyKey: string | null;
   /** The exact queue place, when the row was read with it (null: not queued). */
   queuePosition?: number | null;
 }
@@ -63,6 +67,8 @@ export function mapRunRow(r: Record<string, unknown>): RunRow {
     deadline: isoOrNull(r.deadline),
     replayOf: r.replay_of === undefined || r.replay_of === null ? null : String(r.replay_of),
     scheduledFor: isoOrNull(r.scheduled_for),
+    priority: r.priority === undefined || r.priority === null ? 'normal' : priorityOfClass(Number(r.priority)),
+    concurrencyKey: r.concurrency_key === undefined || r.concurrency_key === null ? null : String(r.concurrency_key),
     ...(r.queue_position === undefined ? {} : { queuePosition: r.queue_position === null ? null : Number(r.queue_position) }),
   };
 }
@@ -95,6 +101,9 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
     ...(run.replayOf === null ? {} : { replayOf: run.replayOf }),
     // Only on a run accepted with a later start.
     ...(run.scheduledFor === null ? {} : { scheduledFor: run.scheduledFor }),
+    // Only when given at the start: a priority other than normal, a concurrency key.
+    ...(run.priority === 'normal' ? {} : { priority: run.priority }),
+    ...(run.concurrencyKey === null ? {} : { concurrencyKey: run.concurrencyKey }),
   };
 }
 

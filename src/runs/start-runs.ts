@@ -7,6 +7,7 @@ import { checkMetadata, type RunMetadata } from '../domain/run-metadata.ts';
 import { readStartAt, startInstant } from '../domain/run-start.ts';
 import { readDebounce, type RunDebounce } from '../domain/run-debounce.ts';
 import { startDebounced, type DebouncedAnswer } from './debounce-runs.ts';
+import { checkFlowControl, type RunFlowControl } from '../domain/run-flow-control.ts';
 import { outsideTransaction, type StatementEm, type TransactionAwareEm } from '../db/statement.ts';
 import { runAccepted } from '../observability/metrics.ts';
 import type { Principal } from '../domain/principal.ts';
@@ -62,6 +63,7 @@ interface Item {
   ownKey: boolean;
   requestedVersion: string | null;
   metadata: RunMetadata;
+  flow: RunFlowControl;
   inputs: unknown;
   /** Its delayed start (epoch ms), or null: queued at once. */
   startAt: number | null;
@@ -73,7 +75,7 @@ interface Item {
 export async function startRuns(deps: Deps, principal: Principal, bodies: readonly unknown[], opts: StartRunsOptions): Promise<RunOutcome[]> {
   const outcomes: RunOutcome[] = new Array(bodies.length);
   const refuse = refuser(outcomes);
-  let items = parseItems(deps, bodies, opts, refuse);
+  let items = parseItems(deps, principal, bodies, opts, refuse);
   // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
   const em = outsideTransaction(deps.orm);
   const memo: CheckMemo = {};
@@ -102,7 +104,7 @@ export async function quoteStartRuns(
   const outcomes: QuoteOutcome[] = new Array(bodies.length);
   const refuse = refuser(outcomes);
   const em = outsideTransaction(deps.orm);
-  const calls = await checkItems(em, deps, principal, parseItems(deps, bodies, opts, refuse), opts, {}, 1, refuse);
+  const calls = await checkItems(em, deps, principal, parseItems(deps, principal, bodies, opts, refuse), opts, {}, 1, refuse);
   const { quotes, overCap, totalUsd } = await quoteRuns(em, principal, calls);
   calls.forEach(({ item }, i) => {
     outcomes[item.index] = overCap.has(i) ? { index: item.index, error: spendCapReached(principal.spendCap!) } : { index: item.index, quote: quotes[i] };
@@ -118,11 +120,17 @@ const refuser =
     outcomes[index] = { index, error: err };
   };
 
-function parseItems(deps: Deps, bodies: readonly unknown[], opts: StartRunsOptions, refuse: (index: number, err: unknown) => void): Item[] {
+function parseItems(
+  deps: Deps,
+  principal: Principal,
+  bodies: readonly unknown[],
+  opts: StartRunsOptions,
+  refuse: (index: number, err: unknown) => void,
+): Item[] {
   const items: Item[] = [];
   bodies.forEach((body, index) => {
     try {
-      items.push(parseItem(deps, body, index, opts));
+      items.push(parseItem(deps, principal, body, index, opts));
     } catch (err) {
       refuse(index, err);
     }
@@ -131,7 +139,7 @@ function parseItems(deps: Deps, bodies: readonly unknown[], opts: StartRunsOptio
 }
 
 /** The body checks of POST /runs, in its order, before any read. */
-function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOptions): Item {
+function parseItem(deps: Deps, principal: Principal, body: unknown, index: number, opts: StartRunsOptions): Item {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw invalidRequest('the request body must be a JSON object');
   // Before anything recursive or any database write sees it (deep nesting, NUL, lone surrogates).
   const problem = jsonLimitProblem(body);
@@ -153,6 +161,7 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
   if (debounce && (startAt !== null || b.startAt !== undefined || opts.startAfterSeconds)) {
     throw invalidRequest('"debounce" decides the start itself: not with Start-After or "startAt"');
   }
+  const flow = checkFlowControl(b, principal.flow);
   // A non-UUID id is never read.
   if (!isUuid(workflowId)) throw notFound('workflow');
   return {
@@ -162,6 +171,7 @@ function parseItem(deps: Deps, body: unknown, index: number, opts: StartRunsOpti
     ownKey: own !== null,
     requestedVersion: (b.version as string | undefined) ?? null,
     metadata,
+    flow,
     inputs: b.inputs,
     startAt,
     debounce,
@@ -193,7 +203,7 @@ async function checkItems(
     let read = kept ?? (await readWorkflow(em, deps, principal, workflowId));
     const checkOn = async (r: KeptRead | null, item: Item) => {
       if (!r) throw notFound('workflow');
-      const caller = { metadata: item.metadata, cancelAfterSeconds: opts.cancelAfterSeconds, startAt: item.startAt };
+      const caller = { metadata: item.metadata, flow: item.flow, cancelAfterSeconds: opts.cancelAfterSeconds, startAt: item.startAt };
       const checked = await checkRun(em, deps, principal, r.row, item.inputs, item.requestedVersion, caller, memo);
       const replayOf = opts.replayOf?.[item.index];
       const run = replayOf === undefined ? checked : { ...checked, replayOf };

@@ -13,6 +13,7 @@ import {
 } from '../db/entities/index.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
 import { GATE_CTE } from './queue-line.ts';
+import { fairPass } from './fair-pass.ts';
 import { COUNT_CALLS } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
 
@@ -55,6 +56,10 @@ export interface RunAcceptance {
   startAt?: string | null;
   /** A debounced run's key and the latest start its burst may reach (ISO), or absent: not debounced. */
   debounce?: { key: string; until: string } | null;
+  /** The priority class (0 high, 1 normal, 2 low; absent: normal), the concurrency key and its bound (absent: none): docs/design/flow-control.md. */
+  priority?: number;
+  concurrencyKey?: string | null;
+  concurrencyLimit?: number | null;
   /** The run this one replays (POST /runs/{id}/replay), written with it; null or absent: none. */
   replayOf?: string | null;
   /** Sealed password inputs. */
@@ -99,7 +104,7 @@ call as materialized (
                  creator_price numeric, step_usd numeric, compute_limit numeric, credential_mode text, inputs text, engine text,
                  idempotency_key text, fingerprint text, record_id uuid, cap_usd numeric, cap_since timestamptz, trace_context text,
                  view_token text, rate_limit int, metadata text, cancel_after int, replay_of uuid, start_at timestamptz,
-                 debounce_key text, debounce_until timestamptz)),
+                 debounce_key text, debounce_until timestamptz, priority smallint, concurrency_key text, concurrency_limit int)),
 ${COUNT_CALLS},
 checked_call as materialized (
   select c.*, coalesce(r.allowed, true) as allowed,
@@ -127,13 +132,13 @@ inserted_run as (
   insert into runs (id, account_id, api_key_id, workflow_id, version_id, status, phase, billing_status,
                     cap_usd, user_access, displayed_price_usd, creator_price_usd, step_usd, compute_limit_usd,
                     credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at, trace_context, metadata,
-                    deadline, replay_of, scheduled_for, debounce_key, debounce_until)
+                    deadline, replay_of, scheduled_for, debounce_key, debounce_until, priority, concurrency_key, concurrency_limit, fair_pass)
   select n.run_id, n.account_id, n.api_key_id, n.workflow_id, n.version_id, 'pending',
          case when n.scheduled_for is null then 'queued' else 'scheduled' end, 'pending',
          n.price, n.user_access, n.price, n.creator_price, n.step_usd, n.compute_limit, n.credential_mode, n.inputs::jsonb,
          '{"results":{},"timers":{}}'::jsonb, '[]'::jsonb, n.engine, 1, clock_timestamp(), clock_timestamp(), clock_timestamp(), n.trace_context::jsonb,
          n.metadata::jsonb, coalesce(n.scheduled_for, clock_timestamp()) + make_interval(secs => n.cancel_after), n.replay_of, n.scheduled_for,
-         n.debounce_key, n.debounce_until
+         n.debounce_key, n.debounce_until, n.priority, n.concurrency_key, n.concurrency_limit, ${fairPass('n')}
     from new_call n
    order by n.ord
   returning id, created_at, account_id, metadata),
@@ -205,6 +210,9 @@ export function acceptRunsValues(calls: readonly RunAcceptance[]): unknown[] {
     start_at: c.startAt ?? null,
     debounce_key: c.debounce?.key ?? null,
     debounce_until: c.debounce?.until ?? null,
+    priority: c.priority ?? 1,
+    concurrency_key: c.concurrencyKey ?? null,
+    concurrency_limit: c.concurrencyLimit ?? null,
   }));
   const secrets = calls.flatMap((c, i) => c.secrets.map((secret) => ({ ord: i + 1, ...secret })));
   return [JSON.stringify(rows), JSON.stringify(secrets)];

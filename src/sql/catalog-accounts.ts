@@ -105,6 +105,13 @@ export const CATALOG_UPDATE_API_KEY = statement(
   [ApiKeySchema],
 );
 
+/** $1 API key id, $2 may start high-priority runs, $3 bound per concurrency key or null (docs/design/flow-control.md). */
+export const CATALOG_API_KEY_FLOW = statement(
+  'catalog_api_key_flow',
+  `update api_keys set high_priority = $2, max_concurrent_per_concurrency_key = $3::int where id = $1::uuid`,
+  [ApiKeySchema],
+);
+
 /** $1 account id, $2 URL. */
 export const CATALOG_WEBHOOK_ENDPOINT = statement(
   'catalog_webhook_endpoint',

@@ -2,10 +2,16 @@ import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from '../db/entities/run-predicates.ts';
 
+/** The runs queued per class, each counted up to $1 (`queued_0` … `queued_2`). */
+const QUEUED_BY_CLASS = [0, 1, 2]
+  .map((c) => `(select count(*) from (select 1 from runs where ${queuedRun()} and priority = ${c} limit $1::bigint) q)::int as queued_${c}`)
+  .join(', ');
+
 /**
  * The run queue's gauges in one statement per scrape (src/runs/queue-snapshot.ts, for src/observability/deployment-metrics.ts): runs in
  * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
- * age of the oldest queued run in seconds (0 when the queue is empty).
+ * age of the oldest queued run in seconds (0 when the queue is empty), and the runs queued per priority
+ * class (`queued_0` high, `queued_1` normal, `queued_2` low: runs_queue_fair_idx, each counted up to $1).
  *
  * The in-flight predicate is admission's (src/db/entities/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its head come from the line's partial index
@@ -16,6 +22,7 @@ export const QUEUE_SNAPSHOT = statement(
   `select
     (select count(*) from runs where ${inFlightRun()})::int as in_flight,
     (select count(*) from (select 1 from runs where ${queuedRun()} limit $1::bigint) q)::int as queued,
+    ${QUEUED_BY_CLASS},
     coalesce(extract(epoch from clock_timestamp() -
       (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
   [RunSchema],

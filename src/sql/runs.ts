@@ -11,7 +11,8 @@ export const STATE_COLUMNS = `account_id, version_id, status, phase, suspend_rea
 
 /** The columns of a run as the API shows it (src/runs/run-views.ts maps them). */
 export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, phase, reason, suspend_reason, outcome,
-  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline, replay_of, scheduled_for`;
+  billing_status, charge_usd, outputs, created_at, queued_at, started_at, completed_at, last_sequence, metadata, deadline, replay_of, scheduled_for,
+  priority, concurrency_key`;
 
 /** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
 export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);
@@ -87,6 +88,20 @@ export const LIST_RUNS_BY_LABEL = statement(
       and ${createdWithin('label')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
     order by label.created_at desc, label.run_id desc limit $4 offset $5`,
   [RunSchema, RunLabelSchema],
+);
+
+/**
+ * LIST_RUNS of the runs started with one concurrency key, walking runs_concurrency_key_created_idx in the
+ * list's order: $8 is JSON `{ "concurrencyKey", "metadata" }`, the key and the pairs the metadata must hold
+ * (`{}`: any).
+ */
+export const LIST_RUNS_BY_CONCURRENCY_KEY = statement(
+  'list_runs_by_concurrency_key',
+  `select ${listColumns('r')} from runs r
+    where r.account_id = $1 and r.concurrency_key is not null and r.concurrency_key = $8::jsonb->>'concurrencyKey'
+      and ${createdWithin('r')} and r.metadata @> ($8::jsonb->'metadata') and ${statusAndWorkflow('r')}
+    order by r.created_at desc, r.id desc limit $4 offset $5`,
+  [RunSchema],
 );
 
 /** A run's creation instant as text to the microsecond (UTC), the keyset of a filter's walk (src/runs/run-selection.ts). */

@@ -43,11 +43,14 @@ export const STALLED_TEMPORAL_RUNS = statement(
   [RunSchema],
 );
 
-/** $1 run ids: what a run's workflow memo carries, with its phase, whether its workflow was started and its deadline (epoch ms). */
+/**
+ * $1 run ids: what a run's workflow memo carries, with its phase, whether its workflow was started, its
+ * deadline (epoch ms), its priority class and concurrency key.
+ */
 export const TEMPORAL_RUN_MEMOS = statement(
   'temporal_run_memos',
   `select r.id, a.handle, r.workflow_id, r.version_id, w.name, v.label, r.trace_context, r.phase, r.lease_owner,
-          (extract(epoch from r.deadline) * 1000)::float8 as deadline_ms
+          (extract(epoch from r.deadline) * 1000)::float8 as deadline_ms, r.priority, r.concurrency_key
      from runs r join accounts a on a.id = r.account_id join workflows w on w.id = r.workflow_id
      join workflow_versions v on v.id = r.version_id
     where r.id = any($1::uuid[])`,

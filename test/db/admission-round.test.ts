@@ -15,7 +15,7 @@ import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
  * An admission round (wr_admit_queued) and a queue numbering (wr_number_queued) are one statement each,
- * a function that takes its lock and then reads in a snapshot of its own: the line's order, RUN_CAPACITY,
+ * a function that takes its lock and then reads in a snapshot of its own: the queue's order, RUN_CAPACITY,
  * each account's max_concurrent_runs, the engine, the lease and `more`, and rounds and numberings that
  * run at once.
  */
@@ -51,23 +51,34 @@ type Owner = Awaited<ReturnType<typeof account>>;
  * A run of `owner` in `phase` (queued by default), accepted `secondsAgo` seconds ago, with place
  * `queueSeq` when numbered; an acceptance's insert, holding the numbering gate shared as it does.
  */
-async function run(orm: Orm, owner: Owner, o: { secondsAgo?: number; queueSeq?: number; status?: string; phase?: string | null; engine?: string } = {}) {
+async function run(orm: Orm, owner: Owner, o: RunOptions = {}) {
   const id = randomUUID();
   await em(orm).execute(
     `with ${GATE_CTE}
      insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, compute_limit_usd, credential_mode, inputs, progress,
-                       engine, queued_at, queue_seq)
-     select ?, ?, ?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}', ?, now() - make_interval(secs => ?), ? from gate`,
+                       engine, queued_at, queue_seq, priority, fair_pass)
+     select ?, ?, ?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}', ?, now() - make_interval(secs => ?), ?, ?, ? from gate`,
     [id, owner.accountId, owner.workflowId, owner.versionId, o.status ?? 'pending', o.phase === undefined ? 'queued' : o.phase,
-      o.engine ?? 'embedded', o.secondsAgo ?? 0, o.queueSeq ?? null],
+      o.engine ?? 'embedded', o.secondsAgo ?? 0, o.queueSeq ?? null, o.priority ?? 1, o.pass ?? 0],
   );
   return id;
+}
+
+interface RunOptions {
+  secondsAgo?: number;
+  queueSeq?: number;
+  status?: string;
+  phase?: string | null;
+  engine?: string;
+  /** Priority class (0 high, 1 normal, 2 low) and pass (docs/design/flow-control.md). */
+  priority?: number;
+  pass?: number;
 }
 
 const round = (deps: RunsDeps, capacity: number, more: Partial<Parameters<typeof admitQueuedRunsDetailed>[1]> = {}) =>
   admitQueuedRunsDetailed(deps, { capacity, engine: 'embedded', expireQueued: false, ...more });
 
-t('a round admits in the line’s order (numbered places first, then by acceptance time) up to RUN_CAPACITY, counting the runs in flight', async ({ orm, deps }) => {
+t('a round admits in the queue’s order (by acceptance time within one class and pass; place numbers do not reorder it) up to RUN_CAPACITY, counting the runs in flight', async ({ orm, deps }) => {
   const alice = await account(orm);
   await run(orm, alice, { status: 'running', phase: null });
   const unnumberedOld = await run(orm, alice, { secondsAgo: 50 });
@@ -76,7 +87,7 @@ t('a round admits in the line’s order (numbered places first, then by acceptan
   const unnumberedNew = await run(orm, alice, { secondsAgo: 10 });
   await run(orm, alice, { secondsAgo: 1 });
   const r = await round(deps, 5);
-  assert.equal(r.admitted, [first, second, unnumberedOld, unnumberedNew], 'four places free of five');
+  assert.equal(r.admitted, [unnumberedOld, unnumberedNew, second, first], 'four places free of five');
   assert.ok(r.states.every((s) => s.status === 'pending' && s.phase === 'starting' && s.accountId === alice.accountId), 'their state as admitted');
   assert.is(r.more, true, 'one run is left waiting');
   const next = await round(deps, 5);
@@ -140,6 +151,18 @@ t('with a lease a round claims its runs for the holder and commits without waiti
   assert.equal(without, { ids: [unleased], sync: 'on' });
   const [plain] = await em(orm).execute<{ lease_owner: string | null }[]>('select lease_owner from runs where id = ?', [unleased]);
   assert.is(plain!.lease_owner, null);
+});
+
+t('a round of one engine takes its own runs in the fair order: higher class first, then the lower pass, then the earlier acceptance', async ({ orm, deps }) => {
+  const alice = await account(orm);
+  const lateLowPass = await run(orm, alice, { secondsAgo: 1, pass: 1 });
+  const early = await run(orm, alice, { secondsAgo: 9, pass: 2 });
+  const high = await run(orm, alice, { secondsAgo: 0, pass: 7, priority: 0 });
+  await run(orm, alice, { secondsAgo: 20, pass: 1, priority: 0, engine: 'temporal' });
+  const low = await run(orm, alice, { secondsAgo: 30, pass: 0, priority: 2 });
+  const order = [];
+  for (let capacity = 1; capacity <= 5; capacity++) order.push(...(await round(deps, capacity)).admitted);
+  assert.equal(order, [high, lateLowPass, early, low], 'the high run, the normal ones by pass, the low one; never the temporal run');
 });
 
 t('rounds at once never admit past RUN_CAPACITY: each reads the queue after the one before it committed', async ({ orm, deps }) => {

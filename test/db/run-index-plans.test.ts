@@ -5,7 +5,7 @@ import { UNSTARTED_TEMPORAL_RUNS } from '../../src/sql/temporal-runs.ts';
 import { ENTER_DUE_RUNS, NEXT_SCHEDULED_START } from '../../src/sql/scheduled-runs.ts';
 import { JOIN_DEBOUNCED_RUN } from '../../src/sql/debounce-runs.ts';
 import { randomUUID } from 'node:crypto';
-import { LIST_RUNS, LIST_RUNS_BY_LABEL, OVERDUE_RUNS } from '../../src/sql/runs.ts';
+import { LIST_RUNS, LIST_RUNS_BY_CONCURRENCY_KEY, LIST_RUNS_BY_LABEL, OVERDUE_RUNS } from '../../src/sql/runs.ts';
 import type { Em } from '../../src/db/orm.ts';
 import { runSearchQuery } from '../../src/graphql/queries/runs.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
@@ -94,6 +94,13 @@ test("GET /runs?metadata[KEY]=VALUE walks the pair's runs newest first in run_la
   assert.not.match(plan, /Sort/, `the index gives the list's order:\n${plan}`);
 });
 
+test('GET /runs?concurrencyKey= reads the key’s runs newest first from their index', async () => {
+  const filter = JSON.stringify({ concurrencyKey: 'customer-1', metadata: {} });
+  const plan = await planOf('by_concurrency_key', LIST_RUNS_BY_CONCURRENCY_KEY.text, [ACCOUNT, null, null, 21, 0, null, null, filter]);
+  assert.match(plan, /Index Scan Backward using runs_concurrency_key_created_idx on runs/, plan);
+  assert.not.match(plan, /Sort/, `the index gives the list's order:\n${plan}`);
+});
+
 test("the engines' deadline sweep reads the index of live runs that have a deadline", async () => {
   const plan = await planOf('overdue', OVERDUE_RUNS.text, ['embedded', null, 100]);
   assert.match(plan, /Index Scan using runs_deadline_idx on runs/, plan);
@@ -106,11 +113,14 @@ test('the runs table has exactly the indexes its queries read', async () => {
     'runs_account_created_idx',
     'runs_api_key_created_idx',
     'runs_completed_idx',
+    'runs_concurrency_key_created_idx',
     'runs_deadline_idx',
     'runs_debounce_idx',
     'runs_in_flight_idx',
     'runs_pkey',
+    'runs_queue_fair_idx',
     'runs_queue_fresh_idx',
+    'runs_queue_key_idx',
     'runs_queue_left_idx',
     'runs_queue_line_idx',
     'runs_scheduled_idx',

@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
 import { NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
-import { ADMIT_QUEUED_BODY } from '../../src/db/migrations/Migration20261208000000AdmitByPrimaryKey.ts';
+import { ADMIT_FAIR_BODY } from '../../src/db/migrations/Migration20261208000000RunPriorityAndFairness.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -19,7 +19,7 @@ const SETTING = statement('test_scan_settings', `select current_setting('enable_
 /** A function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
 const functionQuery = (body: string, params: [string, string][]) =>
   params.reduce((text, [name, param]) => text.replace(new RegExp(`\\b${name}\\b`, 'g'), param), /return query\s+([\s\S]*);\s*end$/.exec(body)![1]!);
-const ROUND_QUERY = functionQuery(ADMIT_QUEUED_BODY, [
+const ROUND_QUERY = functionQuery(ADMIT_FAIR_BODY, [
   ['round_capacity', '$1::int'],
   ['round_engine', '$2::text'],
   ['queue_window', '$3::int'],
@@ -61,10 +61,10 @@ async function roundPlan(): Promise<string> {
   });
 }
 
-test('an admission round counts the runs in flight through runs_in_flight_idx and reads the line through runs_queue_line_idx, by neither a bitmap nor a sequential scan', async () => {
+test('an admission round counts the runs in flight through runs_in_flight_idx and reads the queue through runs_queue_fair_idx, by neither a bitmap nor a sequential scan', async () => {
   const plan = await roundPlan();
   assert.match(plan, /runs_in_flight_idx/, `the in-flight count reads the partial index:\n${plan}`);
-  assert.match(plan, /Index Scan using runs_queue_line_idx on runs queued/, `the head of the line is read in the line's index order:\n${plan}`);
+  assert.match(plan, /Index Scan using runs_queue_fair_idx on runs queued/, `the head of the queue is read in its index order:\n${plan}`);
   assert.not.match(plan, /Bitmap/, `no bitmap scan:\n${plan}`);
   assert.not.match(plan, /Seq Scan/, `no sequential scan (the suite's runs table is empty, where one would be chosen):\n${plan}`);
 });

@@ -5,6 +5,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { GraphNode } from '../../src/domain/graph/types.ts';
 import { cancelRun } from '../../src/runs/cancel-run.ts';
+import { startRun } from '../../src/runs/start-run.ts';
+import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import { testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
@@ -102,6 +104,27 @@ if (address) {
           const described = JSON.parse(stdout) as { workflowExecutionInfo: { memo: { fields: Record<string, unknown> } } };
           assert.equal(described.workflowExecutionInfo.memo.fields, description.memo);
         }
+      });
+    }),
+  );
+
+  test(
+    'a run\'s workflow carries its priority and concurrency key as Temporal\'s priorityKey and fairnessKey; a plain run Temporal\'s default',
+    countTemporal(async () => {
+      const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
+      await withHarness(async (h) => {
+        const principal = await authenticateKey(h.deps, 'Bearer wr_buyer_key');
+        const body = { workflow: workflowId, inputs: {}, priority: 'low', concurrencyKey: 'tenant-1' };
+        const keyed = (await startRun(h.deps, principal, { body })).run.id;
+        const plain = await startSeededRun(h.deps, workflowId);
+        for (const id of [keyed, plain]) await workflowClosed(h, id);
+        const keyedPriority = (await h.client.workflow.getHandle(keyed).describe()).priority;
+        assert.equal(
+          { ...keyedPriority },
+          { priorityKey: 5, fairnessKey: `${buyer}/tenant-1`, fairnessWeight: 1 },
+          'low is priorityKey 5; the account and key are the fairness key',
+        );
+        assert.is((await h.client.workflow.getHandle(plain).describe()).priority?.priorityKey, 3, 'normal is Temporal\'s default, 3');
       });
     }),
   );

@@ -357,7 +357,7 @@ test('parameters declare their real rule as their schema: integers with ranges, 
   }
   const names = (opPath: string, m: string) => doc.paths[opPath][m].parameters.map((r: Json) => resolve(r).name);
   assert.equal(names('/workflows', 'get'), ['offset', 'limit', 'q', 'runModel', 'access']);
-  assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow', 'metadata', 'createdAfter', 'createdBefore']);
+  assert.equal(names('/runs', 'get'), ['offset', 'limit', 'status', 'workflow', 'metadata', 'concurrencyKey', 'createdAfter', 'createdBefore']);
   assert.equal(names('/runs/{run_id}/events', 'get'), ['run_id', 'afterSequence']);
   assert.equal(names('/runs/{id}/stream', 'get'), ['id', 'afterSequence', 'Last-Event-ID']);
 });

@@ -69,6 +69,12 @@ export interface StartRunOptions {
    * whether this call joined.
    */
   debounce?: { key: string; delay: string; maxDelay: string };
+  /** `high` (needs an API key allowed it), `normal` (the default) or `low`: admission takes higher first. */
+  priority?: 'high' | 'normal' | 'low';
+  /** Your own customer or tenant (1..128 characters): admission goes round robin across keys. */
+  concurrencyKey?: string;
+  /** Runs of `concurrencyKey` in flight at once, at most the API key's bound. */
+  maxConcurrentPerConcurrencyKey?: number;
   signal?: AbortSignal;
 }
 
@@ -165,6 +171,9 @@ export class WorkflowRunClient implements StreamSource {
       ...(opts.metadata ? { metadata: opts.metadata } : {}),
       ...(opts.startAt ? { startAt: opts.startAt } : {}),
       ...(opts.debounce ? { debounce: opts.debounce } : {}),
+      ...(opts.priority ? { priority: opts.priority } : {}),
+      ...(opts.concurrencyKey === undefined ? {} : { concurrencyKey: opts.concurrencyKey }),
+      ...(opts.maxConcurrentPerConcurrencyKey === undefined ? {} : { maxConcurrentPerConcurrencyKey: opts.maxConcurrentPerConcurrencyKey }),
     };
     const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey, ...timingHeaders(opts) };
     if (opts.wait !== undefined) headers.Prefer = `wait=${Math.max(1, Math.min(60, Math.round(opts.wait)))}`;

@@ -38,6 +38,10 @@ export const ApiKeySchema = defineEntity({
     rateLimitPerMinute: p.integer().default(60),
     /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
     runBudgetPerMinute: p.integer().default(RUN_BUDGET_PER_MINUTE),
+    /** Whether the key may start runs of high priority (docs/design/flow-control.md). */
+    highPriority: p.boolean().default(false),
+    /** Runs of one concurrency key in flight at once, or null: no bound (a request may lower it). */
+    maxConcurrentPerConcurrencyKey: p.integer().nullable(),
     spendCapWindow: p.enum(SPEND_WINDOWS).nullable(),
     spendCapUsd: money().nullable(),
     expiresAt: p.datetime().nullable(),

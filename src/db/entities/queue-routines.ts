@@ -1,7 +1,7 @@
 import { Routine } from '@mikro-orm/core';
 import { ADMIT_QUEUED_RETURNS, NUMBER_QUEUED_BODY, NUMBER_QUEUED_RETURNS } from '../migrations/Migration20261204000000AdmissionFunctions.ts';
-import { ADMIT_QUEUED_BODY } from '../migrations/Migration20261208000000AdmitByPrimaryKey.ts';
 import { QUEUE_PLACE_BODY } from '../migrations/Migration20261206000000QueuePlace.ts';
+import { ADMIT_FAIR_BODY, FAIR_PLACE_BODY } from '../migrations/Migration20261208000000RunPriorityAndFairness.ts';
 
 /**
  * The queue's database functions, declared with the text of the migrations that created them (which
@@ -22,7 +22,7 @@ export const AdmitQueuedRoutine = new Routine({
     lease_seconds: { type: 'float8' },
   },
   returns: { runtimeType: 'object', columnType: ADMIT_QUEUED_RETURNS },
-  body: ADMIT_QUEUED_BODY,
+  body: ADMIT_FAIR_BODY,
 });
 
 /** `wr_number_queued(batch_size)`: numbers the queue's unnumbered runs (src/runs/queue-line.ts). */
@@ -49,4 +49,14 @@ export const QueuePlaceRoutine = new Routine({
   body: QUEUE_PLACE_BODY,
 });
 
-export const queueRoutines = [AdmitQueuedRoutine, NumberQueuedRoutine, QueuePlaceRoutine];
+/** `wr_fair_place(run_priority, run_pass, run_queued_at, run_id)`: a queued run's place in the fair order (src/sql/queue-line.ts); stable. */
+export const FairPlaceRoutine = new Routine({
+  name: 'wr_fair_place',
+  type: 'function',
+  language: 'plpgsql',
+  params: { run_priority: { type: 'smallint' }, run_pass: { type: 'bigint' }, run_queued_at: { type: 'timestamptz' }, run_id: { type: 'uuid' } },
+  returns: { runtimeType: 'string', columnType: 'bigint' },
+  body: FAIR_PLACE_BODY,
+});
+
+export const queueRoutines = [AdmitQueuedRoutine, NumberQueuedRoutine, QueuePlaceRoutine, FairPlaceRoutine];

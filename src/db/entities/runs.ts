@@ -78,6 +78,14 @@ export const RunSchema = defineEntity({
     traceContext: p.json<{ traceparent: string; tracestate?: string }>().nullable(),
     createdAt: createdAt(),
     queuedAt: createdAt(),
+    /** Priority class: 0 high, 1 normal, 2 low (docs/design/flow-control.md). */
+    priority: p.smallint().default(1),
+    /** The caller's concurrency key (its own customer or tenant), or null: none. */
+    concurrencyKey: p.string().nullable(),
+    /** Runs of this run's concurrency key that may be in flight at once, or null: no bound. */
+    concurrencyLimit: p.integer().nullable(),
+    /** The run's pass in its class: the queue's order after the class (docs/design/flow-control.md#the-order). */
+    fairPass: p.bigint('number').default(0),
     /** Place number in the queue's line (src/runs/queue-line.ts). */
     queueSeq: p.bigint('number').nullable(),
     startedAt: p.datetime().nullable(),
@@ -97,6 +105,15 @@ export const RunSchema = defineEntity({
     { name: 'runs_scheduled_idx', properties: ['scheduledFor', 'id'], where: scheduledRun() },
     // A waiting debounced run, found by its key by the calls that join it (src/runs/debounce-runs.ts).
     { name: 'runs_debounce_idx', properties: ['accountId', 'debounceKey'], where: `${scheduledRun()} and debounce_key is not null` },
+    // The queue in admission order per class, and each concurrency key's last pass (docs/design/flow-control.md).
+    { name: 'runs_queue_fair_idx', properties: ['priority', 'fairPass', 'queuedAt', 'id'], where: queuedRun() },
+    {
+      name: 'runs_queue_key_idx',
+      properties: ['accountId', 'concurrencyKey', 'priority', 'fairPass'],
+      where: `${queuedRun()} and concurrency_key is not null`,
+    },
+    // GET /runs?concurrencyKey=: an account's runs of one key, newest first.
+    { name: 'runs_concurrency_key_created_idx', properties: ['accountId', 'concurrencyKey', 'createdAt', 'id'], where: 'concurrency_key is not null' },
     // Runs in flight, per account: admission counts them and lease sweeps look for them, whatever the queue's depth.
     { name: 'runs_in_flight_idx', properties: ['accountId'], where: IN_FLIGHT },
     // Temporal runs whose workflow start is not marked yet: the Temporal engine's sweep (src/sql/temporal-runs.ts).

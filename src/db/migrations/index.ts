@@ -29,6 +29,7 @@ import { Migration20261207060000RunBudget } from './Migration20261207060000RunBu
 import { Migration20261207070000ReplayOf } from './Migration20261207070000ReplayOf.ts';
 import { Migration20261208000000AdmitByPrimaryKey } from './Migration20261208000000AdmitByPrimaryKey.ts';
 import { Migration20261208000000QueuePlaceStable } from './Migration20261208000000QueuePlaceStable.ts';
+import { Migration20261208000000RunPriorityAndFairness } from './Migration20261208000000RunPriorityAndFairness.ts';
 import { Migration20261208000000ScheduledRuns } from './Migration20261208000000ScheduledRuns.ts';
 import { Migration20261208000000WalletRule } from './Migration20261208000000WalletRule.ts';
 
@@ -64,6 +65,7 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261207070000ReplayOf', class: Migration20261207070000ReplayOf },
   { name: 'Migration20261208000000AdmitByPrimaryKey', class: Migration20261208000000AdmitByPrimaryKey },
   { name: 'Migration20261208000000QueuePlaceStable', class: Migration20261208000000QueuePlaceStable },
+  { name: 'Migration20261208000000RunPriorityAndFairness', class: Migration20261208000000RunPriorityAndFairness },
   { name: 'Migration20261208000000ScheduledRuns', class: Migration20261208000000ScheduledRuns },
   { name: 'Migration20261208000000WalletRule', class: Migration20261208000000WalletRule },
 ];

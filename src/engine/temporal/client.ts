@@ -5,6 +5,7 @@ import { ConfigError, type Config } from '../../config/config.ts';
 import { clientTracingInterceptors } from '../../observability/temporal-tracing.ts';
 import { withStoredTrace } from '../../observability/tracing.ts';
 import { ensureSearchAttributes } from './search-attributes.ts';
+import { temporalPriority, type RunFlow } from './run-priority.ts';
 import {
   admittedSignal,
   credentialsSuppliedSignal,
@@ -53,7 +54,7 @@ export interface RunWorkflowClient {
 }
 
 /** A run's memo and its stored trace context, which the workflow start carries in its headers (docs/tracing.md). */
-export type TracedMemo = RunMemo & { traceContext?: unknown; deadline?: number };
+export type TracedMemo = RunMemo & RunFlow & { traceContext?: unknown; deadline?: number };
 
 /** How Temporal closed a run's workflow without the workflow ending it. */
 export type ClosedByTemporal = 'terminated' | 'timed_out';
@@ -147,6 +148,8 @@ export class TemporalRunClient implements RunWorkflowClient {
         { key: searchAttributes.runStatus, value: 'pending' },
       ],
       workflowIdReusePolicy: 'REJECT_DUPLICATE' as const,
+      // The run's class and concurrency key, so Temporal's task queue keeps the service's order.
+      priority: temporalPriority(memo.accountHandle, memo),
     };
   }
 

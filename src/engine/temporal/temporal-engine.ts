@@ -431,6 +431,8 @@ export class TemporalEngine implements EnginePort {
       phase: string | null;
       lease_owner: string | null;
       deadline_ms: number | string | null;
+      priority: number | string;
+      concurrency_key: string | null;
     };
     const rows = await query<Row>(
       fork(this.#deps),
@@ -446,6 +448,8 @@ export class TemporalEngine implements EnginePort {
       versionLabel: String(r.label),
       ...(r.trace_context ? { traceContext: r.trace_context } : {}),
       ...(r.deadline_ms === null || r.deadline_ms === undefined ? {} : { deadline: Math.round(Number(r.deadline_ms)) }),
+      priority: Number(r.priority),
+      concurrencyKey: r.concurrency_key,
       phase: r.phase,
       started: r.lease_owner === TEMPORAL_STARTED_MARK,
     }));

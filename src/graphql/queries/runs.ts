@@ -3,6 +3,7 @@ import type { Em } from '../../db/orm.ts';
 import { isoOrNull } from '../../db/sql.ts';
 import { RunEventSchema, RunSchema, type Run, type RunEvent } from '../../db/entities/index.ts';
 import { toPublicRun, type RunRow } from '../../runs/run-views.ts';
+import { priorityOfClass } from '../../domain/run-flow-control.ts';
 import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.ts';
 
 /**
@@ -14,7 +15,7 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 const RUN_FIELDS = [
   'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
   'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence', 'metadata', 'deadline',
-  'replayOf', 'scheduledFor',
+  'replayOf', 'scheduledFor', 'priority', 'concurrencyKey',
 ] as const satisfies readonly (keyof Run)[];
 
 type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;
@@ -39,6 +40,8 @@ export interface RunRecord {
   deadline: string | null;
   replayOf: string | null;
   scheduledFor: string | null;
+  priority: RunRow['priority'];
+  concurrencyKey: string | null;
   accountId: string;
   createdAt: string;
   lastSequence: number;
@@ -70,6 +73,8 @@ function runRowOf(run: RunFields): RunRow {
     deadline: isoOrNull(run.deadline),
     replayOf: run.replayOf ?? null,
     scheduledFor: isoOrNull(run.scheduledFor),
+    priority: priorityOfClass(run.priority),
+    concurrencyKey: run.concurrencyKey ?? null,
   };
 }
 
@@ -94,6 +99,8 @@ function toRunRecord(run: RunFields): RunRecord {
     deadline: pub.deadline,
     replayOf: row.replayOf,
     scheduledFor: row.scheduledFor,
+    priority: row.priority,
+    concurrencyKey: row.concurrencyKey,
     accountId: row.accountId,
     createdAt: row.createdAt,
     lastSequence: row.lastSequence,

@@ -72,6 +72,8 @@ export class RunType {
   @Field(() => ID, { nullable: true, description: 'The run this one replays (POST /runs/{id}/replay), or null.' }) replayOf!: string | null;
   @Field(() => DateTimeScalar, { nullable: true, description: 'A delayed start (Start-After, startAt): when the run enters the queue; null: at acceptance.' })
   scheduledFor!: string | null;
+  @Field(() => String, { description: 'high, normal or low: admission takes higher first (docs/design/flow-control.md).' }) priority!: string;
+  @Field(() => String, { nullable: true, description: 'The caller\'s concurrency key (its customer or tenant), or null.' }) concurrencyKey!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;

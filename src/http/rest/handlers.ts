@@ -133,6 +133,7 @@ export const operations = {
       status: text(query.status),
       workflow: text(query.workflow),
       metadata: (c.api.request.query as Record<string, unknown>).metadata,
+      concurrencyKey: text(query.concurrencyKey),
       createdAfter: text(query.createdAfter),
       createdBefore: text(query.createdBefore),
     });

@@ -5,6 +5,7 @@ import { fork, type Deps } from '../../runs/deps.ts';
 import type { Principal } from '../../domain/principal.ts';
 import { ShortLivedCache } from '../../db/short-lived-cache.ts';
 import { dateOrNull } from '../../db/sql.ts';
+import type { FlowAllowance } from '../../domain/run-flow-control.ts';
 
 export const SCOPES = ['run:execute', 'run:read'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -22,6 +23,7 @@ interface KeyRow {
   rateLimitPerMinute: number;
   runBudgetPerMinute: number;
   spendCap: Principal['spendCap'];
+  flow: FlowAllowance;
 }
 
 /**
@@ -45,6 +47,7 @@ function findKey(deps: Pick<Deps, 'orm'>, hash: string): Promise<KeyRow | null> 
 async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value: string): Promise<KeyRow | null> {
   const [r] = await fork(deps).execute<Record<string, unknown>[]>(
     `select k.id, k.account_id, k.scopes, k.rate_limit_per_minute, k.run_budget_per_minute, k.spend_cap_window, k.spend_cap_usd,
+            k.high_priority, k.max_concurrent_per_concurrency_key,
             k.expires_at, k.revoked, a.handle, a.restricted
        from api_keys k join accounts a on a.id = k.account_id
       where k.${column} = ?`,
@@ -62,6 +65,10 @@ async function readKey(deps: Pick<Deps, 'orm'>, column: 'key_hash' | 'id', value
     rateLimitPerMinute: Number(r.rate_limit_per_minute),
     runBudgetPerMinute: Number(r.run_budget_per_minute),
     spendCap: r.spend_cap_window ? { window: r.spend_cap_window as 'daily' | 'monthly' | 'lifetime', usd: String(r.spend_cap_usd) } : null,
+    flow: {
+      highPriority: Boolean(r.high_priority),
+      maxConcurrentPerConcurrencyKey: r.max_concurrent_per_concurrency_key === null ? null : Number(r.max_concurrent_per_concurrency_key),
+    },
   };
 }
 
@@ -96,6 +103,7 @@ function principalOf(row: KeyRow | null): Principal {
     rateLimitPerMinute: row.rateLimitPerMinute,
     runBudgetPerMinute: row.runBudgetPerMinute,
     spendCap: row.spendCap,
+    flow: row.flow,
   };
 }
 

@@ -1,4 +1,4 @@
-import { WorkflowRunClient } from '../client.ts';
+import { WorkflowRunClient, type StartRunOptions } from '../client.ts';
 import type { Run, RunStatus } from '../types.ts';
 import { charge, showValue, table, usd } from './format.ts';
 import { parseInputs, UsageError } from './inputs.ts';
@@ -62,6 +62,8 @@ export interface RunOpts {
   idempotencyKey?: string;
   metadata?: string[];
   cancelAfter?: string;
+  priority?: string;
+  concurrencyKey?: string;
   startAfter?: string;
   debounce?: string;
 }
@@ -88,6 +90,15 @@ export function metadataOf(pairs: string[] | undefined): Record<string, string> 
   );
 }
 
+const PRIORITIES = ['high', 'normal', 'low'] as const;
+
+/** `--priority` and `--concurrency-key` as the start's options (the service checks the key's length and rights). */
+export function flowOf(opts: Pick<RunOpts, 'priority' | 'concurrencyKey'>): Pick<StartRunOptions, 'priority' | 'concurrencyKey'> {
+  const priority = opts.priority as StartRunOptions['priority'];
+  if (priority !== undefined && !PRIORITIES.includes(priority)) throw new UsageError(`--priority takes ${PRIORITIES.join(', ')}, not "${opts.priority}"`);
+  return { ...(priority ? { priority } : {}), ...(opts.concurrencyKey === undefined ? {} : { concurrencyKey: opts.concurrencyKey }) };
+}
+
 export async function run(io: Io, workflow: string, opts: RunOpts): Promise<number> {
   const client = clientFrom(io.env);
   const detail = await withWorkflow(workflow, () => client.getWorkflow(workflow));
@@ -97,7 +108,13 @@ export async function run(io: Io, workflow: string, opts: RunOpts): Promise<numb
   try {
     let runId: string;
     try {
-      const extra = { metadata: metadataOf(opts.metadata), cancelAfter: opts.cancelAfter, startAfter: opts.startAfter, debounce: debounceOf(opts.debounce) };
+      const extra = {
+        metadata: metadataOf(opts.metadata),
+        cancelAfter: opts.cancelAfter,
+        startAfter: opts.startAfter,
+        debounce: debounceOf(opts.debounce),
+        ...flowOf(opts),
+      };
       const started = await client.startRun(workflow, { inputs, version: opts.version, idempotencyKey, ...extra, signal: ctrlC.signal });
       runId = started.id;
       if (started.debounced) io.stderr.write(`joined the waiting run ${runId} of debounce key ${extra.debounce!.key}\n`);
@@ -160,6 +177,7 @@ export interface RunsListOpts {
   status?: string;
   workflow?: string;
   metadata?: string[];
+  concurrencyKey?: string;
   since?: string;
   until?: string;
 }
@@ -172,6 +190,7 @@ export async function runsList(io: Io, opts: RunsListOpts): Promise<number> {
     ...(opts.status ? { status: opts.status as Exclude<RunStatus, 'suspended'> } : {}),
     ...(opts.workflow ? { workflow: opts.workflow } : {}),
     ...(metadata ? { metadata } : {}),
+    ...(opts.concurrencyKey === undefined ? {} : { concurrencyKey: opts.concurrencyKey }),
     ...(opts.since ? { createdAfter: opts.since } : {}),
     ...(opts.until ? { createdBefore: opts.until } : {}),
   };

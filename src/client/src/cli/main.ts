@@ -52,6 +52,8 @@ program
   .option('--cancel-after <duration>', 'cancel the run if it has not ended after this long: 30s, 5m, 1h (at most 24h)')
   .option('--start-after <duration>', 'start the run this much later: 30s, 10m, 2h, 7d (at most 7 days)')
   .option('--debounce <key,delay,maxDelay>', 'join the waiting run of this key instead of starting another: doc-42,5s,60s')
+  .option('--priority <priority>', 'high | normal | low (high needs an API key allowed it)')
+  .option('--concurrency-key <key>', 'your customer or tenant: admission goes round robin across keys')
   .action((workflow, opts) => set(cmd.run(io, workflow, opts)));
 
 program
@@ -71,6 +73,7 @@ runs
   .option('--status <status>', 'pending | running | completed | failed | cancelled')
   .option('--workflow <id>', 'only runs of this workflow')
   .option('--metadata <key=value>', 'only runs with this metadata pair (repeatable: all must match)', collect, [])
+  .option('--concurrency-key <key>', 'only runs started with this concurrency key')
   .option('--since <date-time>', 'only runs created at or after this instant (RFC 3339)')
   .option('--until <date-time>', 'only runs created before this instant (RFC 3339)')
   .option('--limit <n>', 'page size (1..50)')

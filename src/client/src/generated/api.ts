@@ -108,7 +108,8 @@ export interface paths {
          * @description The account's run history, newest first (creation time descending, then id). Optional filters:
          *     `status` (a `RunListStatus`; `running` also matches suspended runs, which list rows report as
          *     `running`), `workflow` (a workflow UUID), `metadata[KEY]=VALUE` (every pair must match the run's
-         *     `metadata`), `createdAfter` and `createdBefore` (creation time at or after, before); filters combine
+         *     `metadata`), `concurrencyKey` (the runs started with that key), `createdAfter` and `createdBefore`
+         *     (creation time at or after, before); filters combine
          *     with AND and page like the unfiltered list. Rows omit outputs and failure reasons; fetch
          *     `GET /runs/{id}` for them. Any invalid query or pagination value is 400 `invalid_request`.
          */
@@ -860,6 +861,28 @@ export interface components {
              * @example 2026-12-07T09:00:00Z
              */
             startAt?: string;
+            /**
+             * @description `normal` when absent. Admission takes higher priority first, first in, first out within one (round robin across
+             *     `concurrencyKey`s). `high` needs an API key the catalog allows it (`highPriority`), else 403
+             *     `forbidden`. A `low` run that has waited 300 seconds is admitted ahead of every `normal` run, so
+             *     it never starves. `queue.position` counts the runs admitted before the run under these rules.
+             *     Not part of the idempotency fingerprint.
+             * @enum {string}
+             */
+            priority?: "high" | "normal" | "low";
+            /**
+             * @description The caller's own customer or tenant. Within the account, admission goes round robin across
+             *     keys, so a key with a deep backlog delays another key's run by at most one admission round;
+             *     runs of one key keep their priority and FIFO order. The API key's
+             *     `maxConcurrentPerConcurrencyKey` (catalog) bounds the runs of one key in flight at once.
+             *     `GET /runs?concurrencyKey=` lists them.
+             */
+            concurrencyKey?: string;
+            /**
+             * @description Runs of this `concurrencyKey` in flight at once, lowering the API key's bound for this run (a
+             *     value above the key's bound, or one without `concurrencyKey`, is 400 `invalid_request`).
+             */
+            maxConcurrentPerConcurrencyKey?: number;
         };
         /** @description The caller's metadata of a run (at most 16 string keys of 1 to 64 characters, to strings of at most 512 characters); `{}` when none was sent. */
         RunMetadata: {
@@ -1014,6 +1037,13 @@ export interface components {
              *     the queue. Until then the run is `pending` with `queue` null.
              */
             scheduledFor?: string;
+            /**
+             * @description Only on a run started with `priority` `high` or `low` (absent: normal).
+             * @enum {string}
+             */
+            priority?: "high" | "low";
+            /** @description Only on a run started with a `concurrencyKey`: that key. */
+            concurrencyKey?: string;
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description Buyer-facing charge in USD, a JSON number with up to six decimal places (exact, never rounded to
@@ -1917,6 +1947,11 @@ export interface operations {
                 metadata?: {
                     [key: string]: string;
                 };
+                /**
+                 * @description Only runs started with this `concurrencyKey` (exact match). An empty value or one over 128 characters is 400 `invalid_request`.
+                 * @example customer-1234
+                 */
+                concurrencyKey?: string;
                 /** @description Only runs created at or after this instant (RFC 3339 date-time, such as `2026-01-31T12:00:00Z`; `±hh:mm` offsets, a leap second is the next day's first instant). Anything else is 400 `invalid_request`. */
                 createdAfter?: string;
                 /** @description Only runs created before this instant (RFC 3339 date-time). Anything else is 400 `invalid_request`. */
@@ -2052,7 +2087,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartRunResponse"];
                 };
             };
-            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body; `metadata` beyond its limits, naming the key; `Cancel-After` malformed or over 24 hours; `Start-After` malformed or over 7 days, `startAt` not an instant or over 7 days ahead, or both given). */
+            /** @description `invalid_json`, `missing_workflow`, `invalid_inputs` (with `details`) or `invalid_request` (idempotency key empty, longer than 255 characters, or different in header and body; `metadata` beyond its limits, naming the key; `Cancel-After` malformed or over 24 hours; `Start-After` malformed or over 7 days, `startAt` not an instant or over 7 days ahead, or both given; `priority`, `concurrencyKey` or `maxConcurrentPerConcurrencyKey` malformed, or the latter above the key's bound). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2087,7 +2122,7 @@ export interface operations {
                     "application/json": components["schemas"]["PaymentRequiredError"];
                 };
             };
-            /** @description `insufficient_scope` (key lacks `run:execute`), `account_restricted`, `creator_listings_paused`, or `forbidden` (not entitled; unknown or forbidden version; `purchase_required` listing; API access disabled). */
+            /** @description `insufficient_scope` (key lacks `run:execute`), `account_restricted`, `creator_listings_paused`, or `forbidden` (not entitled; unknown or forbidden version; `purchase_required` listing; API access disabled; `priority: high` on a key the catalog does not allow it). */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
