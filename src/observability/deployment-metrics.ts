@@ -77,7 +77,7 @@ new Gauge({
   async collect() {
     const q = await snapshot();
     if (!q) return this.reset();
-    PRIORITIES.forEach((priority, cls) => this.set({ priority }, q.queuedByPriority[cls]!));
+    PRIORITIES.forEach((priority, cls) => this.set({ priority }, q.queuedByPriority[cls]));
   },
 });
 new Gauge({
