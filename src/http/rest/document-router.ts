@@ -96,8 +96,9 @@ export class DocumentRouter extends OpenAPIRouter {
    * repeats, and without its one failure here: it first turns an object query into a URLSearchParams,
    * which throws on the member object a `deepObject` parameter (`metadata[k]=v`) becomes in the adapter's
    * prototype-free query, so a metadata filter would be answered 500. It repeats on each of
-   * handleRequest's three parses of a request what this API does not need: lodash copies of the headers and a deep copy of the query, a cookie parse of no cookie header, and a path
-   * template parser built per call. A request with a cookie, a body or a query string (the adapter passes
+   * handleRequest's three parses of a request what this API does not need: lodash copies of the headers
+   * and a deep copy of the query, a cookie parse of no cookie header, and a path template parser built
+   * per call. A request with a cookie, a body or a query string (the adapter passes
    * neither of the last two) takes the stock parse. The query is copied on every parse: validation
    * coerces its copy in place.
    */
