@@ -148,7 +148,18 @@ export async function startFloor(opts: FloorOptions): Promise<Floor> {
                            credential_mode, inputs, progress, outputs, engine, last_sequence, created_at, queued_at, updated_at)
          values ($1, $2, $3, $4, $5, 'pending', 'queued', 'pending', $6, 'owned', $6, 0, $7, $8, 'service_hosted', $9::jsonb, $10::jsonb,
                  '[]'::jsonb, 'embedded', 1, clock_timestamp(), clock_timestamp(), clock_timestamp())`,
-        [runId, opts.accountId, opts.apiKeyId, body.workflow ?? opts.workflowId, opts.versionId, opts.displayedPriceUsd, opts.stepUsd, opts.computeLimitUsd, JSON.stringify(body.inputs ?? {}), progress],
+        [
+          runId,
+          opts.accountId,
+          opts.apiKeyId,
+          body.workflow ?? opts.workflowId,
+          opts.versionId,
+          opts.displayedPriceUsd,
+          opts.stepUsd,
+          opts.computeLimitUsd,
+          JSON.stringify(body.inputs ?? {}),
+          progress,
+        ],
       );
       await q(
         `insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts) values ($1, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], clock_timestamp())`,
@@ -174,10 +185,23 @@ export async function startFloor(opts: FloorOptions): Promise<Floor> {
       return [400, { error: { code: 'invalid_request', message: 'bad body' } }];
     }
     const key = (req.headers['idempotency-key'] as string | undefined) ?? (typeof body.idempotencyKey === 'string' ? body.idempotencyKey : randomUUID());
-    const fingerprint = createHmac('sha256', fingerprintKey).update(JSON.stringify({ workflow: body.workflow, inputs, version: null })).digest('hex');
+    const fingerprint = createHmac('sha256', fingerprintKey)
+      .update(JSON.stringify({ workflow: body.workflow, inputs, version: null }))
+      .digest('hex');
     const runId = randomUUID();
     const hash = createHash('sha256').update(bearer[1]!, 'utf8').digest('hex');
-    const [row] = await db.cte(ACCEPT_CTE, [hash, body.workflow, randomUUID(), key, fingerprint, runId, JSON.stringify(inputs), opts.displayedPriceUsd, opts.stepUsd, opts.computeLimitUsd]);
+    const [row] = await db.cte(ACCEPT_CTE, [
+      hash,
+      body.workflow,
+      randomUUID(),
+      key,
+      fingerprint,
+      runId,
+      JSON.stringify(inputs),
+      opts.displayedPriceUsd,
+      opts.stepUsd,
+      opts.computeLimitUsd,
+    ]);
     if (!row || !row.keys) return [401, { error: { code: 'unauthorized', message: 'unknown API key' } }];
     if (!row.run_id) return [404, { error: { code: 'not_found', message: 'workflow not found' } }];
     if (!row.same) return [409, { error: { code: 'idempotency_conflict', message: 'key reused' } }];

@@ -62,11 +62,7 @@ export async function hammer(opts: {
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 
-export function httpJson(
-  method: string,
-  url: string,
-  opts: { key?: string; body?: unknown } = {},
-): Promise<{ status: number; body: any }> {
+export function httpJson(method: string, url: string, opts: { key?: string; body?: unknown } = {}): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     const text = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const req = request(
@@ -241,7 +237,8 @@ export function openSse(port: number, path: string, key: string | null): Promise
       if (!open) {
         head += chunk;
         if (!head.startsWith('HTTP/1.1 200')) {
-          if (head.includes('\r\n\r\n')) fail(new Error(`stream refused: ${head.split('\r\n')[0]} ${head.slice(head.indexOf('\r\n\r\n') + 4, head.indexOf('\r\n\r\n') + 200)}`));
+          if (head.includes('\r\n\r\n'))
+            fail(new Error(`stream refused: ${head.split('\r\n')[0]} ${head.slice(head.indexOf('\r\n\r\n') + 4, head.indexOf('\r\n\r\n') + 200)}`));
           return;
         }
         if (!head.includes('event: snapshot')) return;
@@ -257,9 +254,7 @@ export function openSse(port: number, path: string, key: string | null): Promise
       }
       tail = text.slice(-32);
     });
-    socket.write(
-      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}\r\n`,
-    );
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}\r\n`);
   });
 }
 

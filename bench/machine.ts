@@ -21,7 +21,10 @@ export function describeMachine(): Machine {
     memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
     os: `${os.type()} ${os.release()} ${os.arch()}`,
-    loadAvg: os.loadavg().map((l) => l.toFixed(2)).join(' '),
+    loadAvg: os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' '),
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
   };
 }

@@ -57,7 +57,10 @@ export async function startCompiled(compiled: string, env: Record<string, string
     }),
   ]);
   for (;;) {
-    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     await Promise.race([exited, new Promise((r) => setTimeout(r, 10))]);
   }

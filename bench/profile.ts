@@ -49,7 +49,10 @@ export function categoryOf(frame: CallFrame): string {
   const src = /\/(src|bench)\/([^/]+)/.exec(u);
   if (src) return src[1] === 'bench' ? 'bench harness (not the service)' : `service code: src/${src[2]}`;
   if (u.startsWith('node:')) {
-    const mod = u.slice('node:'.length).replace(/^internal\//, '').split('/')[0]!;
+    const mod = u
+      .slice('node:'.length)
+      .replace(/^internal\//, '')
+      .split('/')[0]!;
     return `node core: ${mod}`;
   }
   return 'other';

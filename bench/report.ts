@@ -47,8 +47,14 @@ export function profilesText(): string {
   return profiles
     .map((p) => {
       const pct = (ms: number) => `${((ms / p.summary.totalMs) * 100).toFixed(0)} %`;
-      const cats = p.summary.categories.slice(0, 8).map(([c, ms]) => `${c} ${pct(ms)}`).join(', ');
-      const fns = p.summary.functions.slice(0, 6).map(([f, ms]) => `${f} ${pct(ms)}`).join('; ');
+      const cats = p.summary.categories
+        .slice(0, 8)
+        .map(([c, ms]) => `${c} ${pct(ms)}`)
+        .join(', ');
+      const fns = p.summary.functions
+        .slice(0, 6)
+        .map(([f, ms]) => `${f} ${pct(ms)}`)
+        .join('; ');
       const total = Object.values(p.sql.msByKind).reduce((a, b) => a + b, 0);
       const slow = Object.entries(p.sql.msByKind)
         .slice(0, 6)

@@ -71,7 +71,9 @@ async function main(): Promise<void> {
     const c = new pg.Client({ connectionString: DATABASE_URL });
     await c.connect();
     const { rows: v } = await c.query<{ v: string }>(`select current_setting('server_version') as v`);
-    const { rows: s } = await c.query<{ sc: string; sb: string }>(`select current_setting('synchronous_commit') as sc, current_setting('shared_buffers') as sb`);
+    const { rows: s } = await c.query<{ sc: string; sb: string }>(
+      `select current_setting('synchronous_commit') as sc, current_setting('shared_buffers') as sb`,
+    );
     await c.end();
     dbKind = `PostgreSQL ${v[0]!.v} server${DB_LOCAL ? ' on this machine' : ''} (synchronous_commit=${s[0]!.sc}, shared_buffers=${s[0]!.sb}), service pool max 10`;
   } else {

@@ -133,10 +133,18 @@ async function main(): Promise<void> {
     await checker.connect();
     const c = checker;
     terminalOf = async (ids) =>
-      (await c.query<{ id: string; status: string }>(`select id, status from runs where id = any($1::uuid[]) and status in ('completed', 'failed', 'cancelled')`, [ids])).rows;
+      (
+        await c.query<{ id: string; status: string }>(
+          `select id, status from runs where id = any($1::uuid[]) and status in ('completed', 'failed', 'cancelled')`,
+          [ids],
+        )
+      ).rows;
   } else {
     terminalOf = (ids) =>
-      harness().execute<{ id: string; status: string }[]>(`select ${HARNESS} id, status from runs where id in (?) and status in ('completed', 'failed', 'cancelled')`, [ids]);
+      harness().execute<{ id: string; status: string }[]>(
+        `select ${HARNESS} id, status from runs where id in (?) and status in ('completed', 'failed', 'cancelled')`,
+        [ids],
+      );
   }
   const tracked = new Set<string>();
   const urgent = new Set<string>();

@@ -284,7 +284,16 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
   const taskQueue = `bench-runs-${randomBytes(4).toString('hex')}`;
   opts.log(`temporal: starting the app (ENGINE=temporal, in-process worker, RUN_CAPACITY=${opts.capacity}) on task queue ${taskQueue}`);
   const db = await opts.database();
-  const child = await ServerChild.start({ engine: 'temporal', temporal: { address, taskQueue }, ...db, runCapacity: opts.capacity, extraKeys: [], extraAccounts: [], floor: false, track: true });
+  const child = await ServerChild.start({
+    engine: 'temporal',
+    temporal: { address, taskQueue },
+    ...db,
+    runCapacity: opts.capacity,
+    extraKeys: [],
+    extraAccounts: [],
+    floor: false,
+    track: true,
+  });
   try {
     const app = `${child.ready.appUrl}/v1/runs`;
     const waiter = terminalWaiter();
@@ -318,10 +327,15 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
     };
     const single = await sequential(SEQUENTIAL, run);
     let stats!: StepStats;
-    const r = await executeLoop({ users: opts.users, warmup: opts.warmup, seconds: opts.duration }, run, { ...pids, 'service (API + worker)': child.pid }, {
-      start: () => child.call({ cmd: 'stepStart' }),
-      end: async () => (stats = await child.call<StepStats>({ cmd: 'stepEnd' })),
-    });
+    const r = await executeLoop(
+      { users: opts.users, warmup: opts.warmup, seconds: opts.duration },
+      run,
+      { ...pids, 'service (API + worker)': child.pid },
+      {
+        start: () => child.call({ cmd: 'stepStart' }),
+        end: async () => (stats = await child.call<StepStats>({ cmd: 'stepEnd' })),
+      },
+    );
     const dbMs: number[] = [];
     for (let i = 0; i < r.ids.length; i += 2000) {
       const part = await child.sql<{ ms: number }>(`select (extract(epoch from completed_at - created_at) * 1000)::float8 as ms from runs where id in (?)`, [
@@ -337,17 +351,22 @@ async function measureService(opts: TemporalBenchOptions, client: Client, addres
     let profile: ServiceProfile | null = null;
     if (opts.profile) {
       // Not in the measured window: the profiler's sampling costs the service CPU.
-      await executeLoop({ users: opts.users, warmup: 1, seconds: opts.duration }, run, {}, {
-        start: async () => {
-          await child.call({ cmd: 'stepStart', countSql: true });
-          await child.call({ cmd: 'profileStart' });
+      await executeLoop(
+        { users: opts.users, warmup: 1, seconds: opts.duration },
+        run,
+        {},
+        {
+          start: async () => {
+            await child.call({ cmd: 'stepStart', countSql: true });
+            await child.call({ cmd: 'profileStart' });
+          },
+          end: async () => {
+            const { summary, file } = await child.call<{ summary: ProfileSummary; file: string }>({ cmd: 'profileStop' });
+            const { sql } = await child.call<StepStats>({ cmd: 'stepEnd' });
+            profile = { name: 'Temporal: 3-step runs on ENGINE=temporal (API + in-process worker, main thread)', summary, file, sql };
+          },
         },
-        end: async () => {
-          const { summary, file } = await child.call<{ summary: ProfileSummary; file: string }>({ cmd: 'profileStop' });
-          const { sql } = await child.call<StepStats>({ cmd: 'stepEnd' });
-          profile = { name: 'Temporal: 3-step runs on ENGINE=temporal (API + in-process worker, main thread)', summary, file, sql };
-        },
-      });
+      );
     }
     return { ...r, stats, dbMs, history, rejected, statuses, single, loaded, eager: { sampled: sampled.length, eager }, profile };
   } finally {
@@ -417,7 +436,9 @@ function report(
     `Temporal CPU, % of one core: service step ${cpuText(service.cpu)}; floor step ${cpuText(floor.cpu)}.`,
   ];
   if (statuses.length || service.rejected || service.failed) {
-    notes.push(`Temporal service: statuses ${JSON.stringify(service.statuses)} (warm-up included), ${service.rejected} submissions refused, ${service.failed} runs not completed.`);
+    notes.push(
+      `Temporal service: statuses ${JSON.stringify(service.statuses)} (warm-up included), ${service.rejected} submissions refused, ${service.failed} runs not completed.`,
+    );
   }
   if (floor.failed) notes.push(`Temporal floor: ${floor.failed} executions failed.`);
   return {

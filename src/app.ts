@@ -123,9 +123,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
         throw listenError(err, config.port, config.host);
       });
       boundPort = port;
-      metricsUrl = (await metrics?.listen().catch((err: NodeJS.ErrnoException) => {
-        throw listenError(err, config.metrics.port ?? 0, config.host, 'METRICS_PORT');
-      })) ?? null;
+      metricsUrl =
+        (await metrics?.listen().catch((err: NodeJS.ErrnoException) => {
+          throw listenError(err, config.metrics.port ?? 0, config.host, 'METRICS_PORT');
+        })) ?? null;
       webhooks.start();
       idempotency.start();
       log.info(

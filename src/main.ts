@@ -28,16 +28,19 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownGraceMs + 5_000);
     force.unref();
-    app.close().then(stopTracing).then(
-      () => {
-        log.info({ signal }, 'stopped');
-        process.exit(0);
-      },
-      (err) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    app
+      .close()
+      .then(stopTracing)
+      .then(
+        () => {
+          log.info({ signal }, 'stopped');
+          process.exit(0);
+        },
+        (err) => {
+          log.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

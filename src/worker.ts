@@ -30,7 +30,7 @@ async function main(): Promise<void> {
     );
     process.exit(2);
   }
-  if (!config.encryptionKey) log.warn('ENCRYPTION_KEY is not set: the worker uses the key under DATA_DIR, which must be the API\'s key');
+  if (!config.encryptionKey) log.warn("ENCRYPTION_KEY is not set: the worker uses the key under DATA_DIR, which must be the API's key");
 
   const orm = await openOrm({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, preparedStatements: config.preparedStatements });
   const applied = await migrate(orm);
@@ -48,9 +48,7 @@ async function main(): Promise<void> {
   // This process has no API port: its own series (steps, runs finished, webhooks, pool) only with METRICS_PORT.
   const queue = { read: () => readQueueSnapshot({ orm }), capacity: config.runCapacity };
   const metrics =
-    config.metrics.enabled && config.metrics.port !== undefined
-      ? createMetricsEndpoint({ queue, port: config.metrics.port, host: config.host, log })
-      : null;
+    config.metrics.enabled && config.metrics.port !== undefined ? createMetricsEndpoint({ queue, port: config.metrics.port, host: config.host, log }) : null;
   const metricsUrl = await metrics?.listen();
   log.info(
     {

@@ -37,11 +37,7 @@ if (!env.TEMPORAL_ADDRESS) {
   console.log(`Temporal half: ${env.REQUIRE_TEMPORAL === '1' ? 'REQUIRED but unavailable' : 'SKIPPED'} — ${env.TEMPORAL_SKIP_REASON}`);
 }
 
-const child = spawn(
-  process.execPath,
-  ['--import', 'tsx', 'test/uvu-entry.ts', pattern],
-  { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env },
-);
+const child = spawn(process.execPath, ['--import', 'tsx', 'test/uvu-entry.ts', pattern], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env });
 
 let out = '';
 child.stdout.on('data', (chunk: Buffer) => {

@@ -140,10 +140,7 @@ export async function runWorkflow(args: RunWorkflowArgs): Promise<RunWorkflowRes
   function showStatus(status: string | null, outcome: string | null = null): void {
     if (status === null || status === shownStatus) return;
     shownStatus = status;
-    upsertSearchAttributes([
-      { key: searchAttributes.runStatus, value: status },
-      ...(outcome ? [{ key: searchAttributes.runOutcome, value: outcome }] : []),
-    ]);
+    upsertSearchAttributes([{ key: searchAttributes.runStatus, value: status }, ...(outcome ? [{ key: searchAttributes.runOutcome, value: outcome }] : [])]);
   }
 
   type Ended = { status: string | null; outcome?: string | null; reason: string | null };

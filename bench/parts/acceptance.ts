@@ -14,8 +14,22 @@ export async function acceptance(): Promise<void> {
   const floor = `${child.ready.floorUrl}/runs`;
   notes.push(`Floor database access: ${child.ready.floorDriver}.`);
   for (const c of [1, 32, 128]) {
-    const a = await loadStep(child, `POST /runs ×${c}`, { url: app, method: 'POST', connections: c, seconds: DURATION, headers: HEADERS, body: runBody(WORKFLOW_3) });
-    const f = await loadStep(child, `floor POST ×${c}`, { url: floor, method: 'POST', connections: c, seconds: DURATION, headers: HEADERS, body: runBody(WORKFLOW_3) });
+    const a = await loadStep(child, `POST /runs ×${c}`, {
+      url: app,
+      method: 'POST',
+      connections: c,
+      seconds: DURATION,
+      headers: HEADERS,
+      body: runBody(WORKFLOW_3),
+    });
+    const f = await loadStep(child, `floor POST ×${c}`, {
+      url: floor,
+      method: 'POST',
+      connections: c,
+      seconds: DURATION,
+      headers: HEADERS,
+      body: runBody(WORKFLOW_3),
+    });
     const targets: string[] = [];
     let ok = true;
     if (c >= 32) {
@@ -73,7 +87,9 @@ export async function acceptance(): Promise<void> {
 
   if (ONLY.has('poll')) {
     const [depth] = await child.sql<{ n: number }>(`select count(*)::int as n from runs where status = 'pending' and phase = 'queued'`);
-    const [last] = await child.sql<{ id: string }>(`select id from runs where status = 'pending' and phase = 'queued' order by queued_at desc, id desc limit 1`);
+    const [last] = await child.sql<{ id: string }>(
+      `select id from runs where status = 'pending' and phase = 'queued' order by queued_at desc, id desc limit 1`,
+    );
     const id = String(last!.id);
     const a = await loadStep(child, `GET /runs/{queued} ×32`, { url: `${app}/${id}`, connections: 32, seconds: DURATION, headers: HEADERS });
     const f = await loadStep(child, `floor GET (queued) ×32`, { url: `${floor}/${id}`, connections: 32, seconds: DURATION });

@@ -95,7 +95,8 @@ export async function batchesEndToEnd(child: ServerChild, app: string, waiter: W
     for (let b = 0; b < E2E_BATCHES; b++) {
       const runs = Array.from({ length: BATCH }, (_, i) => ({ workflow: WORKFLOW_3, inputs: { name: `Ada ${b}-${i}` } }));
       const res = await httpJson('POST', `${app}/batch`, { key: BENCH_KEY, body: { runs } });
-      if (res.status !== 202 || res.body.accepted !== BATCH) throw new Error(`POST /runs/batch answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+      if (res.status !== 202 || res.body.accepted !== BATCH)
+        throw new Error(`POST /runs/batch answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
       for (const item of res.body.items) finished.push(waiter.wait(String(item.run.id), 300_000));
     }
     const statuses = await Promise.all(finished);

@@ -32,7 +32,11 @@ export async function bulkCancel(): Promise<void> {
   let calls = 0;
   let cancelled = 0;
   do {
-    const res = await fetch(`${child.ready.appUrl}/v1/runs/cancel`, { method: 'POST', headers: HEADERS, body: JSON.stringify({ filter, ...(cursor ? { cursor } : {}) }) });
+    const res = await fetch(`${child.ready.appUrl}/v1/runs/cancel`, {
+      method: 'POST',
+      headers: HEADERS,
+      body: JSON.stringify({ filter, ...(cursor ? { cursor } : {}) }),
+    });
     if (res.status !== 200) throw new Error(`POST /runs/cancel answered ${res.status}: ${await res.text()}`);
     const body = (await res.json()) as { cancelled: number; nextCursor: string | null };
     calls++;

@@ -35,10 +35,9 @@ export async function endToEnd(): Promise<void> {
   const completionMs = async (ids: string[]) => {
     const ms: number[] = [];
     for (let i = 0; i < ids.length; i += 2000) {
-      const part = await child.sql<{ ms: number }>(
-        `select (extract(epoch from completed_at - created_at) * 1000)::float8 as ms from runs where id in (?)`,
-        [ids.slice(i, i + 2000)],
-      );
+      const part = await child.sql<{ ms: number }>(`select (extract(epoch from completed_at - created_at) * 1000)::float8 as ms from runs where id in (?)`, [
+        ids.slice(i, i + 2000),
+      ]);
       ms.push(...part.map((r) => Number(r.ms)));
     }
     return ms;
@@ -49,7 +48,16 @@ export async function endToEnd(): Promise<void> {
       await e2eSteps();
     } catch (err) {
       notes.push(`End-to-end NOT MEASURED: ${err instanceof Error ? err.message : String(err)}`);
-      rows.push({ group: 'End to end', name: '3-step runs, 202 → terminal', clients: String(USERS), value: 'not measured', baseline: '—', ratio: '—', target: E2E_TARGET, verdict: 'MISS' });
+      rows.push({
+        group: 'End to end',
+        name: '3-step runs, 202 → terminal',
+        clients: String(USERS),
+        value: 'not measured',
+        baseline: '—',
+        ratio: '—',
+        target: E2E_TARGET,
+        verdict: 'MISS',
+      });
     }
   }
   async function e2eSteps(): Promise<void> {
@@ -183,7 +191,8 @@ export async function endToEnd(): Promise<void> {
     await profiled(child, `end-to-end ×${USERS}`, () => closedLoop({ users: USERS, seconds: Math.min(3, DURATION), submit: submit(WORKFLOW_3), waiter }));
   }
 
-  if (ONLY.has('poll')) await pollCompleted().catch((err) => notes.push(`Polling a completed run NOT MEASURED: ${err instanceof Error ? err.message : String(err)}`));
+  if (ONLY.has('poll'))
+    await pollCompleted().catch((err) => notes.push(`Polling a completed run NOT MEASURED: ${err instanceof Error ? err.message : String(err)}`));
   async function pollCompleted(): Promise<void> {
     const { id } = await runOnce(WORKFLOW_3);
     const a = await loadStep(child, 'GET /runs/{completed} ×32', { url: `${app}/${id}`, connections: 32, seconds: DURATION, headers: HEADERS });
@@ -191,14 +200,24 @@ export async function endToEnd(): Promise<void> {
     facts.poll = a.rps;
     facts.pollFloor = f.rps;
     rows.push(
-      vsFloor(a, f, { group: 'Polling', name: 'GET /runs/{id}, completed run', clients: '32', target: '≥ 75 % of floor', verdict: a.rps >= 0.75 * f.rps ? 'met' : 'MISS' }),
+      vsFloor(a, f, {
+        group: 'Polling',
+        name: 'GET /runs/{id}, completed run',
+        clients: '32',
+        target: '≥ 75 % of floor',
+        verdict: a.rps >= 0.75 * f.rps ? 'met' : 'MISS',
+      }),
     );
     // The first page of the catalog, against the same floor: the other read held to its speed.
     const w = await loadStep(child, 'GET /workflows ×32', { url: workflows, connections: 32, seconds: DURATION, headers: HEADERS });
     facts.listWorkflows = w.rps;
-    rows.push(vsFloor(w, f, { group: 'Polling', name: 'GET /workflows, first page (floor: one run row)', clients: '32', target: '(informative)', verdict: '' }));
+    rows.push(
+      vsFloor(w, f, { group: 'Polling', name: 'GET /workflows, first page (floor: one run row)', clients: '32', target: '(informative)', verdict: '' }),
+    );
     await countKinds(child, 'GET /runs/{id} (completed)', 20, () => httpJson('GET', `${app}/${id}`, { key: BENCH_KEY }));
-    await profiled(child, 'GET /runs/{completed} ×32', () => hammer({ url: `${app}/${id}`, connections: 32, seconds: Math.min(3, DURATION), headers: HEADERS }));
+    await profiled(child, 'GET /runs/{completed} ×32', () =>
+      hammer({ url: `${app}/${id}`, connections: 32, seconds: Math.min(3, DURATION), headers: HEADERS }),
+    );
   }
   await closeChild(child);
 }

@@ -83,7 +83,10 @@ export async function executingStreams(): Promise<void> {
     `${name}: ${written.n} live events in ${r.seconds.toFixed(1)} s; published → received p50 ${published.p50.toFixed(1)} ms, p99 ${published.p99.toFixed(1)} ms; ` +
       `written → received p50 ${written.p50.toFixed(1)} ms, p99 ${written.p99.toFixed(1)} ms`,
   );
-  for (const [what, s] of [['published', published], ['written', written]] as const) {
+  for (const [what, s] of [
+    ['published', published],
+    ['written', written],
+  ] as const) {
     rows.push({
       group: 'Streams',
       name: `live event delivery, ${what} → received, ${LIVE_RUNS} executing runs, one stream each`,

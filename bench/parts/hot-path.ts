@@ -50,7 +50,9 @@ async function hotStep(child: ServerChild, name: string, opts: Parameters<typeof
   });
   if (r.failed) notes.push(`${name}: ${r.failed} failed responses (${JSON.stringify(r.statuses)})`);
   const executed = r.ok / (opts.seconds + drainMs / 1000);
-  log(`${name}: ${r.rps.toFixed(0)} req/s${drain ? ` (${executed.toFixed(0)} accepted and completed /s)` : ''}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`);
+  log(
+    `${name}: ${r.rps.toFixed(0)} req/s${drain ? ` (${executed.toFixed(0)} accepted and completed /s)` : ''}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`,
+  );
   return { ...r, executed, drainMs };
 }
 

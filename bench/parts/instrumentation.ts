@@ -22,7 +22,15 @@ export async function instrumentationCost(): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     for (const enabled of i % 2 === 0 ? [true, false] : [false, true]) {
       await child.call({ cmd: 'metrics', on: enabled });
-      const scraper = enabled ? setInterval(() => void fetch(`${child.ready.appUrl}/metrics`).then((r) => r.text()).catch(() => undefined), 5000) : null;
+      const scraper = enabled
+        ? setInterval(
+            () =>
+              void fetch(`${child.ready.appUrl}/metrics`)
+                .then((r) => r.text())
+                .catch(() => undefined),
+            5000,
+          )
+        : null;
       const r = await loadStep(child, `POST /runs ×32, metrics ${enabled ? 'on' : 'off'} (round ${i + 1})`, {
         url: app,
         method: 'POST',
@@ -41,7 +49,12 @@ export async function instrumentationCost(): Promise<void> {
   const mean = (rs: Measured[], k: 'rps' | 'p50' | 'p99') => rs.reduce((n, r) => n + r[k], 0) / rs.length;
   // Server CPU per request: what the instrumentation adds, barely moved by other work on the machine
   // (throughput is, when the machine is shared).
-  const cpuPerReq = (rs: Measured[]) => rs.reduce((n, r) => n + r.step.server.cpuMs, 0) / Math.max(1, rs.reduce((n, r) => n + r.ok, 0));
+  const cpuPerReq = (rs: Measured[]) =>
+    rs.reduce((n, r) => n + r.step.server.cpuMs, 0) /
+    Math.max(
+      1,
+      rs.reduce((n, r) => n + r.ok, 0),
+    );
   const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
   const pairs = on.map((r, i) => r.rps / off[i]!.rps);
   const cpuCost = cpuPerReq(on) / cpuPerReq(off) - 1;

@@ -23,7 +23,11 @@ export interface StreamCost {
  * themselves hold.
  */
 export async function streamCost(s: Started, count: number): Promise<StreamCost> {
-  const posted = await fetch(`${s.url}/v1/runs`, { method: 'POST', headers: DEMO, body: JSON.stringify({ workflow: WAITING_WORKFLOW, inputs: { topic: 'rain' } }) });
+  const posted = await fetch(`${s.url}/v1/runs`, {
+    method: 'POST',
+    headers: DEMO,
+    body: JSON.stringify({ workflow: WAITING_WORKFLOW, inputs: { topic: 'rain' } }),
+  });
   if (posted.status !== 202) throw new Error(`POST /runs answered ${posted.status}: ${await posted.text()}`);
   const { run } = (await posted.json()) as { run: { id: string } };
   const agent = new Agent({ keepAlive: false, maxSockets: Infinity });

@@ -52,7 +52,11 @@ export async function streams(): Promise<void> {
   const floorPort = Number(new URL(floorChild.ready.floorUrl!).port);
   const floorOffset = await clockOffset(floorChild);
   const m2 = await floorChild.call<MemoryStats>({ cmd: 'memory' });
-  const bare = await openMany(floorPort, (i) => (i < HOT ? '/sse?hot=1' : '/sse'), () => null);
+  const bare = await openMany(
+    floorPort,
+    (i) => (i < HOT ? '/sse?hot=1' : '/sse'),
+    () => null,
+  );
   await sleep(1000);
   const m3 = await floorChild.call<MemoryStats>({ cmd: 'memory' });
   const bareLive = await liveLatency(bare.clients.slice(0, HOT), (marker) => floorChild.call<number>({ cmd: 'floorBroadcast', marker }), floorOffset);
@@ -102,7 +106,10 @@ export async function streams(): Promise<void> {
   const bareRss = kib(m2, m3, 'rss');
   facts.streamHeap = heap;
   facts.streamRss = rss;
-  for (const [what, value, base] of [['heap', heap, bareHeap], ['RSS', rss, bareRss]] as const) {
+  for (const [what, value, base] of [
+    ['heap', heap, bareHeap],
+    ['RSS', rss, bareRss],
+  ] as const) {
     rows.push({
       group: 'Streams',
       name: `server memory per open SSE stream, ${what} (${STREAMS} streams)`,

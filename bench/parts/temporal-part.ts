@@ -30,6 +30,15 @@ export async function onTemporal(): Promise<void> {
     if (r.profile) profiles.push(r.profile);
   } catch (err) {
     notes.push(`Temporal NOT MEASURED: ${err instanceof Error ? err.message : String(err)}`);
-    rows.push({ group: 'Temporal', name: '3-step runs on ENGINE=temporal', clients: String(USERS), value: 'not measured', baseline: '—', ratio: '—', target: '≥ 80 % of floor', verdict: 'MISS' });
+    rows.push({
+      group: 'Temporal',
+      name: '3-step runs on ENGINE=temporal',
+      clients: String(USERS),
+      value: 'not measured',
+      baseline: '—',
+      ratio: '—',
+      target: '≥ 80 % of floor',
+      verdict: 'MISS',
+    });
   }
 }

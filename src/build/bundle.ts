@@ -18,9 +18,23 @@ export const ENTRIES = ['src/main.js', 'src/worker.js'];
  * metadata, and the migrator it would otherwise import by name is found registered.
  */
 const EXTERNAL = [
-  '@temporalio/*', '@ai-sdk/*', 'ai', '@openrouter/*', 'undici', '@scalar/*', 'graphiql', 'react', 'react-dom',
-  '@opentelemetry/sdk-*', '@opentelemetry/exporter-*', '@opentelemetry/resources', '@opentelemetry/core',
-  '@electric-sql/*', 'pg-native', '@swc/*', 'class-validator',
+  '@temporalio/*',
+  '@ai-sdk/*',
+  'ai',
+  '@openrouter/*',
+  'undici',
+  '@scalar/*',
+  'graphiql',
+  'react',
+  'react-dom',
+  '@opentelemetry/sdk-*',
+  '@opentelemetry/exporter-*',
+  '@opentelemetry/resources',
+  '@opentelemetry/core',
+  '@electric-sql/*',
+  'pg-native',
+  '@swc/*',
+  'class-validator',
 ];
 
 /**

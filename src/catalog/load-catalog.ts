@@ -206,12 +206,7 @@ class Loader {
       if (secret === undefined) continue;
       const row = (await this.q(CATALOG_PROVIDER_KEY, [accountId, provider]))[0];
       if (!row) {
-        await this.q(CATALOG_INSERT_PROVIDER_KEY, [
-          randomUUID(),
-          accountId,
-          provider,
-          this.sealer.seal(secret),
-        ]);
+        await this.q(CATALOG_INSERT_PROVIDER_KEY, [randomUUID(), accountId, provider, this.sealer.seal(secret)]);
         this.report.providerKeys.created++;
       } else if (!this.sealedEquals(row.ciphertext, secret)) {
         await this.q(CATALOG_UPDATE_PROVIDER_KEY, [this.sealer.seal(secret), row.id]);
@@ -272,13 +267,7 @@ class Loader {
     const row = (await this.q(CATALOG_WEBHOOK_ENDPOINT, [accountId, w.url]))[0];
     const events = w.events === null ? null : JSON.stringify(w.events);
     if (!row) {
-      await this.q(CATALOG_INSERT_WEBHOOK_ENDPOINT, [
-        randomUUID(),
-        accountId,
-        w.url,
-        this.sealer.seal(w.secret),
-        events,
-      ]);
+      await this.q(CATALOG_INSERT_WEBHOOK_ENDPOINT, [randomUUID(), accountId, w.url, this.sealer.seal(w.secret), events]);
       this.report.webhooks.created++;
       return;
     }
@@ -288,11 +277,7 @@ class Loader {
       this.report.webhooks.unchanged++;
       return;
     }
-    await this.q(CATALOG_UPDATE_WEBHOOK_ENDPOINT, [
-      secretSame ? row.secret_ciphertext : this.sealer.seal(w.secret),
-      events,
-      row.id,
-    ]);
+    await this.q(CATALOG_UPDATE_WEBHOOK_ENDPOINT, [secretSame ? row.secret_ciphertext : this.sealer.seal(w.secret), events, row.id]);
     this.report.webhooks.updated++;
   }
 

@@ -67,7 +67,10 @@ const instant = z.unknown().transform((v, ctx): Date => {
 });
 
 const handle = z.string().regex(HANDLE, 'must be 1-64 letters, digits, "_", "-" or "." (starting with a letter or digit)');
-const id = z.string().regex(UUID, 'must be a UUID').transform((s) => s.toLowerCase());
+const id = z
+  .string()
+  .regex(UUID, 'must be a UUID')
+  .transform((s) => s.toLowerCase());
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
 
 const whsecSecret = z
@@ -77,11 +80,17 @@ const whsecSecret = z
 
 const apiKeySchema = z.strictObject({
   secret: z.string().min(8, 'must be at least 8 characters').max(256).regex(/^\S+$/, 'must not contain whitespace'),
-  scopes: z.array(z.enum(SCOPES)).min(1, 'must name at least one scope').transform((s) => [...new Set(s)]),
+  scopes: z
+    .array(z.enum(SCOPES))
+    .min(1, 'must name at least one scope')
+    .transform((s) => [...new Set(s)]),
   rateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(60),
   /** Runs a minute the key's batches may start (docs/design/batch-runs.md#run-budget). */
   runBudgetPerMinute: z.number().int().min(1).max(1_000_000).default(RUN_BUDGET_PER_MINUTE),
-  spendCap: z.strictObject({ window: z.enum(SPEND_WINDOWS), usd: amount }).nullable().default(null),
+  spendCap: z
+    .strictObject({ window: z.enum(SPEND_WINDOWS), usd: amount })
+    .nullable()
+    .default(null),
   /** Whether the key may start runs of high priority (docs/design/flow-control.md). */
   highPriority: z.boolean().default(false),
   /** Runs of one concurrency key in flight at once (a request may lower it), or null: no bound. */
@@ -94,7 +103,12 @@ const webhookSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' }),
   secret: whsecSecret,
   /** null or absent: every terminal event. */
-  events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).transform((s) => [...new Set(s)]).nullable().default(null),
+  events: z
+    .array(z.enum(WEBHOOK_EVENTS))
+    .min(1)
+    .transform((s) => [...new Set(s)])
+    .nullable()
+    .default(null),
 });
 
 const accountSchema = z.strictObject({
@@ -195,14 +209,12 @@ export function formatIssues(error: z.ZodError): string[] {
     }
     let message = issue.message;
     const missing =
-      ('input' in issue && issue.input === undefined && issue.code !== 'custom') ||
-      (issue.code === 'invalid_type' && /received undefined$/.test(message));
+      ('input' in issue && issue.input === undefined && issue.code !== 'custom') || (issue.code === 'invalid_type' && /received undefined$/.test(message));
     if (missing) message = 'is required';
     else if (issue.code === 'invalid_type') {
       const received = /received (\w+)$/.exec(message);
       message = `must be ${article(issue.expected)}${received ? ` (got ${received[1]})` : ''}`;
-    }
-    else if (issue.code === 'invalid_value') message = `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    } else if (issue.code === 'invalid_value') message = `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     else if (issue.code === 'invalid_key') {
       const reasons = issue.issues.map((i) => (i.code === 'invalid_value' ? `expected one of ${i.values.join(', ')}` : i.message));
       message = `unknown key; ${reasons.join('; ')}`;

@@ -85,8 +85,7 @@ export function accessOf(row: WorkflowRow, accountId: string, pricing: Pricing):
   const creatorPrice = charged ? usd(row.priceUsd) : usd(0);
   const steps = row.shownVersion ? countStepNodes(row.shownVersion.graph) : 0;
   const displayed = displayedRunPrice(creatorPrice, pricing.stepUsd, steps);
-  const apiRunnableNow =
-    row.apiAccess && userAccess !== 'purchase_required' && (isOwner || !row.ownerListingsPaused) && row.shownVersion !== null;
+  const apiRunnableNow = row.apiAccess && userAccess !== 'purchase_required' && (isOwner || !row.ownerListingsPaused) && row.shownVersion !== null;
   return {
     row,
     userAccess,

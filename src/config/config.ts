@@ -9,12 +9,21 @@ import { z } from 'zod';
 
 export const DEMO_CATALOG_FILE = fileURLToPath(new URL('../../catalog/demo.yaml', import.meta.url));
 
-const flag = z.enum(['1', '0', 'true', 'false', '']).optional().transform((v) => v === '1' || v === 'true');
+const flag = z
+  .enum(['1', '0', 'true', 'false', ''])
+  .optional()
+  .transform((v) => v === '1' || v === 'true');
 /** A flag that is on unless set to 0 or false. */
-const flagOn = z.enum(['1', '0', 'true', 'false', '']).optional().transform((v) => v !== '0' && v !== 'false');
+const flagOn = z
+  .enum(['1', '0', 'true', 'false', ''])
+  .optional()
+  .transform((v) => v !== '0' && v !== 'false');
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
-const decimal = z.string().trim().regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal amount with at most 6 places');
+const decimal = z
+  .string()
+  .trim()
+  .regex(/^\d+(\.\d{1,6})?$/, 'must be a decimal amount with at most 6 places');
 
 /** MAX_STREAMS_PER_KEY when unset. */
 export const DEFAULT_MAX_STREAMS_PER_KEY = 1000;
@@ -43,7 +52,10 @@ const schema = z.object({
   PORT: int(0, 65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
   DATA_DIR: z.string().min(1).default('.data'),
   /** Named prepared statements for the hot statements; 0 behind a pooler that cannot keep them (PgBouncer in transaction mode). */
   DATABASE_PREPARED_STATEMENTS: flagOn,
@@ -52,7 +64,10 @@ const schema = z.object({
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('workflow-runs'),
   /** With ENGINE=temporal, `npm start` also runs a worker in its process; off for API-only processes. */
-  TEMPORAL_WORKER: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on').transform((v) => v === 'on' || v === '1' || v === 'true'),
+  TEMPORAL_WORKER: z
+    .enum(['on', 'off', '1', '0', 'true', 'false'])
+    .default('on')
+    .transform((v) => v === 'on' || v === '1' || v === 'true'),
   /** The Temporal CLI for `npm run temporal` and the tests; found in .venv-temporal/bin or on PATH otherwise. */
   TEMPORAL_CLI: z.string().min(1).optional(),
   /** At start, how many times a process tries to reach Temporal, and how long it waits between tries. */
@@ -80,11 +95,17 @@ const schema = z.object({
   /** 32 bytes, base64 or hex: the AES-256-GCM key for secrets at rest. Generated under DATA_DIR when unset. */
   ENCRYPTION_KEY: z.string().optional(),
   /** `off`: no /metrics and nothing recorded (the bench measures the instrumentation's cost with it). */
-  METRICS: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on').transform((v) => v === 'on' || v === '1' || v === 'true'),
+  METRICS: z
+    .enum(['on', 'off', '1', '0', 'true', 'false'])
+    .default('on')
+    .transform((v) => v === 'on' || v === '1' || v === 'true'),
   /** /metrics on a port of its own (and not on the API port); `npm run worker` serves it only with this. */
   METRICS_PORT: int(0, 65535).optional(),
   /** host:port of the Temporal SDK's own Prometheus exporter (worker processes, ENGINE=temporal). */
-  TEMPORAL_METRICS_ADDRESS: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^\s:/]+):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464').optional(),
+  TEMPORAL_METRICS_ADDRESS: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^\s:/]+):\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464')
+    .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -156,7 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const token = e.INTERNAL_API_TOKEN ?? randomBytes(24).toString('base64url');
   const catalog = e.CATALOG_FILE === undefined ? DEMO_CATALOG_FILE : e.CATALOG_FILE === 'none' ? null : e.CATALOG_FILE;
-  const opt = (k: string) => (present[k]) ?? undefined;
+  const opt = (k: string) => present[k] ?? undefined;
   return {
     port: e.PORT,
     host: e.HOST,

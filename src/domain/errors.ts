@@ -72,11 +72,7 @@ export class ApiError extends Error {
   readonly details?: InputErrorDetail[] | IntegrationErrorDetail[];
   readonly facts: ErrorFacts;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    opts: { details?: InputErrorDetail[] | IntegrationErrorDetail[]; cause?: unknown } & ErrorFacts = {},
-  ) {
+  constructor(code: ErrorCode, message: string, opts: { details?: InputErrorDetail[] | IntegrationErrorDetail[]; cause?: unknown } & ErrorFacts = {}) {
     super(message, { cause: opts.cause });
     this.name = 'ApiError';
     this.code = code;

@@ -62,7 +62,7 @@ export function checkFlowControl(body: Record<string, unknown>, key: FlowAllowan
   }
   return {
     priority: priority as Priority,
-    concurrencyKey: (concurrencyKey) ?? null,
-    concurrencyLimit: concurrencyKey === undefined ? null : ((asked) ?? key.maxConcurrentPerConcurrencyKey),
+    concurrencyKey: concurrencyKey ?? null,
+    concurrencyLimit: concurrencyKey === undefined ? null : (asked ?? key.maxConcurrentPerConcurrencyKey),
   };
 }

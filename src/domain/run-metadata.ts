@@ -14,7 +14,6 @@ export const MAX_METADATA_KEYS = 16;
 export const MAX_METADATA_KEY = 64;
 export const MAX_METADATA_VALUE = 512;
 
-
 /** The metadata of a request (`where`: how the request names it), checked; `{}` when absent (null is refused: the document allows none). */
 export function checkMetadata(value: unknown, where = 'metadata'): RunMetadata {
   if (value === undefined) return {};

@@ -68,10 +68,7 @@ export function valueLookup(graph: Graph, results: Record<string, NodeResult>, i
 }
 
 /** text.template and json.parse: pure functions of upstream values. */
-function executeSync(
-  node: GraphNode,
-  lookup: (nodeId: string) => JsonValue | undefined,
-): { result: NodeResult; deltas: string[] } {
+function executeSync(node: GraphNode, lookup: (nodeId: string) => JsonValue | undefined): { result: NodeResult; deltas: string[] } {
   if (node.kind === 'text.template') {
     const text = renderTemplate(typeof node.template === 'string' ? node.template : '', lookup);
     return { result: { status: 'completed', value: text }, deltas: chunkText(text) };
@@ -92,7 +89,6 @@ function executeSync(
   throw new Error(`${node.kind} is not a synchronous step`);
 }
 
-
 /** Computes a text.template / json.parse step from known upstream results; no I/O. */
 export function computeSyncStep(
   graph: Graph,
@@ -111,13 +107,8 @@ export function resultEvent(nodeId: string, result: NodeResult): NewRunEvent {
 
 /** The events of a text.template / json.parse step: started, its deltas, completed or failed. */
 export function syncStepEvents(nodeId: string, result: NodeResult, deltas: string[]): NewRunEvent[] {
-  return [
-    { type: 'node.started', nodeId },
-    ...deltas.map((text) => ({ type: 'node.output.delta', nodeId, data: { text } })),
-    resultEvent(nodeId, result),
-  ];
+  return [{ type: 'node.started', nodeId }, ...deltas.map((text) => ({ type: 'node.output.delta', nodeId, data: { text } })), resultEvent(nodeId, result)];
 }
-
 
 export function freeActionEffects(graph: Graph, actions: FreeAction[]) {
   const kinds = new Map(graph.nodes.map((n) => [n.id, n.kind]));
@@ -158,7 +149,6 @@ export function pendingActions(progress: { results: Record<string, NodeResult>; 
     return !(a.nodeId in progress.results);
   });
 }
-
 
 /** What a finished run is charged: the price when it completed with outcome completed, else its compute. */
 export function chargeFor(finished: Finished): 'full' | 'compute' {

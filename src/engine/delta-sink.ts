@@ -89,4 +89,3 @@ export class DeltaSink {
     await this.#chain.catch(() => undefined);
   }
 }
-

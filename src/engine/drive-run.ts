@@ -76,12 +76,7 @@ async function prepare(deps: RunsDeps, runId: string): ReturnType<typeof prepare
  * arrived meanwhile (`resumeCredentials`: the engine has no step of the run still in flight). True when
  * it wrote, so the run must be loaded again; false leaves the move to the engine.
  */
-export async function performStatusMove(
-  deps: RunsDeps,
-  s: RunState,
-  move: RunMove,
-  opts: { resumeCredentials: boolean },
-): Promise<boolean> {
+export async function performStatusMove(deps: RunsDeps, s: RunState, move: RunMove, opts: { resumeCredentials: boolean }): Promise<boolean> {
   switch (move.kind) {
     case 'prepare':
       await prepare(deps, s.runId);

@@ -56,7 +56,10 @@ async function usageCost(em: Em, credentialMode: string, usage: LlmUsage | undef
   if (!usage || credentialMode === 'byok') return ZERO;
   const price = (await getPricing(em)).models[usage.model];
   if (!price) return ZERO;
-  return usd(usage.inputTokens).times(usd(price.input)).plus(usd(usage.outputTokens).times(usd(price.output))).dividedBy(1_000_000);
+  return usd(usage.inputTokens)
+    .times(usd(price.input))
+    .plus(usd(usage.outputTokens).times(usd(price.output)))
+    .dividedBy(1_000_000);
 }
 
 function resultOf(outcome: Extract<NodeOutcome, { status: 'completed' | 'failed' }>): NodeResult {
@@ -78,9 +81,7 @@ async function executeAsync(
   // A re-execution (after a crash or a wait_signal) continues the node's log instead of repeating it.
   const prior = await query<{ type: string; data: unknown }>(em, NODE_STREAM_SO_FAR, [runId, nodeId]);
   const startedBefore = prior.some((e) => e.type === 'node.started');
-  const published = prior
-    .filter((e) => e.type === 'node.output.delta')
-    .reduce((n, e) => n + String(json<{ text?: string }>(e.data)?.text ?? '').length, 0);
+  const published = prior.filter((e) => e.type === 'node.output.delta').reduce((n, e) => n + String(json<{ text?: string }>(e.data)?.text ?? '').length, 0);
 
   if (!startedBefore) {
     const started = await fencedWrite(em, runId, {

@@ -63,7 +63,11 @@ export function createLoaders(deps: Pick<Deps, 'orm' | 'config'>, em: Em): Loade
   return {
     run: mapLoader((ids) => runsByIds(em, ids), none),
     runEvents: mapLoader((keys) => eventsForRuns(em, keys), empty<RunEvent>, childPageKey),
-    runQueue: mapLoader((rows) => queueStates(deps, rows), none, (r: RunRow) => r.id),
+    runQueue: mapLoader(
+      (rows) => queueStates(deps, rows),
+      none,
+      (r: RunRow) => r.id,
+    ),
     workflow: mapLoader((ids) => workflowsByIds(em, ids), none),
     version: mapLoader((ids) => versionsByIds(em, ids), none),
     workflowVersions: mapLoader((keys) => versionsForWorkflows(em, keys), empty<WorkflowVersion>, childPageKey),

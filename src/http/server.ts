@@ -90,8 +90,7 @@ export class HttpServer {
 
   /** `route`: the route template requests of this mount are counted under (default: a string prefix itself). */
   mount(prefix: string | ((path: string) => boolean), handler: Handler, route = typeof prefix === 'string' ? prefix : ''): void {
-    const match =
-      typeof prefix === 'function' ? prefix : (path: string) => path === prefix || path.startsWith(prefix.endsWith('/') ? prefix : `${prefix}/`);
+    const match = typeof prefix === 'function' ? prefix : (path: string) => path === prefix || path.startsWith(prefix.endsWith('/') ? prefix : `${prefix}/`);
     this.#mounts.push({ match, handler, route });
   }
 
@@ -198,11 +197,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const message =
-    status === 431
-      ? 'the request headers are too large'
-      : status === 408
-        ? 'the request took too long to arrive'
-        : 'the request could not be parsed as HTTP';
+    status === 431 ? 'the request headers are too large' : status === 408 ? 'the request took too long to arrive' : 'the request could not be parsed as HTTP';
   const body = JSON.stringify({ error: { code: 'invalid_request', message } });
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

@@ -165,7 +165,7 @@ export function traceStepKind(kind: string): void {
 export function tracedFetch(opts: { name?: string; attributes?: Attributes } = {}): typeof fetch {
   const tracer = activeTracer();
   if (!tracer) return fetch;
-  return (async (input: string | URL | Request, init?: RequestInit) => {
+  return async (input: string | URL | Request, init?: RequestInit) => {
     const request = input instanceof Request ? input : null;
     const url = new URL(request ? request.url : String(input));
     const method = methodOf(init?.method ?? request?.method ?? 'GET');
@@ -194,7 +194,7 @@ export function tracedFetch(opts: { name?: string; attributes?: Attributes } = {
     } finally {
       span.end();
     }
-  });
+  };
 }
 
 /** The fetch a provider's SDK client gets: undefined (the SDK's own default) when tracing is off. */
@@ -222,16 +222,20 @@ export function traceWebhookDelivery<T extends { kind?: string; statusCode?: num
   const tracer = activeTracer();
   if (!tracer) return fn();
   const parent = contextFromCarrier(stored);
-  const span = tracer.startSpan(`webhook ${d.eventType}`, {
-    kind: SpanKind.CLIENT,
-    attributes: {
-      [ATTR_HTTP_REQUEST_METHOD]: 'POST',
-      'wr.run.id': d.runId,
-      'wr.webhook.delivery_id': d.id,
-      'wr.webhook.event_type': d.eventType,
-      'wr.webhook.attempt': d.attempts + 1,
+  const span = tracer.startSpan(
+    `webhook ${d.eventType}`,
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        [ATTR_HTTP_REQUEST_METHOD]: 'POST',
+        'wr.run.id': d.runId,
+        'wr.webhook.delivery_id': d.id,
+        'wr.webhook.event_type': d.eventType,
+        'wr.webhook.attempt': d.attempts + 1,
+      },
     },
-  }, parent);
+    parent,
+  );
   return within(span, parent, async () => {
     const r = await fn();
     if (typeof r.statusCode === 'number') span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, r.statusCode);

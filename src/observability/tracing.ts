@@ -33,8 +33,18 @@ const INSTRUMENTATION_NAME = 'workflow-run-api';
 
 /** True when the environment asks for tracing: an OTLP endpoint is set and the SDK is not disabled. */
 export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
-  if (String(env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return false;
-  if (String(env.OTEL_TRACES_EXPORTER ?? '').trim().toLowerCase() === 'none') return false;
+  if (
+    String(env.OTEL_SDK_DISABLED ?? '')
+      .trim()
+      .toLowerCase() === 'true'
+  )
+    return false;
+  if (
+    String(env.OTEL_TRACES_EXPORTER ?? '')
+      .trim()
+      .toLowerCase() === 'none'
+  )
+    return false;
   return Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
 }
 
@@ -71,7 +81,9 @@ export async function startTracing(log: Logger, env: NodeJS.ProcessEnv = process
   const { OTLPTraceExporter } =
     protocol === 'http/json' ? await import('@opentelemetry/exporter-trace-otlp-http') : await import('@opentelemetry/exporter-trace-otlp-proto');
   // Service name: OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over this default.
-  const resource = Resource.default().merge(new Resource({ 'service.name': DEFAULT_SERVICE_NAME })).merge(envDetectorSync.detect());
+  const resource = Resource.default()
+    .merge(new Resource({ 'service.name': DEFAULT_SERVICE_NAME }))
+    .merge(envDetectorSync.detect());
   const processor = new BatchSpanProcessor(new OTLPTraceExporter());
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   // Registers the AsyncLocalStorage context manager and the W3C trace-context + baggage propagators.

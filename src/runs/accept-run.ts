@@ -71,9 +71,9 @@ const acceptances = new Batch<RunAcceptance>({
  */
 export async function acceptRuns(em: StatementEm, deps: Deps, calls: readonly AcceptCall[]): Promise<(Acceptance | ApiError)[]> {
   const values = calls.map((c) => acceptanceOf(deps, c.run, c.idempotencyKey, c.fingerprint, c.token, null));
-  const rows = (
-    values.length === 1 ? await acceptances.run(em, values[0]) : await query(em, ACCEPT_RUNS, acceptRunsValues(values))
-  ) as (AcceptedRow & { ord?: number })[];
+  const rows = (values.length === 1 ? await acceptances.run(em, values[0]) : await query(em, ACCEPT_RUNS, acceptRunsValues(values))) as (AcceptedRow & {
+    ord?: number;
+  })[];
   if (rows.length !== calls.length) throw new Error('POST /runs: the acceptance statement did not answer every call');
   return rows.map((row, i) => outcomeOf(row, calls[i]));
 }

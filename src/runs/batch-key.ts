@@ -38,13 +38,7 @@ export async function refuseOtherBody(em: StatementEm, deps: Deps, principal: Pr
  * one after the other, and the second meets the first's records and is refused whole, so none of its
  * items (not even those past the first body's length) is written.
  */
-export async function underBatchKey<T>(
-  deps: Deps,
-  principal: Principal,
-  batch: BatchKey,
-  n: number,
-  accept: (tx: StatementEm) => Promise<T>,
-): Promise<T> {
+export async function underBatchKey<T>(deps: Deps, principal: Principal, batch: BatchKey, n: number, accept: (tx: StatementEm) => Promise<T>): Promise<T> {
   return outsideTransaction(deps.orm).transactional(async (tx) => {
     await query(tx, LOCK_BATCH_KEY, [principal.accountId, deps.sealer.mac(batch.key)]);
     await refuseOtherBody(tx, deps, principal, batch, n);

@@ -66,7 +66,10 @@ const OVERDUE_BATCH = 100;
  */
 export async function cancelOverdueRuns(deps: RunsDeps, engine: EnginePort, exceptLeaseOwner: string | null = null): Promise<string[]> {
   const overdue = await query<{ id: string }>(fork(deps), OVERDUE_RUNS, [engine.name, exceptLeaseOwner, OVERDUE_BATCH]);
-  const cancelled = await commitCancellations(deps, overdue.map(({ id }) => String(id)));
+  const cancelled = await commitCancellations(
+    deps,
+    overdue.map(({ id }) => String(id)),
+  );
   await tellCancelled(deps, engine, cancelled);
   return cancelled;
 }

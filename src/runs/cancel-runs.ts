@@ -47,7 +47,6 @@ export async function cancelRuns(deps: Deps, accountId: string, body: unknown, o
   if (selection.kind === 'filter') return { ...result, nextCursor: selected.nextCursor };
   const done = new Set(cancelled);
   const found = new Set(selected.runs.map((r) => r.id));
-  const outcome = (id: string): CancelOutcome =>
-    !found.has(id.toLowerCase()) ? 'not_found' : done.has(id.toLowerCase()) ? 'cancelled' : 'already_terminal';
+  const outcome = (id: string): CancelOutcome => (!found.has(id.toLowerCase()) ? 'not_found' : done.has(id.toLowerCase()) ? 'cancelled' : 'already_terminal');
   return { ...result, results: selection.ids.map((id) => ({ id, outcome: outcome(id) })) };
 }

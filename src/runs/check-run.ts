@@ -99,11 +99,7 @@ async function resolveVersion(em: StatementEm, a: WorkflowAccess, requested: str
     return a.row.shownVersion;
   }
   if (!isUuid(requested)) throw unusable();
-  const allowed = a.isOwner
-    ? true
-    : a.row.pinnedVersionId
-      ? requested === a.row.pinnedVersionId
-      : requested === a.row.activeVersionId;
+  const allowed = a.isOwner ? true : a.row.pinnedVersionId ? requested === a.row.pinnedVersionId : requested === a.row.activeVersionId;
   if (!allowed) throw unusable();
   const versions = (memo.versions ??= new Map());
   let found = versions.get(`${a.row.id}:${requested}`);

@@ -19,12 +19,7 @@ export interface CountedStart extends StartRunResult {
 }
 
 /** Reads the request (`read`: the adapter's body parsing), counts it, then starts the run. */
-export async function startCountedRun(
-  deps: Deps,
-  principal: Principal,
-  limiter: RateLimiter,
-  read: () => Promise<StartRunRequest>,
-): Promise<CountedStart> {
+export async function startCountedRun(deps: Deps, principal: Principal, limiter: RateLimiter, read: () => Promise<StartRunRequest>): Promise<CountedStart> {
   return counting(principal, limiter, read, async (request, rateLimit) => ({ ...(await startRun(deps, principal, request)), rateLimit }));
 }
 
@@ -39,12 +34,7 @@ export interface CountedBatch {
  * Counts POST /runs/batch as one request, reads and checks it, then draws its runs from the key's run
  * budget (all or none: 429 when the budget cannot hold them) and starts them.
  */
-export async function startCountedBatch(
-  deps: Deps,
-  principal: Principal,
-  limiter: RateLimiter,
-  read: () => Promise<StartBatchRequest>,
-): Promise<CountedBatch> {
+export async function startCountedBatch(deps: Deps, principal: Principal, limiter: RateLimiter, read: () => Promise<StartBatchRequest>): Promise<CountedBatch> {
   return counting(principal, limiter, read, async (request, rateLimit) => {
     const batch = await checkBatch(deps, principal, request);
     const runBudget = await limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, batch.runs.length);
@@ -92,7 +82,12 @@ export function refuseStart(principal: Principal, limiter: RateLimiter, err: unk
  */
 async function counted(rate: RequestRate, err: unknown): Promise<unknown> {
   if (err instanceof UnreceivedBody) return err;
-  const answer = rate.settled ? err : await rate.count().then(() => err, (refused: unknown) => refused);
+  const answer = rate.settled
+    ? err
+    : await rate.count().then(
+        () => err,
+        (refused: unknown) => refused,
+      );
   if (rate.decision && answer instanceof ApiError && !answer.facts.rateLimit) answer.facts.rateLimit = rate.decision;
   return answer;
 }

@@ -28,11 +28,8 @@ export async function credentialsAvailable(deps: RunsDeps, runId: string): Promi
   const run = await readRun(em, runId);
   if (!run) return false;
   const graph = await graphOf(em, run.versionId);
-  const wanted = new Set(
-    graph.nodes.filter((n) => n.kind === 'llm.chat' && !run.progress.results[n.id]).map((n) => (n.kind === 'llm.chat' ? n.provider : '')),
-  );
+  const wanted = new Set(graph.nodes.filter((n) => n.kind === 'llm.chat' && !run.progress.results[n.id]).map((n) => (n.kind === 'llm.chat' ? n.provider : '')));
   if (wanted.size === 0) return false;
   const rows = await query<{ name: string }>(em, SUPPLIED_CREDENTIALS, [runId]);
   return rows.some((r) => wanted.has(r.name as Provider));
 }
-

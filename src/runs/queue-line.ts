@@ -24,7 +24,6 @@ import { LINE_POSITIONS, NUMBER_BATCH, NUMBER_QUEUED_RUNS } from '../sql/queue-l
  * Numbers are assigned in one transaction from the highest number in use, so they have no gaps.
  */
 
-
 /**
  * How soon after an acceptance the process numbers the runs accepted meanwhile. A run admitted within
  * that time is never numbered (a number is one more row version of the run, and numbering makes every

@@ -28,7 +28,6 @@ export interface RateLimiter {
   draw(keyId: string, budget: number, runs: number): Promise<RateDecision>;
 }
 
-
 function refuse(limit: number, oldestMs: number, now: number): never {
   requestRateLimited('runs_per_minute');
   const retry = Math.max(1, Math.ceil((oldestMs + WINDOW_MS - now) / 1000));

@@ -44,7 +44,6 @@ export type StepOutcome =
   /** The step did not (or no longer may) run: the run is terminal (cancelled, compute limit…) or not running. */
   | { type: 'not_runnable'; status: RunStatus | null };
 
-
 /**
  * A text.template / json.parse step computed from the results the caller knows (`args.known`), without
  * reading the run; null when the node is not such a step (the caller takes the general path).
@@ -94,7 +93,6 @@ export async function executeSyncStep(
   }
   return explainRefusal(deps, runId, nodeId);
 }
-
 
 /** Why a fenced step write did not happen: result already there, run not running, or the compute limit. */
 export async function explainRefusal(deps: RunsDeps, runId: string, nodeId: string): Promise<StepOutcome> {

@@ -97,10 +97,15 @@ export type ReplayItem = { index: number; run: AcceptedRun } | { index: number; 
  */
 export async function replayRuns(deps: Deps, principal: Principal, body: unknown, limiter?: RateLimiter) {
   if (!limiter) return { ...(await replaySet(deps, principal, body)), rateLimit: undefined, runBudget: undefined };
-  return counting(principal, limiter, async () => body, async (_body, rateLimit) => {
-    const draw = (runs: number) => limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, runs);
-    return { ...(await replaySet(deps, principal, body, draw)), rateLimit };
-  });
+  return counting(
+    principal,
+    limiter,
+    async () => body,
+    async (_body, rateLimit) => {
+      const draw = (runs: number) => limiter.draw(principal.apiKeyId, principal.runBudgetPerMinute, runs);
+      return { ...(await replaySet(deps, principal, body, draw)), rateLimit };
+    },
+  );
 }
 
 /** The replays of a selection: each run's replay body built (or refused), the budget drawn for them, then started together. */
@@ -109,7 +114,15 @@ async function replaySet(deps: Deps, principal: Principal, body: unknown, draw?:
   const given = body as Record<string, unknown>;
   const options = parseReplayOptions(Object.fromEntries(OPTION_KEYS.filter((k) => given[k] !== undefined).map((k) => [k, given[k]])));
   const selected = await selectRuns(deps, principal.accountId, selection);
-  const runs = new Map((await replayedRuns(deps, principal.accountId, selected.runs.map((r) => r.id))).map((r) => [r.id, r]));
+  const runs = new Map(
+    (
+      await replayedRuns(
+        deps,
+        principal.accountId,
+        selected.runs.map((r) => r.id),
+      )
+    ).map((r) => [r.id, r]),
+  );
   const order = selection.kind === 'ids' ? selection.ids.map((id) => id.toLowerCase()) : selected.runs.map((r) => r.id);
   const items: ReplayItem[] = new Array(order.length);
   const toStart: { index: number; body: Record<string, unknown>; replayOf: string }[] = [];

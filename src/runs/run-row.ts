@@ -43,7 +43,6 @@ export interface RunRow {
   queuePosition?: number | null;
 }
 
-
 export function mapRunRow(r: Record<string, unknown>): RunRow {
   return {
     id: String(r.id),
@@ -108,4 +107,3 @@ export function toPublicRun(run: RunRow, queue: RunQueue | null) {
 }
 
 export type PublicRun = ReturnType<typeof toPublicRun>;
-

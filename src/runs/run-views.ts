@@ -45,8 +45,7 @@ export function assertOutputsFit(run: RunRow, maxBytes: number): void {
 
 export function toRunListItem(run: RunRow) {
   // A list item is the Run without its reason, queue and outputs, and with `suspended` shown as running.
-  const { id, workflowId, workflowVersionId, startedAt, completedAt, displayedChargeUsd, billingStatus, outcome, metadata, deadline } =
-    toPublicRun(run, null);
+  const { id, workflowId, workflowVersionId, startedAt, completedAt, displayedChargeUsd, billingStatus, outcome, metadata, deadline } = toPublicRun(run, null);
   const status = run.status === 'suspended' ? ('running' as const) : run.status;
   return { id, status, workflowId, workflowVersionId, startedAt, completedAt, displayedChargeUsd, billingStatus, outcome, metadata, deadline };
 }

@@ -73,7 +73,10 @@ export async function startBatch(deps: Deps, principal: Principal, { runs, optio
   const outcomes = await startRuns(deps, principal, runs, options);
   const items = outcomes.map((o): BatchItem => ('error' in o ? { index: o.index, error: errorBody(o.error) } : { index: o.index, run: o.run }));
   const refused = items.filter((i) => 'error' in i);
-  runBatchAnswered(items.length, refused.map((i) => ('error' in i ? i.error.code : '')));
+  runBatchAnswered(
+    items.length,
+    refused.map((i) => ('error' in i ? i.error.code : '')),
+  );
   return { items, accepted: items.length - refused.length, refused: refused.length };
 }
 

@@ -96,14 +96,16 @@ export class PostgresStreamSlots implements StreamSlots {
 
   release(holder: string): void {
     this.#held--;
-    query(this.#em(), RELEASE_STREAM_SLOT, [holder, this.processId])
-      .catch((err) => this.log.warn({ err }, 'could not give back a stream slot (its lease expires instead)'));
+    query(this.#em(), RELEASE_STREAM_SLOT, [holder, this.processId]).catch((err) =>
+      this.log.warn({ err }, 'could not give back a stream slot (its lease expires instead)'),
+    );
   }
 
   async close(): Promise<void> {
     clearInterval(this.#timer);
-    await query(this.#em(), DROP_STREAM_SLOT_LEASES, [this.processId])
-      .catch((err) => this.log.warn({ err }, 'could not give back the stream slots (their leases expire instead)'));
+    await query(this.#em(), DROP_STREAM_SLOT_LEASES, [this.processId]).catch((err) =>
+      this.log.warn({ err }, 'could not give back the stream slots (their leases expire instead)'),
+    );
   }
 
   async #renew(): Promise<void> {

@@ -40,12 +40,7 @@ export async function supplyRunCredentials(deps: Deps, runId: string, credential
     if (!run) throw notFound('run');
     if (isTerminal(run.status)) return null;
     const providers = [...byProvider.keys()];
-    await query(tx, STORE_CREDENTIALS, [
-      runId,
-      providers.map(() => randomUUID()),
-      providers,
-      providers.map((p) => deps.sealer.seal(byProvider.get(p)!)),
-    ]);
+    await query(tx, STORE_CREDENTIALS, [runId, providers.map(() => randomUUID()), providers, providers.map((p) => deps.sealer.seal(byProvider.get(p)!))]);
     return { accountId: String(run.account_id) };
   });
 

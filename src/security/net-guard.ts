@@ -76,7 +76,7 @@ const BLOCKED_V4: readonly V4Range[] = [
 function inV4(addr: number, [base, bits]: V4Range): boolean {
   if (bits === 0) return true;
   const mask = (0xffffffff << (32 - bits)) >>> 0;
-  return ((addr & mask) >>> 0) === ((base & mask) >>> 0);
+  return (addr & mask) >>> 0 === (base & mask) >>> 0;
 }
 
 function parseV6(text: string): bigint {
@@ -204,11 +204,7 @@ export async function assertPublicUrl(url: string, opts: NetGuardOptions): Promi
 // ---------------------------------------------------------------------------------------------------
 // Connect-time check
 
-type LookupCallback = (
-  err: NodeJS.ErrnoException | null,
-  address: string | LookupAddress[],
-  family?: number,
-) => void;
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
  * A `lookup` with the signature `net.connect` (and so undici's `connect.lookup`) expects: resolves with

@@ -39,11 +39,10 @@ export const EXPIRED_CREDENTIAL_WAITS = statement(
  * own, so one statement does what took a lock and a round before. Returns the admitted runs (id and
  * STATE_COLUMNS), or one row with a null id, each with `looked_at` and `picked_count` (see `admitted`).
  */
-export const ADMIT_QUEUED = statement(
-  'admit_queued',
-  'select * from wr_admit_queued($1::int, $2::text, $3::int, $4::text, $5::float8)',
-  [RunSchema, AccountSchema],
-);
+export const ADMIT_QUEUED = statement('admit_queued', 'select * from wr_admit_queued($1::int, $2::text, $3::int, $4::text, $5::float8)', [
+  RunSchema,
+  AccountSchema,
+]);
 
 export interface AdmitFromQueueArgs {
   capacity: number;

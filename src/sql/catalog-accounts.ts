@@ -75,11 +75,9 @@ export const CATALOG_INSERT_PROVIDER_KEY = statement(
 );
 
 /** $1 sealed key, $2 provider key id. */
-export const CATALOG_UPDATE_PROVIDER_KEY = statement(
-  'catalog_update_provider_key',
-  `update provider_keys set ciphertext = $1 where id = $2::uuid`,
-  [ProviderKeySchema],
-);
+export const CATALOG_UPDATE_PROVIDER_KEY = statement('catalog_update_provider_key', `update provider_keys set ciphertext = $1 where id = $2::uuid`, [
+  ProviderKeySchema,
+]);
 
 /** $1 key hash. */
 export const CATALOG_API_KEY_BY_HASH = statement('catalog_api_key_by_hash', `select * from api_keys where key_hash = $1`, [ApiKeySchema]);

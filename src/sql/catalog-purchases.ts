@@ -8,11 +8,9 @@ import { BundleSchema, PurchaseSchema } from '../db/entities/index.ts';
  */
 
 /** $1 account id, $2 workflow id. */
-export const CATALOG_PURCHASE = statement(
-  'catalog_purchase',
-  `select id from purchases where account_id = $1::uuid and workflow_id = $2::uuid`,
-  [PurchaseSchema],
-);
+export const CATALOG_PURCHASE = statement('catalog_purchase', `select id from purchases where account_id = $1::uuid and workflow_id = $2::uuid`, [
+  PurchaseSchema,
+]);
 
 /** $1 id, $2 account id, $3 workflow id, $4 pinned version id. */
 export const CATALOG_INSERT_PURCHASE = statement(

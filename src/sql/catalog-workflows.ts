@@ -56,11 +56,9 @@ export const CATALOG_VERSION_BY_ID = statement(
 );
 
 /** A version of workflow $1 by its id $2. */
-export const CATALOG_VERSION_ID = statement(
-  'catalog_version_id',
-  `select id from workflow_versions where workflow_id = $1::uuid and id = $2::uuid`,
-  [WorkflowVersionSchema],
-);
+export const CATALOG_VERSION_ID = statement('catalog_version_id', `select id from workflow_versions where workflow_id = $1::uuid and id = $2::uuid`, [
+  WorkflowVersionSchema,
+]);
 
 /** A version of workflow $1 by its label $2. */
 export const CATALOG_VERSION_ID_BY_LABEL = statement(

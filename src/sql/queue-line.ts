@@ -32,9 +32,7 @@ export const NUMBER_QUEUED_RUNS = statement('number_queued_runs', 'select number
  * queued run, by `wr_fair_place` (src/db/migrations/Migration20261208000000RunPriorityAndFairness.ts),
  * with the snapshot of the statement that reads the run, so the place and the status agree.
  */
-export const positionSql = (t: string) =>
-  `case when ${queuedRun(t)} then wr_fair_place(${t}.priority, ${t}.fair_pass, ${t}.queued_at, ${t}.id) end`;
+export const positionSql = (t: string) => `case when ${queuedRun(t)} then wr_fair_place(${t}.priority, ${t}.fair_pass, ${t}.queued_at, ${t}.id) end`;
 
 /** $1 run ids: the place of each (null: not queued). */
 export const LINE_POSITIONS = statement('line_positions', `select r.id, ${positionSql('r')} as position from runs r where r.id = any($1::uuid[])`, [RunSchema]);
-

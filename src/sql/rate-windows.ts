@@ -58,7 +58,6 @@ export interface HitRow {
   now_ms: number;
 }
 
-
 /**
  * CTEs counting a set of calls in their keys' windows, over a CTE `call` (`ord`, `api_key_id`,
  * `rate_limit`; a call with a null limit is not counted): `window_count`, one upsert per key in key order

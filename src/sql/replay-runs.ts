@@ -9,4 +9,3 @@ export const RUNS_TO_REPLAY = statement(
   'select id, workflow_id, version_id, inputs, metadata from runs where id = any($1::uuid[]) and account_id = $2',
   [RunSchema],
 );
-

@@ -14,4 +14,3 @@ export const NOTIFY_EACH = statement('notify_each', 'select pg_notify($1, p) fro
 
 /** $1 channel, $2 payload. */
 export const NOTIFY_ONE = statement('notify_one', 'select pg_notify($1, $2)', []);
-

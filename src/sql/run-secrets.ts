@@ -10,11 +10,9 @@ import { RunSecretSchema } from '../db/entities/index.ts';
 export const READ_RUN_SECRETS = statement('read_run_secrets', 'select kind, name, ciphertext from run_secrets where run_id = $1', [RunSecretSchema]);
 
 /** $1 run id: the providers with supplied credentials. */
-export const SUPPLIED_CREDENTIALS = statement(
-  'supplied_credentials',
-  `select name from run_secrets where run_id = $1 and kind = 'provider_credential'`,
-  [RunSecretSchema],
-);
+export const SUPPLIED_CREDENTIALS = statement('supplied_credentials', `select name from run_secrets where run_id = $1 and kind = 'provider_credential'`, [
+  RunSecretSchema,
+]);
 
 /** $1 run id, $2 provider: one row when a credential for it was supplied. */
 export const SUPPLIED_CREDENTIAL = statement(

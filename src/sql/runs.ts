@@ -55,8 +55,7 @@ export const RUN_SCHEDULE = statement(
 );
 
 /** The list's time range on table or alias `t`: $6, $7 created at or after, before (or null: unbounded), as a range of an index. */
-const createdWithin = (t: string) =>
-  `${t}.created_at >= coalesce($6::timestamptz, '-infinity') and ${t}.created_at < coalesce($7::timestamptz, 'infinity')`;
+const createdWithin = (t: string) => `${t}.created_at >= coalesce($6::timestamptz, '-infinity') and ${t}.created_at < coalesce($7::timestamptz, 'infinity')`;
 
 /** The list's other filters on alias `r`: $2 statuses or null (any), $3 workflow or null (any). */
 const statusAndWorkflow = (r: string) => `($2::text[] is null or ${r}.status = any($2::text[])) and ($3::uuid is null or ${r}.workflow_id = $3::uuid)`;
@@ -134,11 +133,9 @@ export const MATCH_RUNS_BY_LABEL = statement(
 );
 
 /** $1 run ids, $2 account: the status of each of them the account owns (another account's run is as unknown as a missing one). */
-export const ACCOUNT_RUN_STATUSES = statement(
-  'account_run_statuses',
-  'select id, status from runs where id = any($1::uuid[]) and account_id = $2',
-  [RunSchema],
-);
+export const ACCOUNT_RUN_STATUSES = statement('account_run_statuses', 'select id, status from runs where id = any($1::uuid[]) and account_id = $2', [
+  RunSchema,
+]);
 
 /**
  * Runs past their Cancel-After deadline (runs_deadline_idx), most overdue first: $1 engine, $2 a lease

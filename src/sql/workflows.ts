@@ -52,11 +52,12 @@ const ACCESS = `(case when w.owner_id = $1::uuid then 'owned' when p.id is not n
                       when w.unlock then 'purchase_required' else 'wallet' end)`;
 
 /** One workflow (its detail, a run's acceptance), with no run count to add up: $1 caller, $2 workflow id. */
-export const FIND_VISIBLE_WORKFLOW = statement(
-  'find_visible_workflow',
-  `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`,
-  [WorkflowSchema, AccountSchema, PurchaseSchema, WorkflowVersionSchema],
-);
+export const FIND_VISIBLE_WORKFLOW = statement('find_visible_workflow', `${select('null::int')} where w.id = $2::uuid and ${VISIBLE}`, [
+  WorkflowSchema,
+  AccountSchema,
+  PurchaseSchema,
+  WorkflowVersionSchema,
+]);
 
 /**
  * FIND_VISIBLE_WORKFLOW for POST /runs, counting the request in its API key's rate window in the same

@@ -67,7 +67,10 @@ t('/docs renders the API reference in Chromium: the operations and the /runs pat
     await p.page.getByText('Start an asynchronous run', { exact: true }).first().click();
     await p.page.getByText('/runs', { exact: true }).first().waitFor({ state: 'visible', timeout: 30_000 });
     assert.ok(await p.page.getByText('Prefer: wait=10').first().isVisible(), 'the request example shows the Prefer header');
-    assert.ok(p.urls.some((u) => u.endsWith('/v1/openapi.json')), 'the document is read from /v1/openapi.json');
+    assert.ok(
+      p.urls.some((u) => u.endsWith('/v1/openapi.json')),
+      'the document is read from /v1/openapi.json',
+    );
     assertOnlyThisServer(p.urls, ctx.t.url);
     assert.equal(p.errors, [], 'no console errors (a CSP violation is one)');
   } finally {
@@ -84,13 +87,17 @@ t('GraphiQL at /graphql runs a query with the token set in its Headers editor, f
     assert.match(text, /"handle": "alice"/);
     assertOnlyThisServer(p.urls, ctx.t.url);
     // Before the token is set the schema fetch is 401: the only errors allowed.
-    assert.equal(p.errors.filter((e) => !/status of 401/.test(e)), [], 'no console errors besides the 401 before the token was set');
+    assert.equal(
+      p.errors.filter((e) => !/status of 401/.test(e)),
+      [],
+      'no console errors besides the 401 before the token was set',
+    );
   } finally {
     await p.page.close();
   }
 });
 
-t('a subscription typed into GraphiQL streams the run\'s events over graphql-sse (/graphql/stream)', async (ctx) => {
+t("a subscription typed into GraphiQL streams the run's events over graphql-sse (/graphql/stream)", async (ctx) => {
   const p = await openPage(ctx);
   if (!p) return;
   try {
@@ -98,7 +105,10 @@ t('a subscription typed into GraphiQL streams the run\'s events over graphql-sse
     assert.is(started.status, 202);
     const text = await runInGraphiql(p.page, ctx.t.url, `subscription { runEvents(runId: "${started.body.run.id}") { sequence type } }`, TOKEN, '"run.queued"');
     assert.match(text, /"sequence": 1/);
-    assert.ok(p.urls.some((u) => u === `${ctx.t.url}/graphql/stream`), 'sent to the SSE endpoint');
+    assert.ok(
+      p.urls.some((u) => u === `${ctx.t.url}/graphql/stream`),
+      'sent to the SSE endpoint',
+    );
     assertOnlyThisServer(p.urls, ctx.t.url);
   } finally {
     await p.page.close();
@@ -142,7 +152,11 @@ t('the pages and assets have the right content types, caching and CSP; unknown a
 t('/graphql answers API clients as before: 401 without the token, JSON for a GET query with it', async ({ t: app }) => {
   const page = await fetch(`${app.url}/graphql`, { headers: { accept: 'text/html' } });
   assert.is(page.status, 200, 'a browser gets the explorer without a token');
-  const anonymous = await fetch(`${app.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+  const anonymous = await fetch(`${app.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query: '{ __typename }' }),
+  });
   assert.is(anonymous.status, 401);
   const q = encodeURIComponent('{ account(handle: "alice") { handle } }');
   for (const accept of ['application/json', 'application/graphql-response+json, text/html']) {

@@ -57,7 +57,10 @@ test('wr batch: all accepted is exit code 0; a line that is not JSON is a usage 
 
 test('client.startRuns: items in order, retried under one key (the same runs)', async () => {
   const client = new WorkflowRunClient({ apiKey: 'wr_demo_key', baseUrl: t.base });
-  const runs: StartRunsItem[] = [{ workflow: GREETING, inputs: { name: 'Ed' } }, { workflow: GREETING, inputs: { nope: 1 } }];
+  const runs: StartRunsItem[] = [
+    { workflow: GREETING, inputs: { name: 'Ed' } },
+    { workflow: GREETING, inputs: { nope: 1 } },
+  ];
   const first = await client.startRuns(runs, { idempotencyKey: `client-batch-${Date.now()}` });
   assert.is(first.accepted, 1);
   assert.is(first.refused, 1);

@@ -28,14 +28,19 @@ test('wr run --priority high --concurrency-key K starts the run with both; wr ru
   const r = await wr(['run', GREETING, '--input', 'name=Ada', '--input', 'tone=formal', '--priority', 'high', '--concurrency-key', customer, '--json']);
   assert.is(r.code, 0, r.stderr);
   const run = JSON.parse(r.stdout);
-  const [row] = await t.deps.orm.em.fork().execute<{ priority: number; concurrency_key: string; concurrency_limit: number }[]>(
-    'select priority, concurrency_key, concurrency_limit from runs where id = ?',
-    [run.id],
-  );
+  const [row] = await t.deps.orm.em
+    .fork()
+    .execute<{ priority: number; concurrency_key: string; concurrency_limit: number }[]>(
+      'select priority, concurrency_key, concurrency_limit from runs where id = ?',
+      [run.id],
+    );
   assert.equal({ ...row }, { priority: 0, concurrency_key: customer, concurrency_limit: 4 }, 'high, the key, and the catalog’s bound of wr_demo_key');
   const list = await wr(['runs', 'list', '--concurrency-key', customer, '--json']);
   assert.is(list.code, 0, list.stderr);
-  assert.equal(JSON.parse(list.stdout).runs.map((x: { id: string }) => x.id), [run.id]);
+  assert.equal(
+    JSON.parse(list.stdout).runs.map((x: { id: string }) => x.id),
+    [run.id],
+  );
   const wrong = await wr(['run', GREETING, '--input', 'name=Ada', '--input', 'tone=formal', '--priority', 'urgent']);
   assert.is(wrong.code, 2, 'an unknown priority is a usage error');
 });

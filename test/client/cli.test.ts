@@ -46,7 +46,10 @@ test('wr run --json prints only the final Run as JSON', async () => {
   assert.is(r.code, 0, r.stderr);
   const run = JSON.parse(r.stdout);
   assert.equal([run.status, run.outcome, run.billingStatus], ['completed', 'completed', 'settled']);
-  assert.equal(run.outputs.map((o: { value: string }) => o.value), ['Good day, Ada. It is a pleasure to meet you.']);
+  assert.equal(
+    run.outputs.map((o: { value: string }) => o.value),
+    ['Good day, Ada. It is a pleasure to meet you.'],
+  );
   const fetched = await t.call('GET', `/runs/${run.id}`, { key: 'wr_demo_key' });
   assert.equal(run, fetched.body);
 });
@@ -54,14 +57,31 @@ test('wr run --json prints only the final Run as JSON', async () => {
 test('wr run --metadata k=v --cancel-after 5m labels the run and sets its deadline; wr runs list --metadata k=v --since finds it', async () => {
   const since = new Date(Date.now() - 60_000).toISOString();
   const label = `cli-${Date.now()}`;
-  const r = await wr(['run', GREETING, '--input', 'name=Ada', '--input', 'tone=formal', '--metadata', `batch=${label}`, '--metadata', 'note=a=b', '--cancel-after', '5m', '--json']);
+  const r = await wr([
+    'run',
+    GREETING,
+    '--input',
+    'name=Ada',
+    '--input',
+    'tone=formal',
+    '--metadata',
+    `batch=${label}`,
+    '--metadata',
+    'note=a=b',
+    '--cancel-after',
+    '5m',
+    '--json',
+  ]);
   assert.is(r.code, 0, r.stderr);
   const run = JSON.parse(r.stdout);
   assert.equal(run.metadata, { batch: label, note: 'a=b' });
   assert.ok(run.deadline && Date.parse(run.deadline) > Date.now(), `the deadline is ahead: ${run.deadline}`);
   const list = await wr(['runs', 'list', '--metadata', `batch=${label}`, '--since', since, '--json']);
   assert.is(list.code, 0, list.stderr);
-  assert.equal(JSON.parse(list.stdout).runs.map((row: { id: string }) => row.id), [run.id]);
+  assert.equal(
+    JSON.parse(list.stdout).runs.map((row: { id: string }) => row.id),
+    [run.id],
+  );
   const none = await wr(['runs', 'list', '--metadata', `batch=${label}`, '--until', since, '--json']);
   assert.equal(JSON.parse(none.stdout).runs, []);
   const bad = await wr(['run', GREETING, '--input', 'name=Ada', '--cancel-after', '2d']);

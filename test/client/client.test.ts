@@ -1,6 +1,14 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ApiError, ConnectionError, verifyWebhook, WebhookVerificationError, WorkflowRunClient, type RunEvent, type RunStreamItem } from '../../src/client/src/index.ts';
+import {
+  ApiError,
+  ConnectionError,
+  verifyWebhook,
+  WebhookVerificationError,
+  WorkflowRunClient,
+  type RunEvent,
+  type RunStreamItem,
+} from '../../src/client/src/index.ts';
 import { startProviderStub, type ProviderStub } from '../helpers/provider-stub.ts';
 import { W_DELAY, W_LIMIT, W_LONG_DELAY, W_STORY, W_SUMMARY } from '../rest/e2e/helpers/catalog.ts';
 import { assertLogSound, openaiEnv, runEvents, settle, startE2e, WEBHOOK_SECRET, type E2e } from '../rest/e2e/helpers/harness.ts';
@@ -44,7 +52,10 @@ test('startRun sends a generated Idempotency-Key; waitForRun polls until the run
   assert.is(started.replayed, false);
   const run = await c.waitForRun(started.id, { timeoutMs: 20_000 });
   assert.is(run.status, 'completed');
-  assert.equal(run.outputs.map((o) => o.value), ['About owls']);
+  assert.equal(
+    run.outputs.map((o) => o.value),
+    ['About owls'],
+  );
   assert.is(run.billingStatus, 'settled');
   const again = await c.startRun(W_SUMMARY, { inputs: { topic: 'owls' }, idempotencyKey: started.idempotencyKey });
   assert.is(again.id, started.id, 'the same key replays the same run');
@@ -75,7 +86,10 @@ test('startRun retries a 429 after its Retry-After with the same key, and a lost
 });
 
 test('startRun gives up after its bounded attempts and throws the ApiError', async () => {
-  proxy.plan = (r) => (r.method === 'POST' ? { kind: 'respond', status: 503, headers: { 'x-request-id': 'req-503' }, body: { error: { code: 'internal_error', message: 'down' } } } : { kind: 'forward' });
+  proxy.plan = (r) =>
+    r.method === 'POST'
+      ? { kind: 'respond', status: 503, headers: { 'x-request-id': 'req-503' }, body: { error: { code: 'internal_error', message: 'down' } } }
+      : { kind: 'forward' };
   const c = new WorkflowRunClient({ apiKey: 'wr_test_bob', baseUrl: proxy.base, maxAttempts: 3, retryBaseMs: 10 });
   const err = await c.startRun(W_DELAY).catch((x) => x);
   assert.instance(err, ApiError);
@@ -95,7 +109,11 @@ async function follow(c: WorkflowRunClient, id: string) {
 
 function assertExactlyTheLog(events: RunEvent[], log: RunEvent[]): void {
   assertLogSound(log as never);
-  assert.equal(events.map((ev) => ev.sequence), log.map((ev) => ev.sequence), 'every event once, in order: no duplicate, no gap');
+  assert.equal(
+    events.map((ev) => ev.sequence),
+    log.map((ev) => ev.sequence),
+    'every event once, in order: no duplicate, no gap',
+  );
   assert.equal(events, log);
 }
 
@@ -121,7 +139,10 @@ test('streamRun resumes with Last-Event-ID after the connection is cut mid-frame
   assert.ok(resumedAt.every((n) => n > 0));
   const log = await runEvents(e, id);
   assertExactlyTheLog(events, log as never);
-  assert.ok(events.some((ev) => ev.type === 'node.output.delta' && ev.sequence > resumedAt[1]!), 'deltas arrived after the second resume');
+  assert.ok(
+    events.some((ev) => ev.type === 'node.output.delta' && ev.sequence > resumedAt[1]!),
+    'deltas arrived after the second resume',
+  );
   const run = await c.getRun(id);
   assert.is(run.status, 'completed');
   assert.is(stream.outputs.get('llm'), CHUNKS.join(''));
@@ -170,18 +191,27 @@ test('cancelRun ends a run in flight (the stream ends with run.cancelled); a sec
 });
 
 test('errors are ApiErrors with the envelope: a refused key, an unknown workflow, invalid inputs with details; an unreachable service is a ConnectionError', async () => {
-  const refused = await client(e.t.base, 'wr_nope').listWorkflows().catch((x) => x);
+  const refused = await client(e.t.base, 'wr_nope')
+    .listWorkflows()
+    .catch((x) => x);
   assert.instance(refused, ApiError);
   assert.equal([refused.status, refused.code], [401, 'unauthorized']);
   assert.ok(refused.requestId, 'carries X-Request-Id');
 
-  const unknown = await client(e.t.base).startRun('00000000-0000-4000-8000-0000000000ff').catch((x) => x);
+  const unknown = await client(e.t.base)
+    .startRun('00000000-0000-4000-8000-0000000000ff')
+    .catch((x) => x);
   assert.equal([unknown.status, unknown.code], [404, 'not_found']);
 
-  const invalid = await client(e.t.base).startRun(W_SUMMARY, { inputs: { nope: 1 } }).catch((x) => x);
+  const invalid = await client(e.t.base)
+    .startRun(W_SUMMARY, { inputs: { nope: 1 } })
+    .catch((x) => x);
   assert.instance(invalid, ApiError);
   assert.equal([invalid.status, invalid.code], [400, 'invalid_inputs']);
-  assert.ok(invalid.details.some((d: { input: string }) => d.input === 'nope'), JSON.stringify(invalid.details));
+  assert.ok(
+    invalid.details.some((d: { input: string }) => d.input === 'nope'),
+    JSON.stringify(invalid.details),
+  );
 
   const down = new WorkflowRunClient({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9/v1', maxAttempts: 2, retryBaseMs: 10 });
   const gone = await down.getRun('00000000-0000-4000-8000-000000000000').catch((x) => x);
@@ -202,18 +232,24 @@ test('on a server that does not honour Prefer: wait, startRun({ wait }) returns 
 
 test('an inline 200 answer is taken as the finished run only with Preference-Applied', async () => {
   // What a server honouring the preference sends: the terminal Run itself, with Preference-Applied.
-  const inline = (applied: boolean) => async (r: SeenRequest): Promise<Fault> => {
-    if (r.method !== 'POST' || r.path !== '/v1/runs') return { kind: 'forward' };
-    const res = await fetch(`${e.t.base}/runs`, {
-      method: 'POST',
-      headers: { authorization: String(r.headers.authorization), 'content-type': 'application/json', 'idempotency-key': String(r.headers['idempotency-key']) },
-      body: r.body,
-    });
-    const id = ((await res.json()) as { run: { id: string } }).run.id;
-    const run = await settle(e, id);
-    const headers: Record<string, string> = applied ? { 'preference-applied': 'wait=30' } : {};
-    return { kind: 'respond', status: 200, headers, body: run };
-  };
+  const inline =
+    (applied: boolean) =>
+    async (r: SeenRequest): Promise<Fault> => {
+      if (r.method !== 'POST' || r.path !== '/v1/runs') return { kind: 'forward' };
+      const res = await fetch(`${e.t.base}/runs`, {
+        method: 'POST',
+        headers: {
+          authorization: String(r.headers.authorization),
+          'content-type': 'application/json',
+          'idempotency-key': String(r.headers['idempotency-key']),
+        },
+        body: r.body,
+      });
+      const id = ((await res.json()) as { run: { id: string } }).run.id;
+      const run = await settle(e, id);
+      const headers: Record<string, string> = applied ? { 'preference-applied': 'wait=30' } : {};
+      return { kind: 'respond', status: 200, headers, body: run };
+    };
   const c = client();
   proxy.plan = inline(true);
   const started = await c.startRun(W_SUMMARY, { inputs: { topic: 'newts' }, wait: 30 });
@@ -262,7 +298,10 @@ test('verifyWebhook accepts the real signed delivery of a run and rejects a tamp
   const payload = verifyWebhook(WEBHOOK_SECRET, hook.body, hook.headers);
   assert.is(payload.type, 'run.completed');
   assert.equal(payload.data, run);
-  assert.throws(() => verifyWebhook(WEBHOOK_SECRET, hook.body.replace('bees', 'wasps'), hook.headers), (err: unknown) => err instanceof WebhookVerificationError);
+  assert.throws(
+    () => verifyWebhook(WEBHOOK_SECRET, hook.body.replace('bees', 'wasps'), hook.headers),
+    (err: unknown) => err instanceof WebhookVerificationError,
+  );
 });
 
 test.run();

@@ -73,7 +73,10 @@ const world: fc.Arbitrary<World> = fc
     }),
   )
   // One idempotency key once per batch (the service's Batch keeps calls sharing one apart).
-  .map((w) => ({ ...w, calls: w.calls.map((c, i) => (/^k/.test(c.idempotency) && w.calls.findIndex((d) => d.idempotency === c.idempotency) < i ? none(c) : c)) }));
+  .map((w) => ({
+    ...w,
+    calls: w.calls.map((c, i) => (/^k/.test(c.idempotency) && w.calls.findIndex((d) => d.idempotency === c.idempotency) < i ? none(c) : c)),
+  }));
 
 const none = (c: CallSpec): CallSpec => ({ ...c, idempotency: 'none' });
 
@@ -108,18 +111,21 @@ async function build(orm: Orm, w: World): Promise<Built> {
      values (?, ?, 'w', 'per_run', 'public', 'service_hosted', true)`,
     [b.workflow, b.account],
   );
-  await exec(orm, `insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [b.version, b.workflow, 'x'.repeat(64)]);
+  await exec(orm, `insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+    b.version,
+    b.workflow,
+    'x'.repeat(64),
+  ]);
   await exec(orm, 'update workflows set active_version_id = ? where id = ?', [b.version, b.workflow]);
   for (const [i, k] of w.keys.entries()) {
     const id = randomUUID();
     b.keys.push(id);
     b.names.set(id, `key ${i}`);
-    await exec(orm, `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute) values (?, ?, ?, 'wr_test', '["run:execute"]', ?)`, [
-      id,
-      b.account,
-      randomUUID().replaceAll('-', ''),
-      k.limit ?? 60,
-    ]);
+    await exec(
+      orm,
+      `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute) values (?, ?, ?, 'wr_test', '["run:execute"]', ?)`,
+      [id, b.account, randomUUID().replaceAll('-', ''), k.limit ?? 60],
+    );
     if (k.window !== null) {
       await exec(
         orm,
@@ -226,8 +232,16 @@ t('a batch writes and answers what its calls one at a time would', async ({ orm 
       await resetDb(orm);
       const b = await build(orm, w);
       const rows = await accept(orm, callsOf(w, b));
-      assert.equal(rows.map((row) => Number((row as { ord?: unknown }).ord)), w.calls.map((_, i) => i + 1), 'a row per call, in order');
-      const together = await snapshot(orm, b, rows.map((row) => ({ ...row, ord: undefined }) as AcceptedRow));
+      assert.equal(
+        rows.map((row) => Number((row as { ord?: unknown }).ord)),
+        w.calls.map((_, i) => i + 1),
+        'a row per call, in order',
+      );
+      const together = await snapshot(
+        orm,
+        b,
+        rows.map((row) => ({ ...row, ord: undefined }) as AcceptedRow),
+      );
       assert.equal(together, oneAtATime);
       if (alone.some((r) => r.allowed === false)) seen.limited++;
       if (alone.some((r) => r.over_cap)) seen.capped++;
@@ -239,7 +253,10 @@ t('a batch writes and answers what its calls one at a time would', async ({ orm 
     { numRuns: 60, seed },
   );
   const counts = `${JSON.stringify(seen)} (FC_SEED=${seed})`;
-  assert.ok(Object.values(seen).every((n) => n >= 3), counts);
+  assert.ok(
+    Object.values(seen).every((n) => n >= 3),
+    counts,
+  );
 });
 
 t('the k-th call of a key is allowed while the window before plus k is within the limit; refused calls are not counted', async ({ orm }) => {
@@ -247,9 +264,18 @@ t('the k-th call of a key is allowed while the window before plus k is within th
   const w: World = { keys: [{ limit: 3, window: 1, cap: null, reserved: '0' }], calls: [call, call, call, call] };
   const b = await build(orm, w);
   const rows = await accept(orm, callsOf(w, b));
-  assert.equal(rows.map((r) => r.allowed), [true, true, false, false]);
-  assert.equal(rows.map((r) => r.counted), [2, 3, 3, 3]);
-  assert.equal(rows.map((r) => r.inserted), [true, true, false, false]);
+  assert.equal(
+    rows.map((r) => r.allowed),
+    [true, true, false, false],
+  );
+  assert.equal(
+    rows.map((r) => r.counted),
+    [2, 3, 3, 3],
+  );
+  assert.equal(
+    rows.map((r) => r.inserted),
+    [true, true, false, false],
+  );
   const [window] = await exec(orm, 'select total, last_counted from api_key_rate_windows');
   assert.equal(window, { total: 3, last_counted: 2 });
 });
@@ -260,7 +286,11 @@ t('a spend cap refuses, in call order, each call whose price does not fit after 
   const w: World = { keys: [key], calls: [call('0.250000'), call('0.250000'), call('0.150000')] };
   const b = await build(orm, w);
   const rows = await accept(orm, callsOf(w, b));
-  assert.equal(rows.map((r) => r.over_cap), [false, true, false], '0.6 + 0.25 fits, + 0.25 would not, + 0.15 is exactly at the cap');
+  assert.equal(
+    rows.map((r) => r.over_cap),
+    [false, true, false],
+    '0.6 + 0.25 fits, + 0.25 would not, + 0.15 is exactly at the cap',
+  );
   const [sum] = await exec(orm, 'select sum(cap_usd)::text as total from runs');
   assert.is(sum!.total, '1.000000');
 });
@@ -274,8 +304,14 @@ t('calls of one idempotency key arriving together: one run, the others replay it
     fingerprint: i === 3 ? 'different' : 'same',
   }));
   const answers = (await Promise.all(calls.map((c) => batch.run(outsideTransaction(orm), c)))).map((rows) => rows[0] as AcceptedRow);
-  assert.equal(answers.map((a) => a.inserted), [true, false, false, false]);
-  assert.ok(answers.every((a) => a.run_id === calls[0]!.runId && a.fingerprint === 'same' && !a.over_cap), 'a replay reserves nothing');
+  assert.equal(
+    answers.map((a) => a.inserted),
+    [true, false, false, false],
+  );
+  assert.ok(
+    answers.every((a) => a.run_id === calls[0]!.runId && a.fingerprint === 'same' && !a.over_cap),
+    'a replay reserves nothing',
+  );
   const [runs] = await exec(orm, 'select count(*)::int as n from runs');
   assert.is(runs!.n, 1);
 });

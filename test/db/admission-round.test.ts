@@ -33,10 +33,10 @@ const em = (orm: Orm) => orm.em.fork() as unknown as Em;
 async function account(orm: Orm, limit: number | null = null): Promise<{ accountId: string; versionId: string; workflowId: string }> {
   const f = { accountId: randomUUID(), workflowId: randomUUID(), versionId: randomUUID() };
   await em(orm).execute('insert into accounts (id, handle, max_concurrent_runs) values (?, ?, ?)', [f.accountId, `a${f.accountId.slice(0, 8)}`, limit]);
-  await em(orm).execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [
-    f.workflowId,
-    f.accountId,
-  ]);
+  await em(orm).execute(
+    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`,
+    [f.workflowId, f.accountId],
+  );
   await em(orm).execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
     f.versionId,
     f.workflowId,
@@ -58,8 +58,19 @@ async function run(orm: Orm, owner: Owner, o: RunOptions = {}) {
      insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, compute_limit_usd, credential_mode, inputs, progress,
                        engine, queued_at, queue_seq, priority, fair_pass)
      select ?, ?, ?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}', ?, now() - make_interval(secs => ?), ?, ?, ? from gate`,
-    [id, owner.accountId, owner.workflowId, owner.versionId, o.status ?? 'pending', o.phase === undefined ? 'queued' : o.phase,
-      o.engine ?? 'embedded', o.secondsAgo ?? 0, o.queueSeq ?? null, o.priority ?? 1, o.pass ?? 0],
+    [
+      id,
+      owner.accountId,
+      owner.workflowId,
+      owner.versionId,
+      o.status ?? 'pending',
+      o.phase === undefined ? 'queued' : o.phase,
+      o.engine ?? 'embedded',
+      o.secondsAgo ?? 0,
+      o.queueSeq ?? null,
+      o.priority ?? 1,
+      o.pass ?? 0,
+    ],
   );
   return id;
 }
@@ -78,22 +89,28 @@ interface RunOptions {
 const round = (deps: RunsDeps, capacity: number, more: Partial<Parameters<typeof admitQueuedRunsDetailed>[1]> = {}) =>
   admitQueuedRunsDetailed(deps, { capacity, engine: 'embedded', expireQueued: false, ...more });
 
-t('a round admits in the queue’s order (by acceptance time within one class and pass; place numbers do not reorder it) up to RUN_CAPACITY, counting the runs in flight', async ({ orm, deps }) => {
-  const alice = await account(orm);
-  await run(orm, alice, { status: 'running', phase: null });
-  const unnumberedOld = await run(orm, alice, { secondsAgo: 50 });
-  const second = await run(orm, alice, { secondsAgo: 5, queueSeq: 2 });
-  const first = await run(orm, alice, { secondsAgo: 1, queueSeq: 1 });
-  const unnumberedNew = await run(orm, alice, { secondsAgo: 10 });
-  await run(orm, alice, { secondsAgo: 1 });
-  const r = await round(deps, 5);
-  assert.equal(r.admitted, [unnumberedOld, unnumberedNew, second, first], 'four places free of five');
-  assert.ok(r.states.every((s) => s.status === 'pending' && s.phase === 'starting' && s.accountId === alice.accountId), 'their state as admitted');
-  assert.is(r.more, true, 'one run is left waiting');
-  const next = await round(deps, 5);
-  assert.equal(next.admitted, [], 'capacity is full');
-  assert.is(next.more, true, 'the run left still waits');
-});
+t(
+  'a round admits in the queue’s order (by acceptance time within one class and pass; place numbers do not reorder it) up to RUN_CAPACITY, counting the runs in flight',
+  async ({ orm, deps }) => {
+    const alice = await account(orm);
+    await run(orm, alice, { status: 'running', phase: null });
+    const unnumberedOld = await run(orm, alice, { secondsAgo: 50 });
+    const second = await run(orm, alice, { secondsAgo: 5, queueSeq: 2 });
+    const first = await run(orm, alice, { secondsAgo: 1, queueSeq: 1 });
+    const unnumberedNew = await run(orm, alice, { secondsAgo: 10 });
+    await run(orm, alice, { secondsAgo: 1 });
+    const r = await round(deps, 5);
+    assert.equal(r.admitted, [unnumberedOld, unnumberedNew, second, first], 'four places free of five');
+    assert.ok(
+      r.states.every((s) => s.status === 'pending' && s.phase === 'starting' && s.accountId === alice.accountId),
+      'their state as admitted',
+    );
+    assert.is(r.more, true, 'one run is left waiting');
+    const next = await round(deps, 5);
+    assert.equal(next.admitted, [], 'capacity is full');
+    assert.is(next.more, true, 'the run left still waits');
+  },
+);
 
 t('a round keeps each account within max_concurrent_runs, passing its runs over for later ones of others', async ({ orm, deps }) => {
   const limited = await account(orm, 2);
@@ -118,7 +135,11 @@ t('a round admits only its engine’s runs, says no more wait once the line is e
   const alice = await account(orm);
   const mine = await run(orm, alice, { secondsAgo: 2 });
   await run(orm, alice, { secondsAgo: 3, engine: 'temporal' });
-  const { result, sql } = await statementsWhile(orm, () => round(deps, 10), (s) => !s.query.includes('workflow_versions'));
+  const { result, sql } = await statementsWhile(
+    orm,
+    () => round(deps, 10),
+    (s) => !s.query.includes('workflow_versions'),
+  );
   assert.equal(result.admitted, [mine]);
   assert.is(result.more, false, 'nothing admissible is left for this engine');
   assert.equal(sql, [ADMIT_QUEUED.text], 'the round is one statement');
@@ -177,10 +198,14 @@ t('rounds at once never admit past RUN_CAPACITY: each reads the queue after the 
 
 t('numbering is one statement, and acceptances and numberings at once leave places 1…n without gaps or repeats', async ({ orm }) => {
   const owner = await account(orm);
-  const { sql } = await statementsWhile(orm, async () => {
-    await run(orm, owner);
-    assert.is(await numberQueuedRuns(em(orm)), 1);
-  }, (s) => !s.query.includes('insert into runs'));
+  const { sql } = await statementsWhile(
+    orm,
+    async () => {
+      await run(orm, owner);
+      assert.is(await numberQueuedRuns(em(orm)), 1);
+    },
+    (s) => !s.query.includes('insert into runs'),
+  );
   assert.equal(sql, [NUMBER_QUEUED_RUNS.text], 'the numbering is one statement');
 
   const acceptances = Array.from({ length: 6 }, async () => {
@@ -195,7 +220,10 @@ t('numbering is one statement, and acceptances and numberings at once leave plac
   await Promise.all(numberings);
   await numberQueuedRuns(em(orm));
   const rows = await em(orm).execute<{ queue_seq: string | null }[]>('select queue_seq from runs order by queue_seq');
-  assert.equal(rows.map((r) => Number(r.queue_seq)), Array.from({ length: 91 }, (_, i) => i + 1));
+  assert.equal(
+    rows.map((r) => Number(r.queue_seq)),
+    Array.from({ length: 91 }, (_, i) => i + 1),
+  );
 });
 
 t.run();

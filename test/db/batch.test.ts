@@ -58,9 +58,7 @@ t('concurrent calls share executions and each gets its own rows', async ({ orm }
 t('calls with one apart key never share an execution', async ({ orm }) => {
   const batch = new Batch<Call>({ ...spec, apartKey: (call) => call.tag });
   const em = outsideTransaction(orm);
-  const { result, sql } = await statementsWhile(orm, () =>
-    Promise.all([1, 2, 3, 4, 5, 6].map((x) => batch.run(em, { x, tag: x % 2 === 0 ? 'even' : 'odd' }))),
-  );
+  const { result, sql } = await statementsWhile(orm, () => Promise.all([1, 2, 3, 4, 5, 6].map((x) => batch.run(em, { x, tag: x % 2 === 0 ? 'even' : 'odd' }))));
   assert.equal(
     result.map((rows) => rows[0]!.tag),
     ['odd', 'even', 'odd', 'even', 'odd', 'even'],
@@ -73,7 +71,12 @@ t('a failed execution runs each call alone: only the failing call fails', async 
   const batch = new Batch<Call>(spec);
   const em = outsideTransaction(orm);
   const first = batch.run(em, { x: 7, tag: 'first' });
-  const together = [4, 0, 5].map((x) => batch.run(em, { x, tag: `x${x}` }).then((rows) => rows[0]!.quotient, (error: Error) => error));
+  const together = [4, 0, 5].map((x) =>
+    batch.run(em, { x, tag: `x${x}` }).then(
+      (rows) => rows[0]!.quotient,
+      (error: Error) => error,
+    ),
+  );
   assert.is(Number((await first)[0]!.quotient), 14);
   const [four, zero, five] = await Promise.all(together);
   assert.is(Number(four), 25);

@@ -30,8 +30,15 @@ async function fixture(em: Em, walletUsd: string): Promise<Fixture> {
   const f = { accountId: randomUUID(), workflowId: randomUUID(), versionId: randomUUID(), runId: randomUUID() };
   await em.execute(`insert into accounts (id, handle) values (?, ?)`, [f.accountId, `a${f.accountId.slice(0, 8)}`]);
   await em.execute(`insert into wallets (account_id, balance_usd) values (?, ?)`, [f.accountId, walletUsd]);
-  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [f.workflowId, f.accountId]);
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [f.versionId, f.workflowId, 'x'.repeat(64)]);
+  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [
+    f.workflowId,
+    f.accountId,
+  ]);
+  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+    f.versionId,
+    f.workflowId,
+    'x'.repeat(64),
+  ]);
   await insertRun(em, f, f.runId);
   return f;
 }
@@ -60,10 +67,12 @@ async function end(em: Em, runId: string, owed: string | null, watch: (fn: () =>
 const wallet = async (em: Em, accountId: string) =>
   (await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd, held_usd from wallets where account_id = ?', [accountId]))[0]!;
 const ledger = async (em: Em, accountId: string) =>
-  (await em.execute<{ kind: string; amount_usd: string; balance_after_usd: string }[]>(
-    'select kind, amount_usd, balance_after_usd from ledger_entries where account_id = ? order by id',
-    [accountId],
-  )).map((r) => [r.kind, r.amount_usd, r.balance_after_usd]);
+  (
+    await em.execute<{ kind: string; amount_usd: string; balance_after_usd: string }[]>(
+      'select kind, amount_usd, balance_after_usd from ledger_entries where account_id = ? order by id',
+      [accountId],
+    )
+  ).map((r) => [r.kind, r.amount_usd, r.balance_after_usd]);
 
 t('a hold moves the displayed price from balance to held, and settlement charges the exact final amount', async ({ orm }) => {
   const em = orm.em.fork() as unknown as Em;
@@ -118,10 +127,13 @@ t('a bundle pays before the wallet, its charged run stays consumed, and it gives
   const bundleId = await addBundle(em, f, 2);
   const left = async () => Number((await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [bundleId]))[0]!.runs_left);
   const cancelled = await addRun(em, f);
-  assert.equal([await fund(em, f.runId, '0.250000'), await fund(em, cancelled, '0.250000')], [
-    { ok: true, funding: 'bundle' },
-    { ok: true, funding: 'bundle' },
-  ]);
+  assert.equal(
+    [await fund(em, f.runId, '0.250000'), await fund(em, cancelled, '0.250000')],
+    [
+      { ok: true, funding: 'bundle' },
+      { ok: true, funding: 'bundle' },
+    ],
+  );
   assert.is(await left(), 0);
   await end(em, f.runId, '0.250000');
   assert.is(await left(), 0);
@@ -145,10 +157,12 @@ t('concurrent holds against a wallet that covers exactly one fund exactly one', 
 });
 
 const runFunding = async (em: Em, runId: string) =>
-  (await em.execute<{ funding: string | null; bundle_id: string | null; hold_usd: string | null }[]>(
-    'select funding, bundle_id, hold_usd from runs where id = ?',
-    [runId],
-  ))[0]!;
+  (
+    await em.execute<{ funding: string | null; bundle_id: string | null; hold_usd: string | null }[]>(
+      'select funding, bundle_id, hold_usd from runs where id = ?',
+      [runId],
+    )
+  )[0]!;
 
 async function addRun(em: Em, f: Fixture): Promise<string> {
   const id = randomUUID();
@@ -158,10 +172,14 @@ async function addRun(em: Em, f: Fixture): Promise<string> {
 
 async function addBundle(em: Em, f: Fixture, runsLeft: number): Promise<string> {
   const id = randomUUID();
-  await em.execute(
-    `insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, ?, ?, 0.2)`,
-    [id, f.accountId, f.workflowId, f.versionId, runsLeft, runsLeft],
-  );
+  await em.execute(`insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, ?, ?, 0.2)`, [
+    id,
+    f.accountId,
+    f.workflowId,
+    f.versionId,
+    runsLeft,
+    runsLeft,
+  ]);
   return id;
 }
 

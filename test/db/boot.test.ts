@@ -21,7 +21,10 @@ test('npm start boots with the demo catalog, answers /readyz and the demo key, a
     assert.match(svc.output(), 'demo API key: wr_demo_key');
     assert.match(svc.output(), /internal GraphQL token \(generated/);
     // Logs are JSON lines.
-    const jsonLine = svc.output().split('\n').find((l) => l.startsWith('{'));
+    const jsonLine = svc
+      .output()
+      .split('\n')
+      .find((l) => l.startsWith('{'));
     assert.ok(jsonLine && JSON.parse(jsonLine).service === 'workflow-run-api');
     const exited = new Promise<number | null>((r) => svc.child.on('exit', (code) => r(code)));
     svc.child.kill('SIGTERM');
@@ -34,7 +37,10 @@ test('npm start boots with the demo catalog, answers /readyz and the demo key, a
 });
 
 test('a bad variable fails the start with its name and a non-zero exit', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: 'eighty', DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, PORT: 'eighty', DATABASE_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stderr.on('data', (b: Buffer) => (err += b.toString()));
   const code = await new Promise<number | null>((r) => child.on('exit', r));

@@ -44,8 +44,24 @@ function small(): any {
         priceUsd: '0.250000',
         activeVersion: 'v2',
         versions: [
-          { label: 'v1', graph: { nodes: [{ id: 't', kind: 'input.text' }, { id: 'o', kind: 'output', from: 't' }] } },
-          { label: 'v2', graph: { nodes: [{ id: 't', kind: 'input.textarea' }, { id: 'o', kind: 'output', from: 't' }] } },
+          {
+            label: 'v1',
+            graph: {
+              nodes: [
+                { id: 't', kind: 'input.text' },
+                { id: 'o', kind: 'output', from: 't' },
+              ],
+            },
+          },
+          {
+            label: 'v2',
+            graph: {
+              nodes: [
+                { id: 't', kind: 'input.textarea' },
+                { id: 'o', kind: 'output', from: 't' },
+              ],
+            },
+          },
         ],
       },
     ],
@@ -114,7 +130,10 @@ test.before.each(async () => {
 test('a scope outside run:execute and run:read is rejected at its path', () => {
   const c = small();
   c.accounts[0].apiKeys.push({ secret: 'wr_second_key_x', scopes: ['run:read', 'admin'] });
-  hasIssue(issuesOf(() => parseCatalog(text(c), 'x')), 'accounts[0].apiKeys[1].scopes[1]: must be one of "run:execute", "run:read"');
+  hasIssue(
+    issuesOf(() => parseCatalog(text(c), 'x')),
+    'accounts[0].apiKeys[1].scopes[1]: must be one of "run:execute", "run:read"',
+  );
 });
 
 test('an amount with more than six decimals or a negative amount is rejected', () => {
@@ -129,7 +148,10 @@ test('an amount with more than six decimals or a negative amount is rejected', (
 test('an amount that is not a number is rejected', () => {
   const c = small();
   c.bundles[0].usdPerRun = 'twenty cents';
-  hasIssue(issuesOf(() => parseCatalog(text(c), 'x')), 'bundles[0].usdPerRun: "twenty cents" is not a decimal amount');
+  hasIssue(
+    issuesOf(() => parseCatalog(text(c), 'x')),
+    'bundles[0].usdPerRun: "twenty cents" is not a decimal amount',
+  );
 });
 
 test('unknown fields are errors at the top level and inside objects', () => {
@@ -166,13 +188,19 @@ test('an invalid enum value is rejected with the allowed values', () => {
 test('a bad graph is reported with the node path inside the catalog', () => {
   const c = small();
   c.workflows[0].versions[1].graph.nodes.push({ id: 'x', kind: 'llm.chatt' });
-  hasIssue(issuesOf(() => parseCatalog(text(c), 'x')), 'workflows[0].versions[1].graph.nodes[2].kind: unknown kind "llm.chatt"');
+  hasIssue(
+    issuesOf(() => parseCatalog(text(c), 'x')),
+    'workflows[0].versions[1].graph.nodes[2].kind: unknown kind "llm.chatt"',
+  );
 });
 
 test('a password input echoed by an output is refused at load', () => {
   const c = small();
   c.workflows[0].versions[0].graph.nodes[0].kind = 'input.password';
-  hasIssue(issuesOf(() => parseCatalog(text(c), 'x')), 'workflows[0].versions[0].graph.nodes[1].from: password input "t" cannot be used by output');
+  hasIssue(
+    issuesOf(() => parseCatalog(text(c), 'x')),
+    'workflows[0].versions[0].graph.nodes[1].from: password input "t" cannot be used by output',
+  );
 });
 
 test('an active version that is not one of the labels is rejected', async () => {
@@ -227,7 +255,10 @@ test('malformed ids, webhook secrets, URLs and dates are rejected at their paths
 test('a free workflow with a creator price is rejected', () => {
   const c = small();
   c.workflows[0].runModel = 'free';
-  hasIssue(issuesOf(() => parseCatalog(text(c), 'x')), 'workflows[0].priceUsd: a free workflow has no creator price');
+  hasIssue(
+    issuesOf(() => parseCatalog(text(c), 'x')),
+    'workflows[0].priceUsd: a free workflow has no creator price',
+  );
 });
 
 test('text that is not YAML is rejected without a stack of zod noise', () => {
@@ -250,7 +281,10 @@ test('the demo catalog validates and loads every workflow, key, pin and bundle',
   assert.is(report.updated, 0);
   assert.is(await balance(DEMO), '25.000000');
   const ledger = await sql(`select kind, amount_usd, balance_after_usd from ledger_entries where account_id = ?`, [DEMO]);
-  assert.equal(ledger.map((r) => [r.kind, String(r.amount_usd), String(r.balance_after_usd)]), [['credit', '25.000000', '25.000000']]);
+  assert.equal(
+    ledger.map((r) => [r.kind, String(r.amount_usd), String(r.balance_after_usd)]),
+    [['credit', '25.000000', '25.000000']],
+  );
 
   const keys = await sql(`select scopes from api_keys where key_hash = ?`, [hashApiKey('wr_demo_key')]);
   assert.equal(keys[0]!.scopes, ['run:execute', 'run:read']);
@@ -267,7 +301,23 @@ test('the demo catalog validates and loads every workflow, key, pin and bundle',
 
   // every node kind and both credential modes are on show
   const graphs = (await sql<{ graph: { nodes: { kind: string }[] } }>(`select graph from workflow_versions`)).flatMap((r) => r.graph.nodes.map((n) => n.kind));
-  for (const kind of ['input.text', 'input.password', 'input.number', 'input.textarea', 'input.url', 'input.file', 'input.json', 'input.dropdown', 'text.template', 'llm.chat', 'json.parse', 'http.request', 'delay', 'condition', 'output']) {
+  for (const kind of [
+    'input.text',
+    'input.password',
+    'input.number',
+    'input.textarea',
+    'input.url',
+    'input.file',
+    'input.json',
+    'input.dropdown',
+    'text.template',
+    'llm.chat',
+    'json.parse',
+    'http.request',
+    'delay',
+    'condition',
+    'output',
+  ]) {
     assert.ok(graphs.includes(kind), `demo catalog lacks ${kind}`);
   }
   const modes = (await sql<{ m: string }>(`select distinct credential_mode as m from workflows order by 1`)).map((r) => r.m);
@@ -292,7 +342,7 @@ test('loading the same catalog twice changes nothing the second time', async () 
   assert.is(await balance(DEMO), '25.000000');
 });
 
-test('a load writes its pricing when the stored pricing changed behind this process\'s pricing cache', async () => {
+test("a load writes its pricing when the stored pricing changed behind this process's pricing cache", async () => {
   await loadCatalog(orm, parseCatalog(text(small()), 'x'), { sealer });
   assert.equal((await getPricing(orm.em.fork() as never)).models['gpt-4o-mini'], { input: '0.150000', output: '0.600000' }); // now cached
   await sql(`delete from settings where key = 'pricing'`); // another process, or a reset of the database
@@ -348,7 +398,12 @@ test('a changed graph for an existing version is refused and nothing else is wri
 test('reordering keys of a stored graph is not a change', async () => {
   const c = small();
   await loadCatalog(orm, parseCatalog(text(c), 'x'), { sealer });
-  c.workflows[0].versions[0].graph = { nodes: [{ kind: 'input.text', id: 't' }, { from: 't', kind: 'output', id: 'o' }] };
+  c.workflows[0].versions[0].graph = {
+    nodes: [
+      { kind: 'input.text', id: 't' },
+      { from: 't', kind: 'output', id: 'o' },
+    ],
+  };
   const report = await loadCatalog(orm, parseCatalog(text(c), 'x'), { sealer });
   assert.is(report.versions.unchanged, 2);
   assert.is(canonicalGraphHash({ nodes: [{ id: 'a', kind: 'x' }] }), canonicalGraphHash({ nodes: [{ kind: 'x', id: 'a' }] }));
@@ -371,7 +426,15 @@ test('names, descriptions, prices, listing flags, active version and key setting
   c.workflows[0].priceUsd = 0.3;
   c.workflows[0].listing = 'unlisted';
   c.workflows[0].activeVersion = 'v1';
-  c.workflows[0].versions.push({ label: 'v3', graph: { nodes: [{ id: 'n', kind: 'input.number' }, { id: 'o', kind: 'output', from: 'n' }] } });
+  c.workflows[0].versions.push({
+    label: 'v3',
+    graph: {
+      nodes: [
+        { id: 'n', kind: 'input.number' },
+        { id: 'o', kind: 'output', from: 'n' },
+      ],
+    },
+  });
   c.accounts[0].listingsPaused = true;
   c.accounts[0].apiKeys[0] = { secret: 'wr_test_alice_secret', scopes: ['run:read'], rateLimitPerMinute: 5, revoked: true, expiresAt: '2031-01-02T03:04:05Z' };
   c.pricing.stepUsd = '0.000200';
@@ -391,7 +454,9 @@ test('names, descriptions, prices, listing flags, active version and key setting
   assert.is(wf!.active_version_id, v1!.id);
   const [acct] = await sql(`select listings_paused from accounts where handle = 'alice'`);
   assert.is(acct!.listings_paused, true);
-  const [key] = await sql(`select scopes, rate_limit_per_minute, revoked, spend_cap_window, expires_at from api_keys where key_hash = ?`, [hashApiKey('wr_test_alice_secret')]);
+  const [key] = await sql(`select scopes, rate_limit_per_minute, revoked, spend_cap_window, expires_at from api_keys where key_hash = ?`, [
+    hashApiKey('wr_test_alice_secret'),
+  ]);
   assert.equal(key!.scopes, ['run:read']);
   assert.is(Number(key!.rate_limit_per_minute), 5);
   assert.is(key!.revoked, true);

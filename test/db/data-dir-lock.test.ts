@@ -15,7 +15,11 @@ import { runToEnd, startService } from '../helpers/service-process.ts';
  */
 
 const DEMO = 'catalog/demo.yaml';
-const onePlainLine = (text: string) => text.trim().split('\n').filter((l) => l.trim() && !l.startsWith('{'));
+const onePlainLine = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim() && !l.startsWith('{'));
 
 test('a second npm start and a catalog load on a DATA_DIR held by a running server are refused with one line', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-lock-'));
@@ -92,7 +96,9 @@ test('a port in use ends the start with one line before any migration runs', asy
   try {
     const run = await runToEnd(['src/main.ts'], { DATA_DIR: dir, DATABASE_URL: '', PORT: String(port), HOST: '127.0.0.1' });
     assert.is(run.code, 2, run.stderr);
-    assert.equal(onePlainLine(run.stderr), [`cannot listen on 127.0.0.1:${port}: the port is already in use (by another server, perhaps another npm start); stop it or set PORT to a free port`]);
+    assert.equal(onePlainLine(run.stderr), [
+      `cannot listen on 127.0.0.1:${port}: the port is already in use (by another server, perhaps another npm start); stop it or set PORT to a free port`,
+    ]);
     assert.not.match(run.stderr + run.stdout, 'EADDRINUSE');
     assert.not.match(run.stdout, 'migrations applied');
     assert.not.ok(existsSync(join(dir, 'pg')), 'the database was never opened');

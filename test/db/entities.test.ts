@@ -34,14 +34,44 @@ t('an account, wallet, key, workflow, version, run and event round-trip through 
   const runId = randomUUID();
   em.create(AccountSchema, { id: accountId, handle: 'round', connections: ['github'] });
   em.create(WalletSchema, { accountId, balanceUsd: '0.123457', heldUsd: '0' });
-  em.create(ApiKeySchema, { id: randomUUID(), accountId, keyHash: 'a'.repeat(64), prefix: 'wr_', scopes: ['run:read'], spendCapWindow: 'monthly', spendCapUsd: '12.345678' });
-  em.create(WorkflowSchema, { id: workflowId, ownerId: accountId, name: 'W', runModel: 'per_run', priceUsd: '0.250000', listing: 'public', credentialMode: 'byok', activeVersionId: versionId });
+  em.create(ApiKeySchema, {
+    id: randomUUID(),
+    accountId,
+    keyHash: 'a'.repeat(64),
+    prefix: 'wr_',
+    scopes: ['run:read'],
+    spendCapWindow: 'monthly',
+    spendCapUsd: '12.345678',
+  });
+  em.create(WorkflowSchema, {
+    id: workflowId,
+    ownerId: accountId,
+    name: 'W',
+    runModel: 'per_run',
+    priceUsd: '0.250000',
+    listing: 'public',
+    credentialMode: 'byok',
+    activeVersionId: versionId,
+  });
   await em.flush();
-  em.create(WorkflowVersionSchema, { id: versionId, workflowId, label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }] }, graphHash: 'b'.repeat(64) });
+  em.create(WorkflowVersionSchema, {
+    id: versionId,
+    workflowId,
+    label: 'v1',
+    graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }] },
+    graphHash: 'b'.repeat(64),
+  });
   await em.flush();
   em.create(RunSchema, {
-    id: runId, accountId, workflowId, versionId, userAccess: 'wallet', computeLimitUsd: '5.000000', credentialMode: 'byok',
-    inputs: { a: 1 }, progress: { results: { t: { status: 'completed', value: 'hi' } }, timers: {} },
+    id: runId,
+    accountId,
+    workflowId,
+    versionId,
+    userAccess: 'wallet',
+    computeLimitUsd: '5.000000',
+    credentialMode: 'byok',
+    inputs: { a: 1 },
+    progress: { results: { t: { status: 'completed', value: 'hi' } }, timers: {} },
   });
   await em.flush();
   em.create(RunEventBatchSchema, { runId, lastSequence: 1, types: ['run.queued'], nodeIds: [null], data: [{ status: 'pending' }] });
@@ -73,10 +103,12 @@ t('event arrays written through the ORM keep every character: quotes, backslashe
   const data = texts.map((text) => ({ text, nested: { quote: '"', slash: '\\' } }));
   em.create(RunEventBatchSchema, { runId, lastSequence: 100 + texts.length, types: texts, nodeIds: [...texts.slice(1), null], data });
   await em.flush();
-  const rows = await orm.em.fork().execute<{ types: string[]; node_ids: (string | null)[]; data: unknown[] }[]>(
-    `select types, node_ids, data from run_event_batches where run_id = ? and last_sequence = ?`,
-    [runId, 100 + texts.length],
-  );
+  const rows = await orm.em
+    .fork()
+    .execute<{ types: string[]; node_ids: (string | null)[]; data: unknown[] }[]>(
+      `select types, node_ids, data from run_event_batches where run_id = ? and last_sequence = ?`,
+      [runId, 100 + texts.length],
+    );
   assert.equal(rows[0]!.types, texts);
   assert.equal(rows[0]!.node_ids, [...texts.slice(1), null]);
   assert.equal(rows[0]!.data, data);
@@ -99,7 +131,10 @@ t('a batch of run events is unique per run and last sequence', async ({ orm }) =
   const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
   const error = await em
     .execute(`insert into run_event_batches (run_id, last_sequence, types, node_ids, data) values (?, 1, '{dup}', '{NULL}', array['{}'::jsonb])`, [run!.id])
-    .then(() => null, (err: Error) => err);
+    .then(
+      () => null,
+      (err: Error) => err,
+    );
   assert.ok(error, 'a second batch ending at sequence 1 was accepted');
   assert.match(error.message, /duplicate key value violates unique constraint/i);
 });
@@ -126,8 +161,17 @@ t('the view run_events shows one row per event, numbered through the batches', a
 t("a run's enumerated columns refuse other values through their types, with no table CHECK to compile per statement", async ({ orm }) => {
   const em = orm.em.fork();
   const [run] = await em.execute<{ id: string }[]>('select id from runs limit 1');
-  for (const [column, value] of [['status', 'done'], ['outcome', 'ok'], ['billing_status', 'paid'], ['user_access', 'free'], ['credential_mode', 'mine']] as const) {
-    const error = await em.execute(`update runs set ${column} = ? where id = ?`, [value, run!.id]).then(() => null, (err: Error) => err);
+  for (const [column, value] of [
+    ['status', 'done'],
+    ['outcome', 'ok'],
+    ['billing_status', 'paid'],
+    ['user_access', 'free'],
+    ['credential_mode', 'mine'],
+  ] as const) {
+    const error = await em.execute(`update runs set ${column} = ? where id = ?`, [value, run!.id]).then(
+      () => null,
+      (err: Error) => err,
+    );
     assert.ok(error, `${column} = '${value}' was accepted`);
     assert.match(error.message, new RegExp(`^value for domain runs_${column} violates check constraint "runs_${column}_check"$`));
     assert.is((error as Error & { code?: string }).code, '23514', 'a check violation, as the table CHECK raised');

@@ -106,11 +106,22 @@ async function build(orm: Orm, spec: { accounts: AccountSpec[]; runs: RunSpec[] 
     if (a.wallet !== null) await em.execute('insert into wallets (account_id, balance_usd, held_usd) values (?, ?, ?)', [accountId, a.wallet, a.held]);
     for (const bundled of [true, false]) {
       const [workflowId, versionId] = [randomUUID(), randomUUID()];
-      await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`, [workflowId, accountId]);
-      await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [versionId, workflowId, 'x'.repeat(64)]);
+      await em.execute(
+        `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
+        [workflowId, accountId],
+      );
+      await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+        versionId,
+        workflowId,
+        'x'.repeat(64),
+      ]);
       if (bundled && a.bundleRuns !== 0) {
         await em.execute(`insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 2, ?, 0.02)`, [
-          randomUUID(), accountId, workflowId, versionId, Math.max(0, a.bundleRuns),
+          randomUUID(),
+          accountId,
+          workflowId,
+          versionId,
+          Math.max(0, a.bundleRuns),
         ]);
       }
       if (a.tallied) await em.execute(`insert into workflow_run_tallies (workflow_id, shard, runs) select ?, s, 3 from generate_series(0, 15) s`, [workflowId]);
@@ -119,7 +130,9 @@ async function build(orm: Orm, spec: { accounts: AccountSpec[]; runs: RunSpec[] 
     }
     if (a.hooked) {
       await em.execute(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext, events) values (?, ?, 'https://127.0.0.1:9/h', 'x', ?)`, [
-        randomUUID(), accountId, a.hooked === 'all' ? null : '["run.failed"]',
+        randomUUID(),
+        accountId,
+        a.hooked === 'all' ? null : '["run.failed"]',
       ]);
     }
     b.accounts.push(accountId);
@@ -127,9 +140,11 @@ async function build(orm: Orm, spec: { accounts: AccountSpec[]; runs: RunSpec[] 
   for (const r of spec.runs) {
     const runId = randomUUID();
     const progress =
-      r.fenced === 'result' ? '{"results":{"t1":{"status":"completed","value":"x"}},"timers":{}}'
-      : r.fenced === 'timer' ? '{"results":{},"timers":{"d":1,"d2":2}}'
-      : '{"results":{},"timers":{"d":1}}';
+      r.fenced === 'result'
+        ? '{"results":{"t1":{"status":"completed","value":"x"}},"timers":{}}'
+        : r.fenced === 'timer'
+          ? '{"results":{},"timers":{"d":1,"d2":2}}'
+          : '{"results":{},"timers":{"d":1}}';
     const w = 2 * r.account + r.workflow;
     await em.execute(
       `insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, displayed_price_usd, creator_price_usd, step_usd,
@@ -137,7 +152,8 @@ async function build(orm: Orm, spec: { accounts: AccountSpec[]; runs: RunSpec[] 
        values (?, ?, ?, ?, 'pending', ?, 'wallet', ?, ?, 0.0001, ?, 'service_hosted', '{}', ?, 1)`,
       [runId, b.accounts[r.account], b.workflows[w], versions[w], r.queued ? 'queued' : 'starting', r.displayed, r.creator, r.limit, progress],
     );
-    if (r.secrets) await em.execute(`insert into run_secrets (id, run_id, kind, name, ciphertext) values (?, ?, 'password_input', 'password', 'x')`, [randomUUID(), runId]);
+    if (r.secrets)
+      await em.execute(`insert into run_secrets (id, run_id, kind, name, ciphertext) values (?, ?, 'password_input', 'password', 'x')`, [randomUUID(), runId]);
     b.runs.push(runId);
   }
   return b;
@@ -199,11 +215,14 @@ async function snapshot(orm: Orm, b: Built, answers: Answer[]) {
   );
   const wallets = await em.execute(`select account_id, balance_usd::text, held_usd::text from wallets where account_id in (?)`, [b.accounts]);
   const bundles = await em.execute(`select account_id, runs_left from bundles where account_id in (?)`, [b.accounts]);
-  const tallies = await em.execute(`select workflow_id, sum(runs)::int as n from workflow_run_tallies where workflow_id in (?) group by workflow_id`, [b.workflows]);
+  const tallies = await em.execute(`select workflow_id, sum(runs)::int as n from workflow_run_tallies where workflow_id in (?) group by workflow_id`, [
+    b.workflows,
+  ]);
   const secrets = await em.execute(`select run_id from run_secrets where run_id in (?)`, [b.runs]);
   const outbox = await em.execute(`select run_id, event_type from webhook_deliveries where run_id in (?)`, [b.runs]);
   const byRun = <T extends Record<string, unknown>>(xs: T[]) => xs.map(({ id, run_id, ...rest }) => ({ run: runIndex.get(String(id ?? run_id)), ...rest }));
-  const byAccount = <T extends Record<string, unknown>>(xs: T[]) => xs.map(({ account_id, ...rest }) => ({ account: accountIndex.get(String(account_id)), ...rest }));
+  const byAccount = <T extends Record<string, unknown>>(xs: T[]) =>
+    xs.map(({ account_id, ...rest }) => ({ account: accountIndex.get(String(account_id)), ...rest }));
   const sorted = <T extends { run?: number; account?: number }>(xs: T[]) => xs.sort((x, y) => (x.run ?? x.account!) - (y.run ?? y.account!));
   return {
     answers: answers.map((a): Answer => a && { ...a, account_id: accountIndex.get(String(a.account_id)) }),
@@ -225,7 +244,10 @@ t('calls in one execution leave the rows and answers of the same calls one by on
     fc.asyncProperty(world, async (spec) => {
       await resetDb(orm);
       const together = await build(orm, spec);
-      const answers = await execute(orm, spec.runs.map((r, i) => call(together, r, i)));
+      const answers = await execute(
+        orm,
+        spec.runs.map((r, i) => call(together, r, i)),
+      );
       const alone = await build(orm, spec);
       const oneByOne: Answer[] = [];
       for (const [i, r] of spec.runs.entries()) oneByOne.push((await execute(orm, [call(alone, r, i)]))[0]!);
@@ -239,25 +261,63 @@ t('calls in one execution leave the rows and answers of the same calls one by on
     { numRuns: 100, seed },
   );
   const counts = `${JSON.stringify(seen)} (FC_SEED=${seed})`;
-  assert.ok(Object.values(seen).every((n) => n >= 1), counts);
-});
-
-t('an account whose balance covers the first run only: the second is answered as refused and not written; charges beyond the balance are unpaid', async ({ orm }) => {
-  const run = (displayed: string, creator: string): RunSpec => ({
-    account: 0, workflow: 1, displayed, creator, finish: 0, charge: 'full', steps: 0, extra: '0', results: false, fenced: null, queued: false, secrets: false, limit: '5',
-  });
-  const spec = { accounts: [{ wallet: '0.300000', held: '0', hooked: null, bundleRuns: 0, tallied: false }], runs: [run('0.100000', '0.200000'), run('0.150000', '0.200000'), run('0.050000', '0.200000')] };
-  const b = await build(orm, spec);
-  const answers = await execute(orm, spec.runs.map((r, i) => call(b, r, i)));
-  assert.equal(answers.map((a) => a?.written), [true, false, true]);
-  const ledger = await orm.em.fork().execute<{ kind: string; amount_usd: string }[]>(
-    `select kind, amount_usd::text from ledger_entries where account_id = ? and kind in ('charge', 'unpaid') order by id`, [b.accounts[0]],
+  assert.ok(
+    Object.values(seen).every((n) => n >= 1),
+    counts,
   );
-  assert.equal(ledger.map((l) => [l.kind, l.amount_usd]), [['charge', '-0.200000'], ['charge', '-0.100000'], ['unpaid', '0.100000']]);
-  const [second] = await orm.em.fork().execute<{ status: string; last_sequence: number }[]>('select status, last_sequence from runs where id = ?', [b.runs[1]]);
-  assert.equal([second!.status, Number(second!.last_sequence)], ['pending', 1]);
 });
 
+t(
+  'an account whose balance covers the first run only: the second is answered as refused and not written; charges beyond the balance are unpaid',
+  async ({ orm }) => {
+    const run = (displayed: string, creator: string): RunSpec => ({
+      account: 0,
+      workflow: 1,
+      displayed,
+      creator,
+      finish: 0,
+      charge: 'full',
+      steps: 0,
+      extra: '0',
+      results: false,
+      fenced: null,
+      queued: false,
+      secrets: false,
+      limit: '5',
+    });
+    const spec = {
+      accounts: [{ wallet: '0.300000', held: '0', hooked: null, bundleRuns: 0, tallied: false }],
+      runs: [run('0.100000', '0.200000'), run('0.150000', '0.200000'), run('0.050000', '0.200000')],
+    };
+    const b = await build(orm, spec);
+    const answers = await execute(
+      orm,
+      spec.runs.map((r, i) => call(b, r, i)),
+    );
+    assert.equal(
+      answers.map((a) => a?.written),
+      [true, false, true],
+    );
+    const ledger = await orm.em
+      .fork()
+      .execute<{ kind: string; amount_usd: string }[]>(
+        `select kind, amount_usd::text from ledger_entries where account_id = ? and kind in ('charge', 'unpaid') order by id`,
+        [b.accounts[0]],
+      );
+    assert.equal(
+      ledger.map((l) => [l.kind, l.amount_usd]),
+      [
+        ['charge', '-0.200000'],
+        ['charge', '-0.100000'],
+        ['unpaid', '0.100000'],
+      ],
+    );
+    const [second] = await orm.em
+      .fork()
+      .execute<{ status: string; last_sequence: number }[]>('select status, last_sequence from runs where id = ?', [b.runs[1]]);
+    assert.equal([second!.status, Number(second!.last_sequence)], ['pending', 1]);
+  },
+);
 
 /** What the runs' money left: balances, ledger, bundles, tallies, the runs' billing and funding, the outbox. */
 function moneyOf(x: Awaited<ReturnType<typeof snapshot>>) {
@@ -291,7 +351,10 @@ t('runs funded at preparation and ended later leave the money of runs funded and
     }),
     { numRuns: 40, seed },
   );
-  assert.ok(Object.values(seen).every((n) => n >= 1), `${JSON.stringify(seen)} (FC_SEED=${seed})`);
+  assert.ok(
+    Object.values(seen).every((n) => n >= 1),
+    `${JSON.stringify(seen)} (FC_SEED=${seed})`,
+  );
 });
 
 t.run();

@@ -44,7 +44,7 @@ async function answers(url: string): Promise<boolean> {
   );
 }
 
-test('npm start runs the compiled service as npm\'s one node child, and a SIGTERM sent to npm stops it', async () => {
+test("npm start runs the compiled service as npm's one node child, and a SIGTERM sent to npm stops it", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-npm-start-'));
   // A first start on a fresh clone builds (tsc and the workflow bundle) before it listens.
   const svc = startService({ DATA_DIR: dir }, { command: ['npm', 'start'], upWithinMs: 300_000 });
@@ -58,7 +58,7 @@ test('npm start runs the compiled service as npm\'s one node child, and a SIGTER
     node = npm!.children[0]!;
     const service = proc(node)!;
     assert.match(service.argv[0]!, /(^|\/)node$/, `npm's child is node itself, not sh or tsx: ${service.argv.join(' ')}`);
-    assert.equal(service.argv.slice(1), [...NODE_FLAGS, 'src/build/start.ts', 'src/main.js'], 'with the production start\'s node options');
+    assert.equal(service.argv.slice(1), [...NODE_FLAGS, 'src/build/start.ts', 'src/main.js'], "with the production start's node options");
     for (const child of service.children) assert.not.match(proc(child)?.argv.join(' ') ?? '', /tsx|esbuild|\bsh\b/);
 
     svc.child.kill('SIGTERM');
@@ -98,7 +98,11 @@ test('node dist/src/main.js serves from the compiled output: demo catalog, OpenA
     // repository's own files (docs.css, graphiql-start.js) beside the compiled modules.
     const pages = [await (await fetch(`${url}/docs`)).text(), await (await fetch(`${url}/graphql`, { headers: { accept: 'text/html' } })).text()];
     const assets = pages.flatMap((page) => [...page.matchAll(/\/docs\/assets\/[\w-]+\/[\w.-]+/g)].map((m) => m[0]));
-    for (const own of ['/docs.css', '/graphiql-start.js']) assert.ok(assets.some((a) => a.endsWith(own)), `a page links ${own}`);
+    for (const own of ['/docs.css', '/graphiql-start.js'])
+      assert.ok(
+        assets.some((a) => a.endsWith(own)),
+        `a page links ${own}`,
+      );
     for (const asset of assets) assert.is((await fetch(`${url}${asset}`)).status, 200, asset);
     assert.is(await svc.stop(), 0);
   } finally {
@@ -113,7 +117,14 @@ if (address) {
     '[temporal] compiled with ENGINE=temporal: the worker loads dist/workflow-bundle.js and a demo run completes',
     countTemporal(async () => {
       const dir = mkdtempSync(join(tmpdir(), 'wr-dist-temporal-'));
-      const env = { DATA_DIR: dir, DATABASE_URL: '', ENGINE: 'temporal', TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: `dist-${randomUUID()}`, LOG_LEVEL: 'warn' };
+      const env = {
+        DATA_DIR: dir,
+        DATABASE_URL: '',
+        ENGINE: 'temporal',
+        TEMPORAL_ADDRESS: address,
+        TEMPORAL_TASK_QUEUE: `dist-${randomUUID()}`,
+        LOG_LEVEL: 'warn',
+      };
       const svc = startService(env, { command: [process.execPath, 'dist/src/main.js'] });
       try {
         const url = await svc.url;

@@ -102,13 +102,21 @@ test('kill -9 and an immediate start, several times in a row: the server always 
 
     const url = await server.url;
     for (const id of runIds) {
-      const done = await waitFor(`run ${id} to end`, async () => {
-        const run = await api(url, `/runs/${id}`);
-        return ['completed', 'failed', 'cancelled'].includes(run.status) && run;
-      }, 30_000, 200);
+      const done = await waitFor(
+        `run ${id} to end`,
+        async () => {
+          const run = await api(url, `/runs/${id}`);
+          return ['completed', 'failed', 'cancelled'].includes(run.status) && run;
+        },
+        30_000,
+        200,
+      );
       assert.is(done.status, 'completed', JSON.stringify(done));
       const events = (await api(url, `/runs/${id}/events`)).events as any[];
-      assert.equal(events.map((e) => e.sequence), events.map((_, i) => i + 1));
+      assert.equal(
+        events.map((e) => e.sequence),
+        events.map((_, i) => i + 1),
+      );
       const completedNodes = events.filter((e) => e.type === 'node.completed').map((e) => e.nodeId);
       assert.is(new Set(completedNodes).size, completedNodes.length, `a node completed twice: ${completedNodes}`);
       assert.is(events.filter((e) => e.type === 'run.completed').length, 1);

@@ -58,16 +58,34 @@ async function fixture(orm: Orm, o: { admitted?: boolean; bundle?: boolean; hook
   const bundleId = o.bundle ? randomUUID() : null;
   const heldByRun = !o.admitted && !o.bundle ? '0.250000' : '0';
   await em.execute('insert into accounts (id, handle) values (?, ?)', [accountId, `a${accountId.slice(0, 8)}`]);
-  await em.execute('insert into wallets (account_id, balance_usd, held_usd) values (?, ?, ?)', [accountId, o.admitted || o.bundle ? '5.000000' : '4.750000', heldByRun]);
-  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`, [workflowId, accountId]);
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [versionId, workflowId, 'x'.repeat(64)]);
+  await em.execute('insert into wallets (account_id, balance_usd, held_usd) values (?, ?, ?)', [
+    accountId,
+    o.admitted || o.bundle ? '5.000000' : '4.750000',
+    heldByRun,
+  ]);
+  await em.execute(
+    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
+    [workflowId, accountId],
+  );
+  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+    versionId,
+    workflowId,
+    'x'.repeat(64),
+  ]);
   if (bundleId) {
     await em.execute(`insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, ?, 0.02)`, [
-      bundleId, accountId, workflowId, versionId, o.admitted ? 1 : 0,
+      bundleId,
+      accountId,
+      workflowId,
+      versionId,
+      o.admitted ? 1 : 0,
     ]);
   }
   if (o.hooked) {
-    await em.execute(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (?, ?, 'https://127.0.0.1:9/h', 'x')`, [randomUUID(), accountId]);
+    await em.execute(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (?, ?, 'https://127.0.0.1:9/h', 'x')`, [
+      randomUUID(),
+      accountId,
+    ]);
   }
   const [status, phase, funding] = o.admitted ? ['pending', 'starting', null] : ['running', null, bundleId ? 'bundle' : 'wallet'];
   await em.execute(
@@ -87,8 +105,12 @@ async function billed(orm: Orm, f: Fixture) {
     'select billing_status, charge_usd::text, cap_usd::text from runs where id = ?',
     [f.runId],
   );
-  const ledger = await em.execute<{ kind: string; amount_usd: string }[]>('select kind, amount_usd::text from ledger_entries where run_id = ? order by id', [f.runId]);
-  const [wallet] = await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd::text, held_usd::text from wallets where account_id = ?', [f.accountId]);
+  const ledger = await em.execute<{ kind: string; amount_usd: string }[]>('select kind, amount_usd::text from ledger_entries where run_id = ? order by id', [
+    f.runId,
+  ]);
+  const [wallet] = await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd::text, held_usd::text from wallets where account_id = ?', [
+    f.accountId,
+  ]);
   const bundle = f.bundleId ? await em.execute<{ runs_left: number }[]>('select runs_left from bundles where id = ?', [f.bundleId]) : [];
   return {
     ...run!,
@@ -173,17 +195,26 @@ t('runs finishing together in one execution of the statement bill the changed ch
   const { result, sql } = await statementsWhile(orm, () =>
     Promise.all(runs.map((f, i) => completeRun(deps, f.runId, i % 2 ? WITH_ISSUES : COMPLETED, [], undefined, { start: true }))),
   );
-  assert.equal(result.map((r) => r.completed), [true, true, true, true]);
+  assert.equal(
+    result.map((r) => r.completed),
+    [true, true, true, true],
+  );
   assert.is(sql.filter((q) => q === FINISH_RUNS.text).length, 1, 'one execution for the four');
-  const [one] = await orm.em.fork().execute<{ n: number }[]>('select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)', runs.map((f) => f.runId));
+  const [one] = await orm.em.fork().execute<{ n: number }[]>(
+    'select count(distinct xmin::text)::int as n from runs where id in (?, ?, ?, ?)',
+    runs.map((f) => f.runId),
+  );
   assert.is(Number(one!.n), 1, 'one transaction');
   const got = await Promise.all(runs.map((f) => billed(orm, f)));
-  assert.equal(got.map((b) => [b.charge_usd, b.ledger.at(-1)]), [
-    ['1.250000', 'charge -1.250000'],
-    ['1.000000', 'charge -1.000000'],
-    ['1.250000', 'charge -1.250000'],
-    ['1.000000', 'charge -1.000000'],
-  ]);
+  assert.equal(
+    got.map((b) => [b.charge_usd, b.ledger.at(-1)]),
+    [
+      ['1.250000', 'charge -1.250000'],
+      ['1.000000', 'charge -1.000000'],
+      ['1.250000', 'charge -1.250000'],
+      ['1.000000', 'charge -1.000000'],
+    ],
+  );
 });
 
 t.run();

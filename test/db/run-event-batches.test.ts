@@ -31,26 +31,68 @@ async function newRun(orm: Orm): Promise<string> {
   const em = orm.em.fork();
   const [accountId, workflowId, versionId, runId] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
   em.create(AccountSchema, { id: accountId, handle: `events-${accountId.slice(0, 8)}` });
-  em.create(WorkflowSchema, { id: workflowId, ownerId: accountId, name: 'W', runModel: 'free', priceUsd: '0', listing: 'public', credentialMode: 'service_hosted', activeVersionId: versionId });
+  em.create(WorkflowSchema, {
+    id: workflowId,
+    ownerId: accountId,
+    name: 'W',
+    runModel: 'free',
+    priceUsd: '0',
+    listing: 'public',
+    credentialMode: 'service_hosted',
+    activeVersionId: versionId,
+  });
   await em.flush();
-  em.create(WorkflowVersionSchema, { id: versionId, workflowId, label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }] }, graphHash: 'b'.repeat(64) });
+  em.create(WorkflowVersionSchema, {
+    id: versionId,
+    workflowId,
+    label: 'v1',
+    graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }] },
+    graphHash: 'b'.repeat(64),
+  });
   await em.flush();
-  em.create(RunSchema, { id: runId, accountId, workflowId, versionId, userAccess: 'owned', computeLimitUsd: '5', credentialMode: 'service_hosted', inputs: {}, progress: { results: {}, timers: {} } });
+  em.create(RunSchema, {
+    id: runId,
+    accountId,
+    workflowId,
+    versionId,
+    userAccess: 'owned',
+    computeLimitUsd: '5',
+    credentialMode: 'service_hosted',
+    inputs: {},
+    progress: { results: {}, timers: {} },
+  });
   await em.flush();
   return runId;
 }
 
-const appendCall = (runId: string, types: string[], nodeIds: (string | null)[], data: object[]) =>
-  [JSON.stringify({ run_id: runId, types, node_ids: nodeIds, data })];
+const appendCall = (runId: string, types: string[], nodeIds: (string | null)[], data: object[]) => [
+  JSON.stringify({ run_id: runId, types, node_ids: nodeIds, data }),
+];
 const append = (orm: Orm, runId: string, events: [string, string | null, object][]) =>
-  query<{ last_sequence: number }>(orm.em.fork(), APPEND, appendCall(runId, events.map((e) => e[0]), events.map((e) => e[1]), events.map((e) => e[2])));
+  query<{ last_sequence: number }>(
+    orm.em.fork(),
+    APPEND,
+    appendCall(
+      runId,
+      events.map((e) => e[0]),
+      events.map((e) => e[1]),
+      events.map((e) => e[2]),
+    ),
+  );
 
 const batches = (orm: Orm, runId: string) =>
-  orm.em.fork().execute<{ last_sequence: number; types: string[] }[]>('select last_sequence, types from run_event_batches where run_id = ? order by last_sequence', [runId]);
+  orm.em
+    .fork()
+    .execute<{ last_sequence: number; types: string[] }[]>('select last_sequence, types from run_event_batches where run_id = ? order by last_sequence', [
+      runId,
+    ]);
 
 t('each write is one batch numbered after the last, and a write with no events leaves no batch', async ({ orm }) => {
   const runId = await newRun(orm);
-  await append(orm, runId, [['run.queued', null, { status: 'pending' }], ['run.started', null, { status: 'running' }]]);
+  await append(orm, runId, [
+    ['run.queued', null, { status: 'pending' }],
+    ['run.started', null, { status: 'running' }],
+  ]);
   const [none] = await append(orm, runId, []);
   assert.is(Number(none!.last_sequence), 2, 'the run moved on by nothing');
   await append(orm, runId, [['node.started', 't', {}]]);
@@ -59,17 +101,23 @@ t('each write is one batch numbered after the last, and a write with no events l
     { last_sequence: 3, types: ['node.started'] },
   ]);
   const events = await query<{ sequence: number; type: string; node_id: string | null; data: unknown }>(orm.em.fork(), READ_RUN_EVENTS, [runId, 0, 10]);
-  assert.equal(events.map((e) => [Number(e.sequence), e.type, e.node_id, e.data]), [
-    [1, 'run.queued', null, { status: 'pending' }],
-    [2, 'run.started', null, { status: 'running' }],
-    [3, 'node.started', 't', {}],
-  ]);
+  assert.equal(
+    events.map((e) => [Number(e.sequence), e.type, e.node_id, e.data]),
+    [
+      [1, 'run.queued', null, { status: 'pending' }],
+      [2, 'run.started', null, { status: 'running' }],
+      [3, 'node.started', 't', {}],
+    ],
+  );
 });
 
 t('a write whose arrays differ in length is refused whole: no batch, the run unchanged', async ({ orm }) => {
   const runId = await newRun(orm);
   await append(orm, runId, [['run.queued', null, {}]]);
-  const error = await query(orm.em.fork(), APPEND, appendCall(runId, ['a', 'b'], [null], [{}, {}])).then(() => null, (err: Error) => err);
+  const error = await query(orm.em.fork(), APPEND, appendCall(runId, ['a', 'b'], [null], [{}, {}])).then(
+    () => null,
+    (err: Error) => err,
+  );
   assert.ok(error, 'arrays of two, one and two events were written');
   assert.match(error.message, /null value in column "types"/);
   assert.equal(await batches(orm, runId), [{ last_sequence: 1, types: ['run.queued'] }]);
@@ -80,7 +128,12 @@ t('a write whose arrays differ in length is refused whole: no batch, the run unc
 t('reads start inside a batch and stop inside one: the cursor and the limit count events, not batches', async ({ orm }) => {
   const runId = await newRun(orm);
   await append(orm, runId, [['run.queued', null, {}]]);
-  await append(orm, runId, [['node.started', 't', {}], ['node.output.delta', 't', { text: 'a' }], ['node.output.delta', 't', { text: 'b' }], ['node.completed', 't', {}]]);
+  await append(orm, runId, [
+    ['node.started', 't', {}],
+    ['node.output.delta', 't', { text: 'a' }],
+    ['node.output.delta', 't', { text: 'b' }],
+    ['node.completed', 't', {}],
+  ]);
   await append(orm, runId, [['run.completed', null, { status: 'completed' }]]);
   const read = async (after: number, limit: number) =>
     (await query<{ sequence: number }>(orm.em.fork(), READ_RUN_EVENTS, [runId, after, limit])).map((e) => Number(e.sequence));
@@ -89,10 +142,17 @@ t('reads start inside a batch and stop inside one: the cursor and the limit coun
   assert.equal(await read(4, 10), [5, 6], 'the rest of it, then the next batch');
   assert.equal(await read(6, 10), []);
   const sofar = await query<{ type: string; data: { text?: string } }>(orm.em.fork(), NODE_STREAM_SO_FAR, [runId, 't']);
-  assert.equal(sofar.map((e) => [e.type, e.data.text ?? null]), [['node.started', null], ['node.output.delta', 'a'], ['node.output.delta', 'b']]);
+  assert.equal(
+    sofar.map((e) => [e.type, e.data.text ?? null]),
+    [
+      ['node.started', null],
+      ['node.output.delta', 'a'],
+      ['node.output.delta', 'b'],
+    ],
+  );
 });
 
-t("a process of the previous version, inserting into run_events a row per event, still extends the log", async ({ orm }) => {
+t('a process of the previous version, inserting into run_events a row per event, still extends the log', async ({ orm }) => {
   const runId = await newRun(orm);
   await append(orm, runId, [['run.queued', null, {}]]);
   // The previous version's insert (its runEventsCte, with RETURNING), as during a rolling upgrade.
@@ -104,10 +164,21 @@ t("a process of the previous version, inserting into run_events a row per event,
      returning sequence`,
     [runId],
   );
-  assert.equal(returned.map((r) => r.sequence), [2, 3]);
+  assert.equal(
+    returned.map((r) => r.sequence),
+    [2, 3],
+  );
   await append(orm, runId, [['run.completed', null, {}]]);
   const events = await query<{ sequence: number; type: string }>(orm.em.fork(), READ_RUN_EVENTS, [runId, 0, 10]);
-  assert.equal(events.map((e) => [Number(e.sequence), e.type]), [[1, 'run.queued'], [2, 'node.started'], [3, 'node.completed'], [4, 'run.completed']]);
+  assert.equal(
+    events.map((e) => [Number(e.sequence), e.type]),
+    [
+      [1, 'run.queued'],
+      [2, 'node.started'],
+      [3, 'node.completed'],
+      [4, 'run.completed'],
+    ],
+  );
 });
 
 t.run();

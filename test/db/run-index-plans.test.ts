@@ -50,7 +50,11 @@ test('the rounds that move delayed starts into the line read the index of schedu
   });
   assert.match(plans.enter, /Index Scan using runs_scheduled_idx on runs/, `entering the line reads the index:\n${plans.enter}`);
   // The due runs come in the index's order, unsorted; only the set that enters is sorted, for the passes it takes.
-  assert.match(plans.enter, /CTE due\n\s+->\s+Limit\n\s+->\s+LockRows\n\s+->\s+Index Scan using runs_scheduled_idx/, `the index gives the due order:\n${plans.enter}`);
+  assert.match(
+    plans.enter,
+    /CTE due\n\s+->\s+Limit\n\s+->\s+LockRows\n\s+->\s+Index Scan using runs_scheduled_idx/,
+    `the index gives the due order:\n${plans.enter}`,
+  );
   assert.match(plans.next, /runs_scheduled_idx/, `the next start reads the index:\n${plans.next}`);
   assert.match(plans.join, /runs_debounce_idx/, `a debounced call finds its run by key:\n${plans.join}`);
 });
@@ -80,7 +84,10 @@ async function planOf(name: string, text: string, values: unknown[]): Promise<st
 const ACCOUNT = '00000000-0000-4000-8000-000000000001';
 
 test("GET /runs, with or without a time range, reads the account's runs newest first from its index, as a range", async () => {
-  for (const range of [[null, null], ['2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z']]) {
+  for (const range of [
+    [null, null],
+    ['2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z'],
+  ]) {
     const plan = await planOf(`list_${range[0] ? 'range' : 'all'}`, LIST_RUNS.text, [ACCOUNT, null, null, 21, 0, ...range]);
     assert.match(plan, /Index Scan Backward using runs_account_created_idx on runs/, plan);
     assert.match(plan, /Index Cond: \(\(account_id = .*created_at >= .*created_at < /s, `the range bounds the index scan:\n${plan}`);

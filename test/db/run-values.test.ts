@@ -79,17 +79,13 @@ test('every CHECK constraint allows exactly its typed list of values', async () 
     const column = row.is_domain ? null : /^CHECK \(\(\(?(\w+)/.exec(row.definition)?.[1];
     found[column ? `${row.owner}.${column}` : row.owner] = literals(row.definition);
   }
-  assert.equal(
-    Object.keys(found).sort(),
-    Object.keys(EXPECTED_CHECKS).sort(),
-    'each CHECK constraint of the schema has its typed list here',
-  );
+  assert.equal(Object.keys(found).sort(), Object.keys(EXPECTED_CHECKS).sort(), 'each CHECK constraint of the schema has its typed list here');
   for (const [owner, values] of Object.entries(EXPECTED_CHECKS)) {
     assert.equal([...found[owner]!].sort(), [...values].sort(), `${owner} allows exactly its typed values`);
   }
 });
 
-test("the partial indexes of runs compare status and phase only with their typed values", async () => {
+test('the partial indexes of runs compare status and phase only with their typed values', async () => {
   const rows = await (await testOrm()).em.fork().execute<{ index: string; predicate: string }[]>(PARTIAL_INDEXES);
   const seen = new Set<string>();
   for (const { index, predicate } of rows) {

@@ -71,7 +71,7 @@ if (!url) {
   });
 }
 
-t('errors that are not a server\'s, and severities nobody sends, are not statement errors', () => {
+t("errors that are not a server's, and severities nobody sends, are not statement errors", () => {
   assert.not.ok(isStatementError(new Error('socket hang up')));
   assert.not.ok(isStatementError(null));
   assert.not.ok(isStatementError({ severity: 'ERREUR' }), 'a severity without a SQLSTATE');

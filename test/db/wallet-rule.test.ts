@@ -41,8 +41,15 @@ async function admitted(orm: Orm, balance: string, price: string): Promise<{ run
   const [accountId, workflowId, versionId, runId] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
   await em.execute('insert into accounts (id, handle) values (?, ?)', [accountId, `a${accountId.slice(0, 8)}`]);
   await em.execute('insert into wallets (account_id, balance_usd) values (?, ?)', [accountId, balance]);
-  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`, [workflowId, accountId]);
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [versionId, workflowId, 'x'.repeat(64)]);
+  await em.execute(
+    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
+    [workflowId, accountId],
+  );
+  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+    versionId,
+    workflowId,
+    'x'.repeat(64),
+  ]);
   await em.execute(
     `insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, displayed_price_usd, creator_price_usd, step_usd,
                        compute_limit_usd, credential_mode, inputs, progress, last_sequence)
@@ -55,8 +62,12 @@ async function admitted(orm: Orm, balance: string, price: string): Promise<{ run
 
 async function money(orm: Orm, r: { runId: string; accountId: string }) {
   const em = orm.em.fork();
-  const [wallet] = await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd::text, held_usd::text from wallets where account_id = ?', [r.accountId]);
-  const ledger = await em.execute<{ kind: string; amount_usd: string }[]>('select kind, amount_usd::text from ledger_entries where run_id = ? order by id', [r.runId]);
+  const [wallet] = await em.execute<{ balance_usd: string; held_usd: string }[]>('select balance_usd::text, held_usd::text from wallets where account_id = ?', [
+    r.accountId,
+  ]);
+  const ledger = await em.execute<{ kind: string; amount_usd: string }[]>('select kind, amount_usd::text from ledger_entries where run_id = ? order by id', [
+    r.runId,
+  ]);
   return { wallet: [wallet!.balance_usd, wallet!.held_usd], ledger: ledger.map((l) => `${l.kind} ${l.amount_usd}`) };
 }
 
@@ -83,10 +94,13 @@ t('beyond the new overdraft a hold is still refused, on both paths', async ({ or
   assert.is((await orm.em.fork().transactional((tx) => fundRun(tx as unknown as Em, prepared.runId))).ok, false);
   const inMemory = await admitted(orm, '0.100000', '1.200000');
   assert.is((await completeRun(deps, inMemory.runId, COMPLETED, [], undefined, { start: true })).completed, false);
-  assert.equal([await money(orm, prepared), await money(orm, inMemory)], [
-    { wallet: ['0.100000', '0.000000'], ledger: [] },
-    { wallet: ['0.100000', '0.000000'], ledger: [] },
-  ]);
+  assert.equal(
+    [await money(orm, prepared), await money(orm, inMemory)],
+    [
+      { wallet: ['0.100000', '0.000000'], ledger: [] },
+      { wallet: ['0.100000', '0.000000'], ledger: [] },
+    ],
+  );
 });
 
 t.run();

@@ -117,7 +117,9 @@ function readable(): string[] {
 
 /** Lines a reader reads as prose: all of a Markdown file, the comment lines of a source file. */
 function proseLines(file: string): [line: string, index: number][] {
-  const lines = readFileSync(file, 'utf8').split('\n').map((line, index): [string, number] => [line, index]);
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .map((line, index): [string, number] => [line, index]);
   return file.endsWith('.md') ? lines : lines.filter(([line]) => /^\s*(\*|\/\/|\/\*)/.test(line));
 }
 

@@ -105,7 +105,11 @@ test("the README's Try-it commands run as written and print what the README says
     ],
     [
       /\/workflows\/\S+f001 \| jq \.inputSchema/,
-      (r) => assert.equal((jsonValues(r.out)[0] as { nodeId: string }[]).map((f) => f.nodeId), ['name', 'times', 'tone']),
+      (r) =>
+        assert.equal(
+          (jsonValues(r.out)[0] as { nodeId: string }[]).map((f) => f.nodeId),
+          ['name', 'times', 'tone'],
+        ),
     ],
     [/^RUN=[\s\S]*greet-ada-1[\s\S]*f001/, (r) => assert.match(r.runAfter, UUID)],
     [
@@ -115,10 +119,15 @@ test("the README's Try-it commands run as written and print what the README says
         assert.equal(Object.keys(shown), ['status', 'outcome', 'displayedChargeUsd', 'outputs']);
         assert.ok(['pending', 'running', 'completed'].includes(shown.status), r.out);
         // "poll": the run completes with the greeting.
-        const done = await waitFor('the greeting run to complete', async () => {
-          const run = await getRun(r.runBefore);
-          return run.status === 'completed' && run;
-        }, 20_000, 200);
+        const done = await waitFor(
+          'the greeting run to complete',
+          async () => {
+            const run = await getRun(r.runBefore);
+            return run.status === 'completed' && run;
+          },
+          20_000,
+          200,
+        );
         assert.equal(done.outputs, [{ name: 'greeting', type: 'text', value: 'Hey Ada! Great to see you (x1).', nodeId: 'casual_greeting' }]);
       },
     ],
@@ -127,7 +136,11 @@ test("the README's Try-it commands run as written and print what the README says
       (r) => {
         const events = jsonValues(r.out) as [number, string, string | null, unknown][];
         assert.equal(events[0]!.slice(0, 2), [1, 'run.queued']);
-        assert.equal(events.map((e) => e[0]), events.map((_, i) => i + 1), 'every event, in sequence order');
+        assert.equal(
+          events.map((e) => e[0]),
+          events.map((_, i) => i + 1),
+          'every event, in sequence order',
+        );
       },
     ],
     [/^RUN=[\s\S]*00000000f004/, (r) => assert.ok(UUID.test(r.runAfter) && r.runAfter !== r.runBefore, `a new run: ${r.runBefore} → ${r.runAfter}`)],

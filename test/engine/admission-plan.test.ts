@@ -82,7 +82,8 @@ test("a numbering reads the line's ends and its unnumbered tail through the queu
     await query(tx, SCAN_SETTINGS_OFF, []);
     return (await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_NUMBERING, [5000])).map((r) => r['QUERY PLAN']).join('\n');
   });
-  for (const index of ['runs_queue_line_idx', 'runs_queue_left_idx', 'runs_queue_fresh_idx']) assert.match(plan, new RegExp(`using ${index}`), `${index}:\n${plan}`);
+  for (const index of ['runs_queue_line_idx', 'runs_queue_left_idx', 'runs_queue_fresh_idx'])
+    assert.match(plan, new RegExp(`using ${index}`), `${index}:\n${plan}`);
   assert.not.match(plan, /Seq Scan|Bitmap/, `plain index scans only:\n${plan}`);
 });
 

@@ -27,16 +27,25 @@ const KEY = 'wr_debounce_key';
 
 const seed = () =>
   seedBuyerCatalog(orm, sealer, KEY, [
-    { id: ECHO, name: 'Echo', nodes: [{ id: 'msg', kind: 'input.text', name: 'Message', required: true }, { id: 'o', kind: 'output', from: 'msg' }] },
+    {
+      id: ECHO,
+      name: 'Echo',
+      nodes: [
+        { id: 'msg', kind: 'input.text', name: 'Message', required: true },
+        { id: 'o', kind: 'output', from: 'msg' },
+      ],
+    },
   ]);
 
 type Row = { status: string; billing_status: string; started_ms: number | null; scheduled_ms: number | null; outputs: { value: unknown }[] };
 const row = async (id: string) =>
-  (await orm.em.fork().execute<Row[]>(
-    `select status, billing_status, (extract(epoch from started_at) * 1000)::float8 as started_ms,
+  (
+    await orm.em.fork().execute<Row[]>(
+      `select status, billing_status, (extract(epoch from started_at) * 1000)::float8 as started_ms,
             (extract(epoch from scheduled_for) * 1000)::float8 as scheduled_ms, outputs from runs where id = ?`,
-    [id],
-  ))[0]!;
+      [id],
+    )
+  )[0]!;
 const startedCount = async (id: string) =>
   (await orm.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from run_events where run_id = ? and type = 'run.started'`, [id]))[0]!.n;
 
@@ -58,7 +67,11 @@ async function scenario(deps: Deps, engineName: string): Promise<string[]> {
     await waitFor(`${engineName}: run ${id} completed`, async () => (await row(id)).status === 'completed', 30_000, 50);
     const r = await row(id);
     const last = calls.filter((c) => c.runId === id).at(-1)!;
-    assert.equal(r.outputs.map((o) => o.value), [last.msg], `${engineName}: the run has the inputs of the last call that joined it`);
+    assert.equal(
+      r.outputs.map((o) => o.value),
+      [last.msg],
+      `${engineName}: the run has the inputs of the last call that joined it`,
+    );
     assert.is(r.billing_status, 'settled');
     assert.is(await startedCount(id), 1);
     assert.ok(r.started_ms! >= r.scheduled_ms!, 'not before its start');

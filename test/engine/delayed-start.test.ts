@@ -33,18 +33,33 @@ const KEY = 'wr_delayed_key';
 
 const seed = (slowUrl: string) =>
   seedBuyerCatalog(orm, sealer, KEY, [
-    { id: QUICK, name: 'Quick', nodes: [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }] },
-    { id: SLOW, name: 'Slow', nodes: [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }] },
+    {
+      id: QUICK,
+      name: 'Quick',
+      nodes: [
+        { id: 'a', kind: 'text.template', template: 'hi' },
+        { id: 'o', kind: 'output', from: 'a' },
+      ],
+    },
+    {
+      id: SLOW,
+      name: 'Slow',
+      nodes: [
+        { id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl },
+        { id: 'o', kind: 'output', from: 'fetch' },
+      ],
+    },
   ]);
 
 /** The run's state, its instants as epoch ms (null: none). */
 type Row = { status: string; phase: string | null; billing_status: string; scheduled_for: number | null; started_at: number | null; queued_at: number };
 const ms = (column: string) => `(extract(epoch from ${column}) * 1000)::float8 as ${column}`;
 const row = async (id: string) =>
-  (await orm.em.fork().execute<Row[]>(
-    `select status, phase, billing_status, ${ms('scheduled_for')}, ${ms('started_at')}, ${ms('queued_at')} from runs where id = ?`,
-    [id],
-  ))[0]!;
+  (
+    await orm.em
+      .fork()
+      .execute<Row[]>(`select status, phase, billing_status, ${ms('scheduled_for')}, ${ms('started_at')}, ${ms('queued_at')} from runs where id = ?`, [id])
+  )[0]!;
 const eventTypes = async (id: string) =>
   (await orm.em.fork().execute<{ type: string }[]>('select type from run_events where run_id = ? order by sequence', [id])).map((e) => e.type);
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -54,8 +69,8 @@ async function scenario(deps: Deps, engineName: string): Promise<string[]> {
   const principal = await authenticateKey(deps, `Bearer ${KEY}`);
   const accountId = principal.accountId;
   const start = async (workflow: string, more: { startAfterHeader?: string; startAt?: string } = {}) =>
-    (await startRun(deps, principal, { body: { workflow, ...(more.startAt ? { startAt: more.startAt } : {}) }, startAfterHeader: more.startAfterHeader }))
-      .run.id;
+    (await startRun(deps, principal, { body: { workflow, ...(more.startAt ? { startAt: more.startAt } : {}) }, startAfterHeader: more.startAfterHeader })).run
+      .id;
   const completed = (id: string) => waitFor(`${engineName}: ${id} completed`, async () => (await row(id)).status === 'completed', 30_000, 50);
 
   // Starts at its time, not before, and is charged as any run.
@@ -171,10 +186,13 @@ if (address) {
     const principal = await authenticateKey(first.deps, `Bearer ${KEY}`);
     const id = (await startRun(first.deps, principal, { body: { workflow: QUICK }, startAfterHeader: '2s' })).run.id;
     await sleep(500);
-    await first.client.workflow.getHandle(id).describe().then(
-      () => assert.unreachable('a workflow was started before the run was due'),
-      (err: Error) => assert.is(err.name, 'WorkflowNotFoundError'),
-    );
+    await first.client.workflow
+      .getHandle(id)
+      .describe()
+      .then(
+        () => assert.unreachable('a workflow was started before the run was due'),
+        (err: Error) => assert.is(err.name, 'WorkflowNotFoundError'),
+      );
     await first.close();
     await sleep(2_500);
     assert.is((await row(id)).phase, 'scheduled', 'no engine ran meanwhile');

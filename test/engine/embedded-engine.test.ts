@@ -163,15 +163,23 @@ async function events(id: string): Promise<Ev[]> {
 
 const TERMINAL = ['completed', 'failed', 'cancelled'];
 const waitTerminal = (id: string, timeoutMs = 10_000) =>
-  waitFor(`run ${id} to end`, async () => {
-    const r = await runRow(id);
-    return TERMINAL.includes(r.status) ? r : null;
-  }, timeoutMs);
+  waitFor(
+    `run ${id} to end`,
+    async () => {
+      const r = await runRow(id);
+      return TERMINAL.includes(r.status) ? r : null;
+    },
+    timeoutMs,
+  );
 const waitStatus = (id: string, status: string, timeoutMs = 10_000) =>
-  waitFor(`run ${id} to be ${status}`, async () => {
-    const r = await runRow(id);
-    return r.status === status ? r : null;
-  }, timeoutMs);
+  waitFor(
+    `run ${id} to be ${status}`,
+    async () => {
+      const r = await runRow(id);
+      return r.status === status ? r : null;
+    },
+    timeoutMs,
+  );
 const waitEvent = (id: string, type: string, nodeId: string | null = null, timeoutMs = 10_000) =>
   waitFor(`${type} on run ${id}`, async () => (await events(id)).find((e) => e.type === type && (nodeId === null || e.nodeId === nodeId)), timeoutMs);
 
@@ -247,7 +255,10 @@ test('chunkText splits text into a few pieces whose concatenation is the text', 
   assert.equal(chunkText(''), []);
   assert.equal(chunkText('short'), ['short']);
   const emoji = '😀'.repeat(100);
-  assert.ok(chunkText(emoji).every((c) => !/[\ud800-\udbff]$/.test(c)), 'no chunk ends inside a surrogate pair');
+  assert.ok(
+    chunkText(emoji).every((c) => !/[\ud800-\udbff]$/.test(c)),
+    'no chunk ends inside a surrogate pair',
+  );
 });
 
 test('a 3-step template run goes queued → preparing → started → nodes → completed with exact events and money', async () => {
@@ -368,7 +379,10 @@ test('template steps before a delay are committed before the run suspends, and t
     const id = await start(h, f, { name: 'x' });
     await waitStatus(id, 'suspended');
     const during = await events(id);
-    assert.ok(during.some((e) => e.type === 'node.completed' && e.nodeId === 'b'), 'b is recorded before the suspension');
+    assert.ok(
+      during.some((e) => e.type === 'node.completed' && e.nodeId === 'b'),
+      'b is recorded before the suspension',
+    );
     const run = await waitTerminal(id);
     assert.is(run.status, 'completed');
     assert.equal(run.outputs, [{ nodeId: 'o', name: 'O', type: 'text', value: 'A x B C' }]);
@@ -395,7 +409,10 @@ test('a false condition skips its branch with condition_false and the run still 
     const run = await waitTerminal(id);
     assert.is(run.status, 'completed');
     assert.is(run.outcome, 'completed');
-    assert.equal(run.outputs.map((o) => [o.nodeId, o.value]), [['out_no', 'You said no']]);
+    assert.equal(
+      run.outputs.map((o) => [o.nodeId, o.value]),
+      [['out_no', 'You said no']],
+    );
     const evs = await events(id);
     assertLogSound(evs);
     const skipped = evs.filter((e) => e.type === 'node.skipped').map((e) => [e.nodeId, e.data.reason]);
@@ -403,7 +420,10 @@ test('a false condition skips its branch with condition_false and the run still 
       ['on_yes', 'condition_false'],
       ['out_yes', 'condition_false'],
     ]);
-    assert.ok(evs.some((e) => e.type === 'node.completed' && e.nodeId === 'yes'), 'the condition reports completion');
+    assert.ok(
+      evs.some((e) => e.type === 'node.completed' && e.nodeId === 'yes'),
+      'the condition reports completion',
+    );
     assert.not.ok(evs.some((e) => e.type === 'node.started' && e.nodeId === 'on_yes'));
     // The owner pays compute only: one executed step.
     assert.is(run.charge_usd, '0.000100');
@@ -424,7 +444,10 @@ test('a failing json.parse gives completed_with_issues charged for the completed
     const run = await waitTerminal(id);
     assert.is(run.status, 'completed');
     assert.is(run.outcome, 'completed_with_issues');
-    assert.equal(run.outputs.map((o) => o.nodeId), ['out_other']);
+    assert.equal(
+      run.outputs.map((o) => o.nodeId),
+      ['out_other'],
+    );
     const evs = await events(id);
     assertLogSound(evs);
     const failed = evs.find((e) => e.type === 'node.failed')!;
@@ -455,7 +478,11 @@ test('a run whose only output fails is failed with the node reason, charged the 
 });
 
 test('json.parse reads paths and parses valid JSON into the output value', async () => {
-  const f = await seed([text('raw', '{"items": [{"n": 1}, {"n": 2}]}'), { id: 'parsed', kind: 'json.parse', from: 'raw' } as GraphNode, out('o', 'parsed.items.1')]);
+  const f = await seed([
+    text('raw', '{"items": [{"n": 1}, {"n": 2}]}'),
+    { id: 'parsed', kind: 'json.parse', from: 'raw' } as GraphNode,
+    out('o', 'parsed.items.1'),
+  ]);
   const h = harness();
   await withEngine(h, async () => {
     const id = await start(h, f, {}, 'alice');
@@ -518,7 +545,10 @@ test('parallel branches run concurrently and a timer fires while another branch 
     const id = await start(h, f, {}, 'alice');
     const run = await waitTerminal(id);
     assert.is(run.status, 'completed');
-    assert.equal(run.outputs.map((o) => o.value), ['B after delay', 'A and C']);
+    assert.equal(
+      run.outputs.map((o) => o.value),
+      ['B after delay', 'A and C'],
+    );
     assertLogSound(await events(id));
     assert.is(run.charge_usd, '0.000300');
   });
@@ -535,7 +565,10 @@ test('RUN_CAPACITY=1 keeps a second run pending in the queue until the first end
     const waiting = await runRow(second);
     assert.is(waiting.status, 'pending');
     assert.is(waiting.phase, 'queued');
-    assert.equal((await events(second)).map((e) => e.type), ['run.queued']);
+    assert.equal(
+      (await events(second)).map((e) => e.type),
+      ['run.queued'],
+    );
     const a = await waitTerminal(first);
     const b = await waitTerminal(second);
     assert.is(a.status, 'completed');
@@ -587,7 +620,10 @@ test('a run waiting past QUEUE_MAX_WAIT_SECONDS fails, not charged', async () =>
     assert.is(run.billing_status, 'not_charged');
     assert.is(run.charge_usd, null);
     assert.equal(await wallet('bob'), before);
-    assert.equal((await events(second)).map((e) => e.type), ['run.queued', 'run.failed']);
+    assert.equal(
+      (await events(second)).map((e) => e.type),
+      ['run.queued', 'run.failed'],
+    );
     await cancelRun(h.deps, null, first);
   });
 });
@@ -605,7 +641,10 @@ test('insufficient funds fails the run during preparation, not charged, wallet u
     assert.equal(await wallet('bob'), { balance: '0.100000', held: '0.000000' });
     assert.equal(await ledger(id), []);
     const evs = await events(id);
-    assert.equal(evs.map((e) => e.type), ['run.queued', 'run.preparing', 'run.failed']);
+    assert.equal(
+      evs.map((e) => e.type),
+      ['run.queued', 'run.preparing', 'run.failed'],
+    );
     assertLogSound(evs);
   });
 });
@@ -639,7 +678,10 @@ test('the compute limit stops the run before the step that would cross it, charg
     const evs = await events(id);
     assertLogSound(evs);
     assert.ok(evs.some((e) => e.type === 'node.completed' && e.nodeId === 't2'));
-    assert.not.ok(evs.some((e) => e.nodeId === 't3'), 'the blocked step never started');
+    assert.not.ok(
+      evs.some((e) => e.nodeId === 't3'),
+      'the blocked step never started',
+    );
     assert.equal(await ledger(id), [
       { kind: 'hold', amount: '-0.250300' },
       { kind: 'release', amount: '0.250300' },
@@ -689,7 +731,10 @@ test('cancel while queued: cancelled, never prepared, not charged', async () => 
     const run = await runRow(second);
     assert.is(run.status, 'cancelled');
     assert.is(run.billing_status, 'not_charged');
-    assert.equal((await events(second)).map((e) => e.type), ['run.queued', 'run.cancelled']);
+    assert.equal(
+      (await events(second)).map((e) => e.type),
+      ['run.queued', 'run.cancelled'],
+    );
     assert.equal(await wallet('bob'), { balance: '10.000000', held: '0.000000' });
   });
 });
@@ -743,7 +788,11 @@ async function slowServer(ms: number, body: string) {
   return {
     url: `http://127.0.0.1:${port}/`,
     hits: () => hits,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -918,11 +967,7 @@ test('a BYOK run without a key suspends with wait_signal and supplied credential
   const stub = await startProviderStub({ chunks: ['Hi', ' there'] });
   try {
     const f = await seed(
-      [
-        text('intro', 'Intro'),
-        { id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: '{{intro}}' } as GraphNode,
-        out('o', 'llm'),
-      ],
+      [text('intro', 'Intro'), { id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: '{{intro}}' } as GraphNode, out('o', 'llm')],
       { credentialMode: 'byok' },
     );
     const h = harness({ OPENAI_BASE_URL: stub.baseURLFor('openai') });
@@ -1034,7 +1079,10 @@ test('credentials supplied before the BYOK node runs are used and the run never 
       assert.is(run.status, 'completed');
       assert.is(stub.requests[0]!.headers.authorization, 'Bearer sk-early');
       const evs = await events(id);
-      assert.equal(evs.filter((e) => e.type === 'run.suspended').map((e) => e.data.reason), ['wait_timer']);
+      assert.equal(
+        evs.filter((e) => e.type === 'run.suspended').map((e) => e.data.reason),
+        ['wait_timer'],
+      );
     });
   } finally {
     await stub.close();
@@ -1048,7 +1096,11 @@ test('an embedded admission round is one statement, and a run whose admission a 
   const lease = { owner: 'test-holder', ttlMs: 30_000 };
   const { sql } = await statementsWhile(orm, () => admitQueuedRunsDetailed(h.deps, { capacity: 4, lease, expireQueued: false }));
   // Its commit does not wait for the disk (test/db/admission-round.test.ts): a crash may undo it.
-  assert.equal(sql.filter((q) => !q.includes('workflow_versions')), [ADMIT_QUEUED.text], 'the round is one statement');
+  assert.equal(
+    sql.filter((q) => !q.includes('workflow_versions')),
+    [ADMIT_QUEUED.text],
+    'the round is one statement',
+  );
   // What a crash before the round reached the disk leaves: the run queued again, without a lease.
   await orm.em.fork().execute(`update runs set phase = 'queued', lease_owner = null, lease_until = null where id = ?`, [id]);
   assert.is(await startAdmitted(orm.em.fork(), id), null, "the driver's first write needs an admitted run");
@@ -1126,10 +1178,14 @@ test('100 template runs end to end (throughput)', async () => {
     const t0 = performance.now();
     const ids = await Promise.all(Array.from({ length: 100 }, () => start(h, f, { name: 'x' }, 'alice')));
     const accepted = performance.now();
-    await waitFor('all runs to end', async () => {
-      const [r] = await db().execute<{ n: number }[]>(`select count(*)::int as n from runs where status = 'completed'`);
-      return Number(r!.n) === ids.length;
-    }, 60_000);
+    await waitFor(
+      'all runs to end',
+      async () => {
+        const [r] = await db().execute<{ n: number }[]>(`select count(*)::int as n from runs where status = 'completed'`);
+        return Number(r!.n) === ids.length;
+      },
+      60_000,
+    );
     const ms = performance.now() - t0;
     console.log(
       `  [throughput ${process.env.DATABASE_URL ? 'postgres' : 'pglite'}] 100 runs: accepted in ${Math.round(accepted - t0)} ms, all completed in ${Math.round(ms)} ms (${Math.round(100_000 / ms)} runs/s)`,

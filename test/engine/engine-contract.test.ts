@@ -137,17 +137,26 @@ async function runRow(id: string) {
 
 async function events(id: string) {
   const rows = await db().execute<Record<string, unknown>[]>('select type, sequence, node_id, data from run_events where run_id = ? order by sequence', [id]);
-  return rows.map((r) => ({ type: String(r.type), sequence: Number(r.sequence), nodeId: (r.node_id as string | null) ?? null, data: json<Record<string, string>>(r.data) }));
+  return rows.map((r) => ({
+    type: String(r.type),
+    sequence: Number(r.sequence),
+    nodeId: (r.node_id as string | null) ?? null,
+    data: json<Record<string, string>>(r.data),
+  }));
 }
 
 const shape = (evs: Awaited<ReturnType<typeof events>>) =>
   evs.filter((e) => e.type !== 'node.output.delta').map((e) => `${e.type}${e.nodeId ? `:${e.nodeId}` : ''}`);
 
 const waitStatus = (h: EngineHarness, id: string, statuses: string[]) =>
-  waitFor(`run ${id} to be ${statuses.join('/')}`, async () => {
-    const r = await runRow(id);
-    return statuses.includes(r.status) ? r : null;
-  }, h.timeoutMs);
+  waitFor(
+    `run ${id} to be ${statuses.join('/')}`,
+    async () => {
+      const r = await runRow(id);
+      return statuses.includes(r.status) ? r : null;
+    },
+    h.timeoutMs,
+  );
 const waitTerminal = (h: EngineHarness, id: string) => waitStatus(h, id, ['completed', 'failed', 'cancelled']);
 
 async function wallet(handle: string) {
@@ -159,7 +168,11 @@ async function wallet(handle: string) {
 }
 
 function assertLogSound(evs: Awaited<ReturnType<typeof events>>): void {
-  assert.equal(evs.map((e) => e.sequence), evs.map((_, i) => i + 1), 'sequences are 1..n without gaps');
+  assert.equal(
+    evs.map((e) => e.sequence),
+    evs.map((_, i) => i + 1),
+    'sequences are 1..n without gaps',
+  );
   for (const type of ['node.started', 'node.completed', 'node.failed', 'node.skipped']) {
     const ids = evs.filter((e) => e.type === type).map((e) => e.nodeId);
     assert.equal(ids.length, new Set(ids).size, `each ${type} at most once per node`);
@@ -199,7 +212,10 @@ for (const factory of factories) {
       const run = await waitTerminal(h, id);
       assert.is(run.status, 'completed');
       assert.is(run.outcome, 'completed');
-      assert.equal(run.outputs.map((o) => o.value), ['Hello Ada. Hello Ada. The end.']);
+      assert.equal(
+        run.outputs.map((o) => o.value),
+        ['Hello Ada. Hello Ada. The end.'],
+      );
       const evs = await events(id);
       assertLogSound(evs);
       assert.equal(shape(evs), [
@@ -266,7 +282,10 @@ for (const factory of factories) {
       const evs = await events(id);
       assertLogSound(evs);
       assert.is(evs.at(-1)!.type, 'run.cancelled');
-      assert.not.ok(evs.some((e) => e.nodeId === 'b'), 'nothing after the delay ran');
+      assert.not.ok(
+        evs.some((e) => e.nodeId === 'b'),
+        'nothing after the delay ran',
+      );
     });
   });
 
@@ -286,7 +305,10 @@ for (const factory of factories) {
         assert.is(publicRun.status, 'running', 'the answer already shows the run resumed');
         const run = await waitTerminal(h, id);
         assert.is(run.status, 'completed');
-        assert.equal(run.outputs.map((o) => o.value), ['Hi there']);
+        assert.equal(
+          run.outputs.map((o) => o.value),
+          ['Hi there'],
+        );
         assert.is(stub.requests[0]!.headers.authorization, 'Bearer sk-buyer-key');
         const evs = await events(id);
         assertLogSound(evs);
@@ -330,7 +352,10 @@ for (const factory of factories) {
       const run = await waitTerminal(h, id);
       assert.is(run.status, 'completed');
       assert.is(run.outcome, 'completed_with_issues');
-      assert.equal(run.outputs.map((o) => o.nodeId), ['out_other']);
+      assert.equal(
+        run.outputs.map((o) => o.nodeId),
+        ['out_other'],
+      );
       const evs = await events(id);
       assertLogSound(evs);
       assert.equal(evs.find((e) => e.type === 'node.failed')?.data, { reason: 'invalid JSON in parsed' });

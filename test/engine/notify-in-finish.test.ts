@@ -30,7 +30,11 @@ if (!url) {
         const res = await t.call('POST', '/runs', { key: 'wr_test_alice', body: { workflow: W_SUMMARY, inputs: { topic: 'quiet' } } });
         assert.is(res.status, 202, JSON.stringify(res.body));
         runId = (res.body as { run: { id: string } }).run.id;
-        await waitFor('the run to complete', async () => ((await t.call('GET', `/runs/${runId}`, { key: 'wr_test_alice' })).body as { status: string }).status === 'completed', 5_000);
+        await waitFor(
+          'the run to complete',
+          async () => ((await t.call('GET', `/runs/${runId}`, { key: 'wr_test_alice' })).body as { status: string }).status === 'completed',
+          5_000,
+        );
         await new Promise((r) => setTimeout(r, 50)); // anything the bus would still send
       });
       const [row] = await t.deps.orm.em.fork().execute<{ last_sequence: number }[]>('select last_sequence from runs where id = ?', [runId]);

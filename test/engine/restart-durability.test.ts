@@ -53,25 +53,38 @@ test('a run suspended on a delay survives kill -9 of the server and completes af
     const url1 = await first.url;
     const accepted = await api(url1, '/runs', { method: 'POST', body: JSON.stringify({ workflow: DELAY_WORKFLOW, inputs: {} }) });
     const id = accepted.run.id as string;
-    const suspended = await waitFor('the run to be suspended', async () => {
-      const r = await api(url1, `/runs/${id}`);
-      return r.status === 'suspended' && r;
-    }, 10_000, 200);
+    const suspended = await waitFor(
+      'the run to be suspended',
+      async () => {
+        const r = await api(url1, `/runs/${id}`);
+        return r.status === 'suspended' && r;
+      },
+      10_000,
+      200,
+    );
     assert.is(suspended.status, 'suspended');
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
 
     second = boot(env);
     const url2 = await second.url;
-    const done = await waitFor('the run to end', async () => {
-      const r = await api(url2, `/runs/${id}`);
-      return ['completed', 'failed', 'cancelled'].includes(r.status) && r;
-    }, 30_000, 200);
+    const done = await waitFor(
+      'the run to end',
+      async () => {
+        const r = await api(url2, `/runs/${id}`);
+        return ['completed', 'failed', 'cancelled'].includes(r.status) && r;
+      },
+      30_000,
+      200,
+    );
     assert.is(done.status, 'completed', JSON.stringify(done));
     assert.is(done.outcome, 'completed');
     assert.equal(done.outputs.map((o: any) => o.nodeId).sort(), ['greeting', 'items']);
     const events = (await api(url2, `/runs/${id}/events`)).events as any[];
-    assert.equal(events.map((e) => e.sequence), events.map((_, i) => i + 1));
+    assert.equal(
+      events.map((e) => e.sequence),
+      events.map((_, i) => i + 1),
+    );
     const completedNodes = events.filter((e) => e.type === 'node.completed').map((e) => e.nodeId);
     assert.is(new Set(completedNodes).size, completedNodes.length, `a node completed twice: ${completedNodes}`);
     assert.is(events.filter((e) => e.type === 'run.completed').length, 1);

@@ -29,7 +29,14 @@ const KEY = 'wr_deadline_key';
 
 const seed = (slowUrl: string) =>
   seedBuyerCatalog(orm, sealer, KEY, [
-    { id: QUICK, name: 'Quick', nodes: [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }] },
+    {
+      id: QUICK,
+      name: 'Quick',
+      nodes: [
+        { id: 'a', kind: 'text.template', template: 'hi' },
+        { id: 'o', kind: 'output', from: 'a' },
+      ],
+    },
     {
       id: DELAY,
       name: 'Delay',
@@ -39,14 +46,25 @@ const seed = (slowUrl: string) =>
         { id: 'o', kind: 'output', from: 'a', after: ['wait'] },
       ],
     },
-    { id: SLOW, name: 'Slow', nodes: [{ id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl }, { id: 'o', kind: 'output', from: 'fetch' }] },
+    {
+      id: SLOW,
+      name: 'Slow',
+      nodes: [
+        { id: 'fetch', kind: 'http.request', method: 'GET', url: slowUrl },
+        { id: 'o', kind: 'output', from: 'fetch' },
+      ],
+    },
   ]);
 
 const row = async (id: string) =>
-  (await orm.em.fork().execute<{ status: string; phase: string | null; billing_status: string; charge_usd: string | null; deadline: Date | null }[]>(
-    'select status, phase, billing_status, charge_usd, deadline from runs where id = ?',
-    [id],
-  ))[0]!;
+  (
+    await orm.em
+      .fork()
+      .execute<{ status: string; phase: string | null; billing_status: string; charge_usd: string | null; deadline: Date | null }[]>(
+        'select status, phase, billing_status, charge_usd, deadline from runs where id = ?',
+        [id],
+      )
+  )[0]!;
 
 /** The runs it cancelled by their deadline, and the one that completed first. */
 async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: string[]; finished: string }> {
@@ -80,7 +98,10 @@ async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: st
     const events = await orm.em.fork().execute<{ type: string }[]>('select type from run_events where run_id = ? order by sequence', [id]);
     assert.is(events.at(-1)!.type, 'run.cancelled', `${engineName}: the last event of ${id}`);
     const hooks = await orm.em.fork().execute<{ event_type: string }[]>('select event_type from webhook_deliveries where run_id = ?', [id]);
-    assert.equal(hooks.map((h) => h.event_type), ['run.cancelled']);
+    assert.equal(
+      hooks.map((h) => h.event_type),
+      ['run.cancelled'],
+    );
   }
   const done = await row(finished);
   assert.is(done.billing_status, 'settled');

@@ -22,8 +22,12 @@ function driver(nodes: GraphNode[], status = 'running', results: Record<string, 
 const kinds = (moves: DriverMove[]) => moves.map((m) => m.kind);
 
 test('nextRunMove: what a run waits for, from its status columns', () => {
-  const at = (status: string | null, phase: RunPhase | null = null, suspendReason: 'wait_timer' | 'wait_signal' | null = null, resumeAt: number | null = null) =>
-    nextRunMove({ status, phase, suspendReason, resumeAt }, NOW).kind;
+  const at = (
+    status: string | null,
+    phase: RunPhase | null = null,
+    suspendReason: 'wait_timer' | 'wait_signal' | null = null,
+    resumeAt: number | null = null,
+  ) => nextRunMove({ status, phase, suspendReason, resumeAt }, NOW).kind;
   assert.is(at(null), 'end');
   assert.is(at('cancelled'), 'end');
   assert.is(at('pending', 'queued'), 'await_admission');
@@ -48,7 +52,10 @@ test('an admitted run of three templates is computed in memory and started, reco
   assert.is(finish.kind, 'finish');
   if (finish.kind !== 'finish') return;
   assert.is(finish.start, true, 'started in the completion transaction');
-  assert.equal(finish.batch!.entries.map((e) => ('step' in e ? e.step : 'actions')), ['t1', 't2', 't3']);
+  assert.equal(
+    finish.batch!.entries.map((e) => ('step' in e ? e.step : 'actions')),
+    ['t1', 't2', 't3'],
+  );
   assert.equal(finish.actions, [{ type: 'resolve', nodeId: 'o', value: 't3' }]);
   d.finished(true);
   assert.equal(d.next(NOW), { kind: 'done' });

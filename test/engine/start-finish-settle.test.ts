@@ -108,9 +108,9 @@ async function outcome(id: string) {
     [id],
   );
   const events = (await q<{ type: string }>('select type from run_events where run_id = ? order by sequence', [id])).map((e) => e.type);
-  const ledger = (await q<Record<string, string>>('select kind, amount_usd::text, balance_after_usd::text, note from ledger_entries where run_id = ? order by id', [id])).map(
-    (l) => [l.kind, l.amount_usd, l.balance_after_usd, l.note],
-  );
+  const ledger = (
+    await q<Record<string, string>>('select kind, amount_usd::text, balance_after_usd::text, note from ledger_entries where run_id = ? order by id', [id])
+  ).map((l) => [l.kind, l.amount_usd, l.balance_after_usd, l.note]);
   const outbox = (await q<{ event_type: string }>('select event_type from webhook_deliveries where run_id = ?', [id])).map((o) => o.event_type);
   const [w] = await q('select balance_usd::text, held_usd::text from wallets where account_id = ?', [r!.account_id]);
   const run: Record<string, unknown> = { ...r!, steps_executed: Number(r!.steps_executed) };
@@ -118,7 +118,8 @@ async function outcome(id: string) {
   return { run, events, ledger, outbox, wallet: w };
 }
 
-const tally = async () => Number((await q<{ n: string }>('select coalesce(sum(runs), 0)::int as n from workflow_run_tallies where workflow_id = ?', [WF]))[0]!.n);
+const tally = async () =>
+  Number((await q<{ n: string }>('select coalesce(sum(runs), 0)::int as n from workflow_run_tallies where workflow_id = ?', [WF]))[0]!.n);
 
 const COMPLETED = {
   status: 'completed',
@@ -140,28 +141,31 @@ const LEDGER = [
   ['charge', '-0.250300', '9.749700', 'run charge'],
 ];
 
-t('a run is executed in ONE statement after its admission, with or without a webhook endpoint: the same money, ledger and tally, and the outbox row', async ({ app }) => {
-  const before = await tally();
-  const bob = await run(app, 'bob');
-  assert.equal(named(bob.sql), ['finish_runs']);
-  const alone = await outcome(bob.id);
-  assert.equal(alone.run, COMPLETED);
-  assert.equal(alone.ledger, LEDGER);
-  assert.equal(alone.wallet, { balance_usd: '9.749700', held_usd: '0.000000' });
-  assert.equal(alone.outbox, []);
-  assert.is(await tally(), before + 1);
+t(
+  'a run is executed in ONE statement after its admission, with or without a webhook endpoint: the same money, ledger and tally, and the outbox row',
+  async ({ app }) => {
+    const before = await tally();
+    const bob = await run(app, 'bob');
+    assert.equal(named(bob.sql), ['finish_runs']);
+    const alone = await outcome(bob.id);
+    assert.equal(alone.run, COMPLETED);
+    assert.equal(alone.ledger, LEDGER);
+    assert.equal(alone.wallet, { balance_usd: '9.749700', held_usd: '0.000000' });
+    assert.equal(alone.outbox, []);
+    assert.is(await tally(), before + 1);
 
-  // The same run for an account with an endpoint: the one statement writes its outbox row too.
-  const carl = await run(app, 'carl');
-  assert.equal(named(carl.sql), ['finish_runs']);
-  const hooked = await outcome(carl.id);
-  assert.equal(hooked.outbox, ['run.completed']);
-  assert.equal({ ...hooked, outbox: [] }, alone, 'the same money, ledger rows, balances, events and run columns either way');
-  assert.equal([alone.events.slice(0, 3), alone.events.at(-1)], [['run.queued', 'run.preparing', 'run.started'], 'run.completed']);
-  assert.is(await tally(), before + 2);
-});
+    // The same run for an account with an endpoint: the one statement writes its outbox row too.
+    const carl = await run(app, 'carl');
+    assert.equal(named(carl.sql), ['finish_runs']);
+    const hooked = await outcome(carl.id);
+    assert.equal(hooked.outbox, ['run.completed']);
+    assert.equal({ ...hooked, outbox: [] }, alone, 'the same money, ledger rows, balances, events and run columns either way');
+    assert.equal([alone.events.slice(0, 3), alone.events.at(-1)], [['run.queued', 'run.preparing', 'run.started'], 'run.completed']);
+    assert.is(await tally(), before + 2);
+  },
+);
 
-t('an endpoint that does not take the run\'s terminal event gets no outbox row', async ({ app }) => {
+t("an endpoint that does not take the run's terminal event gets no outbox row", async ({ app }) => {
   const eve = await run(app, 'eve');
   assert.equal(named(eve.sql), ['finish_runs']);
   const r = await outcome(eve.id);
@@ -215,7 +219,9 @@ if (process.env.DATABASE_URL) {
       Array.from({ length: 16 }, (_, i) => start - (i + 1) * 250300),
       'each charge taken from the balance the one before it left',
     );
-    const [w] = await q<{ balance_usd: string; held_usd: string }>(`select w.balance_usd::text, w.held_usd::text from wallets w join accounts a on a.id = w.account_id where a.handle = 'bob'`);
+    const [w] = await q<{ balance_usd: string; held_usd: string }>(
+      `select w.balance_usd::text, w.held_usd::text from wallets w join accounts a on a.id = w.account_id where a.handle = 'bob'`,
+    );
     assert.equal([Math.round(Number(w!.balance_usd) * 1e6), w!.held_usd], [start - 16 * 250300, '0.000000']);
   });
   t('a lease renewal skips a run row being written instead of waiting for it (no deadlock with a group), and still reports it held', async ({ app }) => {
@@ -229,7 +235,9 @@ if (process.env.DATABASE_URL) {
       assert.ok(Date.now() - started < 900, 'answered without waiting for the locked row');
       assert.equal([...held].sort(), [a.id, b.id].sort(), 'both still held');
     });
-    const rows = await q<{ id: string; later: boolean }>(`select id, lease_until > now() + interval '30 seconds' as later from runs where id in (?)`, [[a.id, b.id]]);
+    const rows = await q<{ id: string; later: boolean }>(`select id, lease_until > now() + interval '30 seconds' as later from runs where id in (?)`, [
+      [a.id, b.id],
+    ]);
     const later = Object.fromEntries(rows.map((r) => [r.id, r.later]));
     assert.equal([later[a.id], later[b.id]], [false, true], 'only the free row was renewed');
   });

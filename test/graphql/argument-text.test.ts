@@ -51,7 +51,8 @@ const cases: { what: string; query: string; argument: string; value?: (bad: stri
   { what: 'run(id:)', query: 'query($v: ID!) { run(id: $v) { id } }', argument: 'id' },
   {
     what: 'an input object field: supplyRunCredentials(credentials: [{ apiKey }])',
-    query: 'mutation($v: String!) { supplyRunCredentials(runId: "00000000-0000-4000-8000-000000000000", credentials: [{ provider: "openai", apiKey: $v }]) { id } }',
+    query:
+      'mutation($v: String!) { supplyRunCredentials(runId: "00000000-0000-4000-8000-000000000000", credentials: [{ provider: "openai", apiKey: $v }]) { id } }',
     argument: 'credentials[0].apiKey',
   },
 ];
@@ -105,7 +106,12 @@ test('/graphql/stream refuses the same argument with the same error', async () =
 test('_entities: an unknown __typename is BAD_USER_INPUT naming it, not an internal error', async () => {
   const query = 'query($r: [_Any!]!) { _entities(representations: $r) { ... on Workflow { id } } }';
   for (const typename of ['Nope', 'Query', 'RunPage', 'String']) {
-    const res = await h.gql(query, { r: [{ __typename: 'Workflow', id: GREETER }, { __typename: typename, id: GREETER }] });
+    const res = await h.gql(query, {
+      r: [
+        { __typename: 'Workflow', id: GREETER },
+        { __typename: typename, id: GREETER },
+      ],
+    });
     assert.is(res.status, 400, res.text);
     assert.equal(errorCodes(res), ['BAD_USER_INPUT'], res.text);
     assert.match(res.body.errors![0]!.message, `representations[1]`);

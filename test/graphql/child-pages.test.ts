@@ -31,11 +31,20 @@ test.before(async () => {
   // Settled deliveries (not pending), so the outbox worker leaves them alone; one second apart, oldest first.
   const start = Date.now() - 60_000;
   for (let i = 0; i < 4; i++) {
-    for (const [who, endpoint] of [['alice', aliceEndpoint], ['bob', bobEndpoint]] as const) {
+    for (const [who, endpoint] of [
+      ['alice', aliceEndpoint],
+      ['bob', bobEndpoint],
+    ] as const) {
       const id = `msg_${who}_${i}`;
       em.create(WebhookDeliverySchema, {
-        id, endpointId: endpoint.id, runId: run!.id, eventType: 'run.completed',
-        status: 'delivered', attempts: 1, nextAttemptAt: new Date(start), createdAt: new Date(start + i * 1000 + (who === 'bob' ? 500 : 0)),
+        id,
+        endpointId: endpoint.id,
+        runId: run!.id,
+        eventType: 'run.completed',
+        status: 'delivered',
+        attempts: 1,
+        nextAttemptAt: new Date(start),
+        createdAt: new Date(start + i * 1000 + (who === 'bob' ? 500 : 0)),
       });
       deliveries[who]!.unshift(id);
     }
@@ -47,7 +56,7 @@ test.after(async () => {
   await h?.close();
 });
 
-test('ledger, versions and deliveries pages of several parents are each parent\'s own page', async () => {
+test("ledger, versions and deliveries pages of several parents are each parent's own page", async () => {
   type Account = { handle: string; ledger: { id: string }[]; webhookDeliveries: { id: string; endpointUrl: string }[] };
   type Page = { runs: { runs: { account: Account; workflow: { id: string; versions: { label: string }[] } }[] } };
   const res = await h.gql<Page>(`{ runs(limit: 100) { runs {
@@ -62,20 +71,34 @@ test('ledger, versions and deliveries pages of several parents are each parent\'
     const { id } = await em.findOneOrFail(AccountSchema, { handle });
     const ledger = await em.find(LedgerEntrySchema, { accountId: id }, { orderBy: { id: 'desc' }, offset: 1, limit: 2 });
     assert.ok(ledger.length > 0, `${handle} has ledger entries past the first`);
-    assert.equal(account.ledger.map((e) => e.id), ledger.map((e) => String(e.id)), `${handle}'s ledger page`);
-    assert.equal(account.webhookDeliveries.map((d) => d.id), deliveries[handle]!.slice(1, 3), `${handle}'s deliveries page`);
+    assert.equal(
+      account.ledger.map((e) => e.id),
+      ledger.map((e) => String(e.id)),
+      `${handle}'s ledger page`,
+    );
+    assert.equal(
+      account.webhookDeliveries.map((d) => d.id),
+      deliveries[handle]!.slice(1, 3),
+      `${handle}'s deliveries page`,
+    );
     assert.ok(account.webhookDeliveries.every((d) => d.endpointUrl === (handle === 'bob' ? 'https://example.test/bob' : 'https://example.test/hooks')));
   }
   const greeter = runs.find((r) => r.workflow.id === GREETER)!.workflow;
   const tool = runs.find((r) => r.workflow.id === PRIVATE_TOOL)!.workflow;
   const second = await em.find(WorkflowVersionSchema, { workflowId: GREETER }, { orderBy: { createdAt: 'desc', id: 'desc' }, offset: 1, limit: 1 });
-  assert.equal(greeter.versions, second.map((v) => ({ label: v.label })));
+  assert.equal(
+    greeter.versions,
+    second.map((v) => ({ label: v.label })),
+  );
   assert.equal(tool.versions, [], 'a workflow with one version has nothing after the first');
 });
 
-test('run events of several runs are each run\'s own, after the cursor', async () => {
+test("run events of several runs are each run's own, after the cursor", async () => {
   const [first, second] = (await h.em().execute<{ id: string }[]>('select id from runs order by created_at, id limit 2')).map((r) => r.id);
-  await h.appendEvents(first!, [{ type: 'run.preparing', data: { status: 'pending' } }, { type: 'run.started', data: { status: 'running' } }]);
+  await h.appendEvents(first!, [
+    { type: 'run.preparing', data: { status: 'pending' } },
+    { type: 'run.started', data: { status: 'running' } },
+  ]);
   type Page = { runs: { runs: { id: string; events: { runId: string; sequence: number; type: string }[] }[] } };
   const res = await h.gql<Page>('{ runs(limit: 100) { runs { id events(afterSequence: 1, limit: 1) { runId sequence type } } } }');
   assert.is(res.status, 200, res.text);

@@ -96,15 +96,18 @@ test('supplied credentials resume a suspended BYOK run, seen live by the subscri
   assert.is(supplied!.status, 200, supplied!.text);
   assert.equal(errorCodes(supplied!), []);
   const types = events.map((e) => e.type);
-  assert.equal(events.map((e) => e.sequence), events.map((_, i) => i + 1), 'every event once, in order');
+  assert.equal(
+    events.map((e) => e.sequence),
+    events.map((_, i) => i + 1),
+    'every event once, in order',
+  );
   assert.ok(types.indexOf('run.suspended') < types.indexOf('run.resumed'));
   assert.is(types.at(-1), 'run.completed');
   assert.is(stub.requests[0]!.headers.authorization, 'Bearer sk-buyer-key');
 
-  const done = await h.gql<{ run: { status: string; outcome: string; outputs: { name: string; value: string }[]; billingStatus: string; displayedChargeUsd: string } }>(
-    `query($id: ID!) { run(id: $id) { status outcome outputs billingStatus displayedChargeUsd } }`,
-    { id },
-  );
+  const done = await h.gql<{
+    run: { status: string; outcome: string; outputs: { name: string; value: string }[]; billingStatus: string; displayedChargeUsd: string };
+  }>(`query($id: ID!) { run(id: $id) { status outcome outputs billingStatus displayedChargeUsd } }`, { id });
   const run = done.body.data!.run;
   assert.is(run.status, 'COMPLETED');
   assert.is(run.outcome, 'COMPLETED');

@@ -133,7 +133,7 @@ test('production mode turns introspection and the landing page off', async () =>
   assert.equal(ok.body.data, { account: { handle: 'alice' } });
 });
 
-test('outside production mode a browser gets the GraphiQL explorer from this server (Apollo\'s CDN landing page is off)', async () => {
+test("outside production mode a browser gets the GraphiQL explorer from this server (Apollo's CDN landing page is off)", async () => {
   await h?.close();
   h = await startHarness();
   const page = await fetch(`${h.url}/graphql`, { headers: { Accept: 'text/html', Authorization: `Bearer ${TOKEN}` } });

@@ -17,7 +17,11 @@ test.after(async () => {
   await h?.close();
 });
 
-async function query<T>(url: string, q: string, variables?: Record<string, unknown>): Promise<{ status: number; body: { data?: T; errors?: { message: string }[] } }> {
+async function query<T>(
+  url: string,
+  q: string,
+  variables?: Record<string, unknown>,
+): Promise<{ status: number; body: { data?: T; errors?: { message: string }[] } }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: q, variables }) });
   return { status: res.status, body: (await res.json()) as { data?: T; errors?: { message: string }[] } };
 }

@@ -13,7 +13,17 @@ test.after(async () => {
 });
 
 const CANCEL = `mutation($id: ID!) { cancelRun(id: $id) { id status billingStatus displayedChargeUsd completedAt lastSequence events { type sequence } } }`;
-type Cancelled = { cancelRun: { id: string; status: string; billingStatus: string; displayedChargeUsd: string | null; completedAt: string | null; lastSequence: number; events: { type: string; sequence: number }[] } };
+type Cancelled = {
+  cancelRun: {
+    id: string;
+    status: string;
+    billingStatus: string;
+    displayedChargeUsd: string | null;
+    completedAt: string | null;
+    lastSequence: number;
+    events: { type: string; sequence: number }[];
+  };
+};
 
 test("cancelRun cancels any account's pending run, uncharged, with its terminal event", async () => {
   const id = await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: 'x' });
@@ -25,7 +35,10 @@ test("cancelRun cancels any account's pending run, uncharged, with its terminal 
   assert.is(run.billingStatus, 'NOT_CHARGED');
   assert.is(run.displayedChargeUsd, null);
   assert.ok(run.completedAt);
-  assert.equal(run.events.map((e) => e.type), ['run.queued', 'run.cancelled']);
+  assert.equal(
+    run.events.map((e) => e.type),
+    ['run.queued', 'run.cancelled'],
+  );
   assert.is(run.lastSequence, 2);
 });
 
@@ -53,7 +66,10 @@ test('acceptWorkflowUpdate re-pins a buyer to the active version', async () => {
   type P = { account: { purchases: { pinnedVersionId: string; updateAvailable: boolean; pinnedVersion: { label: string } }[] } };
   const before = await h.gql<P>(PURCHASES, { a: 'bob' });
   assert.equal(before.body.data!.account.purchases[0]!.pinnedVersion, { label: 'v1' });
-  const res = await h.gql<{ acceptWorkflowUpdate: { id: string; activeVersionId: string; activeVersion: { label: string } } }>(ACCEPT, { w: GREETER, a: 'bob' });
+  const res = await h.gql<{ acceptWorkflowUpdate: { id: string; activeVersionId: string; activeVersion: { label: string } } }>(ACCEPT, {
+    w: GREETER,
+    a: 'bob',
+  });
   assert.is(res.status, 200, res.text);
   assert.is(res.body.data!.acceptWorkflowUpdate.id, GREETER);
   assert.equal(res.body.data!.acceptWorkflowUpdate.activeVersion, { label: 'v2' });
@@ -82,11 +98,13 @@ test('supplyRunCredentials seals the credentials for the run and returns it', as
   const res = await h.gql<{ supplyRunCredentials: { id: string; status: string } }>(SUPPLY, { id, c: [{ provider: 'openai', apiKey: 'sk-test-123' }] });
   assert.is(res.status, 200, res.text);
   assert.equal(res.body.data!.supplyRunCredentials, { id, status: 'PENDING' });
-  const rows = await h.em().execute<{ name: string; ciphertext: string }[]>(
-    `select name, ciphertext from run_secrets where run_id = ? and kind = 'provider_credential'`,
-    [id],
+  const rows = await h
+    .em()
+    .execute<{ name: string; ciphertext: string }[]>(`select name, ciphertext from run_secrets where run_id = ? and kind = 'provider_credential'`, [id]);
+  assert.equal(
+    rows.map((r) => r.name),
+    ['openai'],
   );
-  assert.equal(rows.map((r) => r.name), ['openai']);
   assert.not.match(rows[0]!.ciphertext, 'sk-test-123');
   assert.is(h.app.deps.sealer.open(rows[0]!.ciphertext), 'sk-test-123');
 });

@@ -77,7 +77,7 @@ test('a parser that runs out of stack within the token limit is still a parse fa
   assert.equal(formatted, { message: 'the query could not be parsed: it is nested too deeply', extensions: { code: 'GRAPHQL_PARSE_FAILED' } });
 });
 
-test('a plain syntax error is GRAPHQL_PARSE_FAILED on both endpoints, with the parser\'s message', async () => {
+test("a plain syntax error is GRAPHQL_PARSE_FAILED on both endpoints, with the parser's message", async () => {
   const res = await h.gql('{ runs { ');
   assert.is(res.status, 400);
   assert.equal(errorCodes(res), ['GRAPHQL_PARSE_FAILED']);

@@ -89,13 +89,19 @@ test('run events are paged by afterSequence and limit', async () => {
   ]);
   const q = `query($id: ID!, $after: Int, $limit: Int) { run(id: $id) { events(afterSequence: $after, limit: $limit) { runId type sequence ts nodeId data } } }`;
   const all = await h.gql<{ run: { events: { sequence: number; type: string; runId: string; nodeId: string | null; data: unknown }[] } }>(q, { id });
-  assert.equal(all.body.data!.run.events.map((e) => e.sequence), [1, 2, 3, 4]);
+  assert.equal(
+    all.body.data!.run.events.map((e) => e.sequence),
+    [1, 2, 3, 4],
+  );
   assert.is(all.body.data!.run.events[0]!.type, 'run.queued');
   assert.equal(all.body.data!.run.events[0]!.data, { status: 'pending' });
   assert.is(all.body.data!.run.events[3]!.nodeId, 'greet');
   assert.is(all.body.data!.run.events[3]!.runId, id);
   const page = await h.gql<typeof all.body.data>(q, { id, after: 1, limit: 2 });
-  assert.equal(page.body.data!.run.events.map((e) => e.sequence), [2, 3]);
+  assert.equal(
+    page.body.data!.run.events.map((e) => e.sequence),
+    [2, 3],
+  );
   const bad = await h.gql(q, { id, after: -1 });
   assert.equal(errorCodes(bad), ['BAD_USER_INPUT']);
 });
@@ -106,18 +112,30 @@ test('runs filters by account, status and workflow and pages newest first', asyn
   type Page = { runs: { runs: { id: string; accountHandle: string; status: string }[]; pagination: { offset: number; limit: number; hasMore: boolean } } };
   const all = await h.gql<Page>(q, {});
   assert.is(all.status, 200, all.text);
-  assert.equal(all.body.data!.runs.runs.map((r) => r.id), [...runs.bob].reverse().concat([...runs.alice].reverse()));
+  assert.equal(
+    all.body.data!.runs.runs.map((r) => r.id),
+    [...runs.bob].reverse().concat([...runs.alice].reverse()),
+  );
   assert.equal(all.body.data!.runs.pagination, { offset: 0, limit: 20, hasMore: false });
 
   const alice = await h.gql<Page>(q, { a: 'alice', l: 2 });
-  assert.equal(alice.body.data!.runs.runs.map((r) => r.id), [runs.alice[2], runs.alice[1]]);
+  assert.equal(
+    alice.body.data!.runs.runs.map((r) => r.id),
+    [runs.alice[2], runs.alice[1]],
+  );
   assert.equal(alice.body.data!.runs.pagination, { offset: 0, limit: 2, hasMore: true });
   const next = await h.gql<Page>(q, { a: 'alice', l: 2, o: 2 });
-  assert.equal(next.body.data!.runs.runs.map((r) => r.id), [runs.alice[0]]);
+  assert.equal(
+    next.body.data!.runs.runs.map((r) => r.id),
+    [runs.alice[0]],
+  );
   assert.is(next.body.data!.runs.pagination.hasMore, false);
 
   const byWorkflow = await h.gql<Page>(q, { w: PRIVATE_TOOL });
-  assert.equal(byWorkflow.body.data!.runs.runs.map((r) => r.accountHandle), ['bob', 'bob']);
+  assert.equal(
+    byWorkflow.body.data!.runs.runs.map((r) => r.accountHandle),
+    ['bob', 'bob'],
+  );
   const pending = await h.gql<Page>(q, { s: 'PENDING', a: 'bob' });
   assert.is(pending.body.data!.runs.runs.length, 2);
   const done = await h.gql<Page>(q, { s: 'COMPLETED' });
@@ -125,7 +143,9 @@ test('runs filters by account, status and workflow and pages newest first', asyn
   const nobody = await h.gql<Page>(q, { a: 'nobody' });
   assert.is(nobody.body.data!.runs.runs.length, 0);
 
-  const later = await h.gql<Page>(`query($t: DateTimeISO) { runs(createdAfter: $t) { runs { id } pagination { hasMore } } }`, { t: new Date(Date.now() + 60_000).toISOString() });
+  const later = await h.gql<Page>(`query($t: DateTimeISO) { runs(createdAfter: $t) { runs { id } pagination { hasMore } } }`, {
+    t: new Date(Date.now() + 60_000).toISOString(),
+  });
   assert.is(later.body.data!.runs.runs.length, 0);
 });
 
@@ -237,9 +257,7 @@ test('account exposes wallet, ledger, API key metadata and webhooks, never a sec
 });
 
 test('unknown or malformed ids answer null, not an error', async () => {
-  const res = await h.gql<{ run: null; workflow: null }>(
-    '{ run(id: "00000000-0000-4000-8000-000000000000") { id } workflow(id: "not-a-uuid") { id } }',
-  );
+  const res = await h.gql<{ run: null; workflow: null }>('{ run(id: "00000000-0000-4000-8000-000000000000") { id } workflow(id: "not-a-uuid") { id } }');
   assert.is(res.status, 200);
   assert.equal(res.body.data, { run: null, workflow: null });
   assert.is(res.body.errors, undefined);

@@ -38,7 +38,11 @@ const background = (sql: string) => /webhook_deliveries|idempotency_records/.tes
 
 test('50 runs with their workflow and account go to Postgres in at most 3 statements', async () => {
   type Page = { runs: { runs: { accountHandle: string; workflow: { id: string; runsCount: number }; account: { handle: string } }[] } };
-  const { result, sql } = await statementsWhile(h.app.deps.orm, () => h.gql<Page>(PAGE), (s) => !background(s.query));
+  const { result, sql } = await statementsWhile(
+    h.app.deps.orm,
+    () => h.gql<Page>(PAGE),
+    (s) => !background(s.query),
+  );
   assert.is(result.status, 200, result.text);
   const runs = result.body.data!.runs.runs;
   assert.is(runs.length, 50);

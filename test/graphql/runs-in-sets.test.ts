@@ -20,7 +20,10 @@ const REPLAY = `mutation($apiKeyId: ID!, $filter: JSON!) {
 
 test("cancelRuns by metadata filter: a dry run counts, then the account's matching runs are cancelled", async () => {
   const tag = randomUUID();
-  const ids = [await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: 'a' }, { metadata: { tag } }), await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: 'b' }, { metadata: { tag } })];
+  const ids = [
+    await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: 'a' }, { metadata: { tag } }),
+    await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: 'b' }, { metadata: { tag } }),
+  ];
   const [run] = await h.em().execute('select account_id, api_key_id from runs where id = ?', [ids[0]]);
   const accountId = String(run.account_id);
   const dry = await h.gql<{ cancelRuns: Record<string, unknown> }>(CANCEL, { accountId, filter: { metadata: { tag } }, dryRun: true });
@@ -28,7 +31,10 @@ test("cancelRuns by metadata filter: a dry run counts, then the account's matchi
   const done = await h.gql<{ cancelRuns: Record<string, unknown> }>(CANCEL, { accountId, filter: { metadata: { tag } } });
   assert.equal(done.body.data!.cancelRuns, { dryRun: false, matched: 2, cancelled: 2, alreadyTerminal: 0, nextCursor: null });
   const statuses = await h.em().execute<{ status: string }[]>(`select status from runs where metadata->>'tag' = ?`, [tag]);
-  assert.equal(statuses.map((s) => s.status), ['cancelled', 'cancelled']);
+  assert.equal(
+    statuses.map((s) => s.status),
+    ['cancelled', 'cancelled'],
+  );
   assert.equal(errorCodes(await h.gql(CANCEL, { accountId, filter: {} })), ['BAD_USER_INPUT'], 'an empty filter is refused');
 
   const replay = await h.gql<{ replayRuns: { items: { runId: string | null }[]; accepted: number; refused: number } }>(REPLAY, {

@@ -61,7 +61,10 @@ test('runEvents replays after the cursor, then delivers live events in order unt
     }
   });
   assert.equal(errors, []);
-  assert.equal(events.map((e) => `${e.sequence}:${e.type}`), ['2:run.preparing', '3:run.started', '4:node.started', '5:node.output.delta', '6:run.cancelled']);
+  assert.equal(
+    events.map((e) => `${e.sequence}:${e.type}`),
+    ['2:run.preparing', '3:run.started', '4:node.started', '5:node.output.delta', '6:run.cancelled'],
+  );
   assert.ok(events.every((e) => e.runId === id));
   assert.equal(events[3]!.data, { text: 'Hel' });
   assert.is(events[2]!.nodeId, 'greet');
@@ -80,7 +83,10 @@ test('runEvents delivers every event exactly once while events are appended duri
   const { events, errors } = await collect(client.iterate({ query: SUB, variables: { id } }));
   await writer;
   assert.equal(errors, []);
-  assert.equal(events.map((e) => e.sequence), Array.from({ length: 62 }, (_, i) => i + 1));
+  assert.equal(
+    events.map((e) => e.sequence),
+    Array.from({ length: 62 }, (_, i) => i + 1),
+  );
   assert.is(events.at(-1)!.type, 'run.cancelled');
 });
 
@@ -88,7 +94,10 @@ test('runEvents of a finished run replays up to its terminal event and completes
   const id = await h.startRun(ALICE_SECRET, GREETER, { name: 'x', place: 'y' });
   await cancelRun(h.app.deps, null, id);
   const replay = await collect(client.iterate({ query: SUB, variables: { id } }));
-  assert.equal(replay.events.map((e) => e.type), ['run.queued', 'run.cancelled']);
+  assert.equal(
+    replay.events.map((e) => e.type),
+    ['run.queued', 'run.cancelled'],
+  );
   const started = Date.now();
   const past = await collect(client.iterate({ query: SUB, variables: { id, after: 2 } }));
   assert.equal(past.events, []);
@@ -106,8 +115,14 @@ test('runEvents resumed at or past the end of a live run completes when the run 
   await cancelRun(h.app.deps, null, id);
   const results = await Promise.all(subs);
   assert.ok(Date.now() - started < 5_000, `a subscription was still open ${Date.now() - started} ms after it began`);
-  assert.equal(results.map((r) => r.events.map((e) => `${e.sequence}:${e.type}`)), [['2:run.cancelled'], [], [], [], []]);
-  assert.equal(results.flatMap((r) => r.errors), []);
+  assert.equal(
+    results.map((r) => r.events.map((e) => `${e.sequence}:${e.type}`)),
+    [['2:run.cancelled'], [], [], [], []],
+  );
+  assert.equal(
+    results.flatMap((r) => r.errors),
+    [],
+  );
 });
 
 test('runEvents of an unknown run answers NOT_FOUND', async () => {

@@ -171,9 +171,11 @@ else
         for (const r of replies) assert.is(r.status, 202, `POST /runs before the restart: ${r.status} ${r.text}${why()}`);
       };
       const ready = () =>
-        waitFor('GET /readyz to answer 200 again', async () => (await request(url, 'GET', '/readyz', { timeoutMs: 3_000 })).status === 200, 30_000, 200).catch((err) => {
-          throw new Error(`${(err as Error).message}${why()}`);
-        });
+        waitFor('GET /readyz to answer 200 again', async () => (await request(url, 'GET', '/readyz', { timeoutMs: 3_000 })).status === 200, 30_000, 200).catch(
+          (err) => {
+            throw new Error(`${(err as Error).message}${why()}`);
+          },
+        );
 
       /** What the service answers while the database is down: never a crash, always an error envelope. */
       const probeOutage = async (ms: number, idempotencyKey: string, someRun: string) => {
@@ -191,7 +193,10 @@ else
           assert.is(health.status, 200, `/healthz while Postgres is down: ${health.status} ${health.text}`);
           assert.is(readyz.status, 503, `/readyz while Postgres is down: ${readyz.status} ${readyz.text}`);
           assert.is(readyz.body?.checks?.database, false);
-          for (const [what, r] of [['POST /runs', postRun], ['GET /runs/{id}', getRun]] as const) {
+          for (const [what, r] of [
+            ['POST /runs', postRun],
+            ['GET /runs/{id}', getRun],
+          ] as const) {
             assert.ok(r.status >= 500 && r.status <= 599, `${what} while Postgres is down answered ${r.status}: ${r.text}`);
             assert.type(r.body?.error?.code, 'string', `${what} while Postgres is down: no error envelope: ${r.text}`);
           }
@@ -289,7 +294,11 @@ else
         const ledger = await q('select kind, amount_usd from ledger_entries where run_id = ? order by id', [r.id]);
         assert.equal(
           ledger.map((l) => [l.kind, micros(l.amount_usd)]),
-          [['hold', -charge], ['release', charge], ['charge', -charge]],
+          [
+            ['hold', -charge],
+            ['release', charge],
+            ['charge', -charge],
+          ],
           `run ${r.id}: ledger rows`,
         );
       }
@@ -337,7 +346,11 @@ t(WEBHOOK_DOWN, async () => {
   let receiver: Server | undefined;
   try {
     // The real app: HTTP, the embedded engine and the webhook dispatcher it starts (production schedule).
-    app = await startTestApp({ catalog: catalogFile, env: { WEBHOOK_ALLOW_INSECURE: '1', ALLOW_PRIVATE_NETWORK: '1' }, engine: (deps) => new EmbeddedEngine(deps) });
+    app = await startTestApp({
+      catalog: catalogFile,
+      env: { WEBHOOK_ALLOW_INSECURE: '1', ALLOW_PRIVATE_NETWORK: '1' },
+      engine: (deps) => new EmbeddedEngine(deps),
+    });
     const api = app;
     const em = () => api.deps.orm.em.fork();
     const deliveries = async (runIds: string[]) =>
@@ -420,7 +433,9 @@ t(WEBHOOK_DOWN, async () => {
       60_000,
       200,
     ).catch(async (err) => {
-      throw new Error(`${(err as Error).message}: ${JSON.stringify(await deliveries([...all.keys()]), null, 1)}\nhits: ${JSON.stringify(hits.map((h) => [h.runId, h.status]))}`);
+      throw new Error(
+        `${(err as Error).message}: ${JSON.stringify(await deliveries([...all.keys()]), null, 1)}\nhits: ${JSON.stringify(hits.map((h) => [h.runId, h.status]))}`,
+      );
     });
     // Several dispatcher ticks later nothing more has been sent.
     const settled = hits.length;
@@ -438,7 +453,11 @@ t(WEBHOOK_DOWN, async () => {
       assert.is(row.event_type, `run.${status}`);
       assert.is(Number(row.attempts), 2, `run ${runId}: attempts`);
       const got = hits.filter((h) => h.runId === runId);
-      assert.equal(got.map((h) => h.status), groupA.has(runId) ? [204] : [503, 204], `run ${runId}: answers`);
+      assert.equal(
+        got.map((h) => h.status),
+        groupA.has(runId) ? [204] : [503, 204],
+        `run ${runId}: answers`,
+      );
       const body = `{"type":"run.${status}","timestamp":${JSON.stringify(isoOrNull(row.created_at))},"data":${run.text}}`;
       for (const h of got) {
         assert.is(h.id, row.id, `run ${runId}: webhook-id ${h.id} is not its outbox id ${row.id}`);
@@ -502,13 +521,20 @@ function crashChild(args: string[], env: Record<string, string> = {}): CrashChil
   proc.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const exited = new Promise<void>((r) => proc.once('exit', () => ((exitedFlag = true), r())));
   const lines = async (prefix: string, n = 1, ms = 60_000) => {
-    const pick = () => out.split('\n').filter((l) => l.startsWith(prefix)).map((l) => l.slice(prefix.length));
+    const pick = () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith(prefix))
+        .map((l) => l.slice(prefix.length));
     return waitFor(
       `${n} "${prefix.trim()}" line(s) from the crash child`,
       async () => {
         const got = pick();
         if (got.length >= n) return got.slice(0, n);
-        if (exitedFlag) throw new Error(`the crash child exited (${proc.exitCode ?? proc.signalCode}) before ${n} "${prefix.trim()}" line(s):\n${out.slice(-2000)}\n${err.slice(-3000)}`);
+        if (exitedFlag)
+          throw new Error(
+            `the crash child exited (${proc.exitCode ?? proc.signalCode}) before ${n} "${prefix.trim()}" line(s):\n${out.slice(-2000)}\n${err.slice(-3000)}`,
+          );
         return null;
       },
       ms,
@@ -573,10 +599,9 @@ async function settleKill(variant: SettleKill): Promise<void> {
       await locker.query('begin');
       // The tally rows every completion of these workflows adds to (one per shard), locked: the
       // finishing statement, which also counts the completed runs, waits there.
-      await locker.query(
-        `insert into workflow_run_tallies (workflow_id, shard, runs) select w, s, 0 from unnest($1::uuid[]) w, generate_series(0, 15) s`,
-        [[WF.quick, WF.bundled]],
-      );
+      await locker.query(`insert into workflow_run_tallies (workflow_id, shard, runs) select w, s, 0 from unnest($1::uuid[]) w, generate_series(0, 15) s`, [
+        [WF.quick, WF.bundled],
+      ]);
       await locker.query('select 1 from workflow_run_tallies where workflow_id = any($1) for update', [[WF.quick, WF.bundled]]);
       // pg_stat_activity is read from another session: inside the locker's transaction it is a snapshot.
       observer = new pg.Client({ connectionString: server });
@@ -628,7 +653,7 @@ async function settleKill(variant: SettleKill): Promise<void> {
       await first.exited;
       await locker!.query('rollback'); // the orphaned statement goes on and commits: it is in the server
       await waitFor(
-        'the killed process\'s transactions to end',
+        "the killed process's transactions to end",
         async () => (await lock.query('select count(*)::int as n from pg_stat_activity where pid = any($1)', [waiting])).rows[0].n === 0,
         20_000,
       );
@@ -648,13 +673,21 @@ async function settleKill(variant: SettleKill): Promise<void> {
     const [beforeLine] = await second.lines('BEFORE ');
     const before = JSON.parse(beforeLine!) as { id: string; status: string; billing_status: string; charge_usd: string | null; ledger: { kind: string }[] }[];
     // (commit-sent) The runs of a second statement, waiting for the blocked one to come back, were never sent.
-    if (blocked) assert.ok(before.some((b) => b.status === 'completed'), `the blocked statement committed: ${JSON.stringify(before)}`);
+    if (blocked)
+      assert.ok(
+        before.some((b) => b.status === 'completed'),
+        `the blocked statement committed: ${JSON.stringify(before)}`,
+      );
     for (const b of before) {
       if (!killed.includes(b.id)) continue; // (self-kill) the other run may have ended before the kill, or not
       if (blocked && b.status !== 'pending') {
         // In the statement the server committed after the kill, once: terminal and settled before the restart.
         assert.equal([b.status, b.billing_status], ['completed', 'settled'], `run ${b.id} before the restart`);
-        assert.equal(b.ledger.map((l) => l.kind), b.id === walletRun ? ['hold', 'release', 'charge'] : [], `run ${b.id}: ledger before the restart`);
+        assert.equal(
+          b.ledger.map((l) => l.kind),
+          b.id === walletRun ? ['hold', 'release', 'charge'] : [],
+          `run ${b.id}: ledger before the restart`,
+        );
         continue;
       }
       assert.not.ok(TERMINAL.includes(b.status), `run ${b.id} is ${b.status} after a kill before its commit`);
@@ -664,10 +697,14 @@ async function settleKill(variant: SettleKill): Promise<void> {
       // transaction (in-memory steps only) committed nothing and is still an admitted pending run.
       const heldBefore = b.id === walletRun && b.status === 'running';
       assert.ok(b.status === 'running' || b.status === 'pending', `run ${b.id} is ${b.status} before the restart`);
-      assert.equal(b.ledger.map((l) => l.kind), heldBefore ? ['hold'] : [], `run ${b.id}: ledger before the restart`);
+      assert.equal(
+        b.ledger.map((l) => l.kind),
+        heldBefore ? ['hold'] : [],
+        `run ${b.id}: ledger before the restart`,
+      );
     }
     await second.lines('DONE ', 2);
-    await waitFor('the finishing child to exit', async () => (second.proc.exitCode !== null || second.proc.signalCode !== null) || null, 20_000);
+    await waitFor('the finishing child to exit', async () => second.proc.exitCode !== null || second.proc.signalCode !== null || null, 20_000);
     assert.is(second.proc.exitCode, 0);
 
     let q: Q;
@@ -695,13 +732,26 @@ async function settleKill(variant: SettleKill): Promise<void> {
       const ledger = await q('select kind, amount_usd from ledger_entries where run_id = ? order by id', [r.id]);
       assert.equal(
         ledger.map((l) => [l.kind, micros(l.amount_usd)]),
-        bundled ? [] : [['hold', -charge], ['release', charge], ['charge', -charge]],
+        bundled
+          ? []
+          : [
+              ['hold', -charge],
+              ['release', charge],
+              ['charge', -charge],
+            ],
         `run ${r.id}: ledger`,
       );
       const outbox = await q('select event_type from webhook_deliveries where run_id = ?', [r.id]);
-      assert.equal(outbox.map((o) => o.event_type), ['run.completed'], `run ${r.id}: webhook outbox`);
+      assert.equal(
+        outbox.map((o) => o.event_type),
+        ['run.completed'],
+        `run ${r.id}: webhook outbox`,
+      );
     }
-    const wallets = await q('select account_id, balance_usd, held_usd from wallets where account_id in (?, ?) order by account_id', [ACCOUNT.payer, ACCOUNT.bundler]);
+    const wallets = await q('select account_id, balance_usd, held_usd from wallets where account_id in (?, ?) order by account_id', [
+      ACCOUNT.payer,
+      ACCOUNT.bundler,
+    ]);
     assert.equal(
       wallets.map((w) => [w.account_id, micros(w.balance_usd), micros(w.held_usd)]),
       [
@@ -713,7 +763,14 @@ async function settleKill(variant: SettleKill): Promise<void> {
     const [bundle] = await q('select runs_left from bundles where account_id = ?', [ACCOUNT.bundler]);
     assert.is(Number(bundle!.runs_left), 2, 'bundle runs left');
     const counts = await q(`select id, ${RUNS_COUNT_SQL} as runs_count from workflows w where id in (?, ?) order by id`, [WF.quick, WF.bundled]);
-    assert.equal(counts.map((c) => [c.id, Number(c.runs_count)]), [[WF.quick, 1], [WF.bundled, 1]].sort(), 'workflows.runs_count');
+    assert.equal(
+      counts.map((c) => [c.id, Number(c.runs_count)]),
+      [
+        [WF.quick, 1],
+        [WF.bundled, 1],
+      ].sort(),
+      'workflows.runs_count',
+    );
   } finally {
     for (const c of children) {
       if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');

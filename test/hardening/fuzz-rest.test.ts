@@ -20,7 +20,13 @@ import { asHeaderValue, countRuns, FUZZ_KEY, loadExtraCatalog, V, W } from './he
 
 type Json = any;
 const doc = parse(readFileSync(fileURLToPath(new URL('../../openapi/openapi.yaml', import.meta.url)), 'utf8')) as Json;
-const resolve = (o: Json): Json => (o && typeof o.$ref === 'string' ? o.$ref.slice(2).split('/').reduce((a: Json, k: string) => a?.[k], doc) : o);
+const resolve = (o: Json): Json =>
+  o && typeof o.$ref === 'string'
+    ? o.$ref
+        .slice(2)
+        .split('/')
+        .reduce((a: Json, k: string) => a?.[k], doc)
+    : o;
 
 interface Operation {
   id: string;
@@ -97,7 +103,28 @@ const nastyString = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 40 }),
   fc.string({ unit: 'binary', maxLength: 40 }),
   fc.tuple(fc.string({ maxLength: 8 }), loneSurrogate, fc.string({ maxLength: 8 })).map((p) => p.join('')),
-  fc.constantFrom('', ' ', '\u0000', 'a\u0000b', "' or 1=1 --", '"; drop table runs; --', '\\', '%', '%25', '%00', '../../etc/passwd', '\u202eevil', '😀👍🏽', '\ufeff', 'null', 'undefined', '{}', '[]', '__proto__', 'constructor'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '\u0000',
+    'a\u0000b',
+    "' or 1=1 --",
+    '"; drop table runs; --',
+    '\\',
+    '%',
+    '%25',
+    '%00',
+    '../../etc/passwd',
+    '\u202eevil',
+    '😀👍🏽',
+    '\ufeff',
+    'null',
+    'undefined',
+    '{}',
+    '[]',
+    '__proto__',
+    'constructor',
+  ),
 );
 
 const idArb = (known: string[]) =>
@@ -130,7 +157,11 @@ const queryValue = fc.oneof(
 const queryArb = (op: Operation) =>
   fc.array(
     fc.tuple(
-      fc.oneof({ arbitrary: fc.constantFrom(...(op.queryParams.length ? op.queryParams : ALL_QUERY_NAMES)), weight: 4 }, { arbitrary: fc.constantFrom(...ALL_QUERY_NAMES), weight: 1 }, { arbitrary: nastyString, weight: 1 }),
+      fc.oneof(
+        { arbitrary: fc.constantFrom(...(op.queryParams.length ? op.queryParams : ALL_QUERY_NAMES)), weight: 4 },
+        { arbitrary: fc.constantFrom(...ALL_QUERY_NAMES), weight: 1 },
+        { arbitrary: nastyString, weight: 1 },
+      ),
       queryValue,
       fc.boolean(),
     ),
@@ -167,9 +198,23 @@ const headersArb = (op: Operation) =>
   fc.record(
     {
       authorization: authArb,
-      'idempotency-key': fc.oneof(nastyString, fc.integer({ min: 0, max: 600 }).map((n) => 'i'.repeat(n)), fc.uuid()),
+      'idempotency-key': fc.oneof(
+        nastyString,
+        fc.integer({ min: 0, max: 600 }).map((n) => 'i'.repeat(n)),
+        fc.uuid(),
+      ),
       'last-event-id': fc.oneof(fc.constantFrom('0', '1', '2', '-1', 'abc', '1.0', ' 3 ', '9007199254740993', '99999999999999999'), nastyString),
-      'content-type': fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/vnd.api+json', 'APPLICATION/JSON', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonp', ''),
+      'content-type': fc.constantFrom(
+        'application/json',
+        'application/json; charset=utf-8',
+        'application/vnd.api+json',
+        'APPLICATION/JSON',
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'multipart/form-data; boundary=x',
+        'application/jsonp',
+        '',
+      ),
       'x-request-id': nastyString,
       accept: fc.constantFrom('application/json', 'text/event-stream', '*/*', 'text/html'),
     },
@@ -208,15 +253,25 @@ const typedInputValue = (id: string) => {
     nastyString,
     fc.constantFrom(null, '', 0, -1, true, [], {}, 'ftp://x', 'javascript:alert(1)', 'https://user:pw@example.com/a.png'),
     fc.constant(JSON.parse(nested(70, 'mixed'))),
-    fc.record({
-      __workflowMedia: fc.oneof(fc.constant(true), fc.jsonValue()),
-      kind: fc.oneof(fc.constantFrom('image', 'sculpture'), nastyString),
-      url: fc.constantFrom('https://user:pw@example.com/a.png', 'https://example.com/a.png?token=abc', 'http://example.com/a.png', 'https://127.0.0.1/x', 'https://[::1]/', 'not a url'),
-      base64: fc.constantFrom('aGVsbG8=', '***', ''),
-      mimeType: fc.oneof(fc.constant('image/png'), nastyString),
-      filename: fc.oneof(fc.constant('a.png'), nastyString),
-      extra: fc.jsonValue(),
-    }, { requiredKeys: [] }),
+    fc.record(
+      {
+        __workflowMedia: fc.oneof(fc.constant(true), fc.jsonValue()),
+        kind: fc.oneof(fc.constantFrom('image', 'sculpture'), nastyString),
+        url: fc.constantFrom(
+          'https://user:pw@example.com/a.png',
+          'https://example.com/a.png?token=abc',
+          'http://example.com/a.png',
+          'https://127.0.0.1/x',
+          'https://[::1]/',
+          'not a url',
+        ),
+        base64: fc.constantFrom('aGVsbG8=', '***', ''),
+        mimeType: fc.oneof(fc.constant('image/png'), nastyString),
+        filename: fc.oneof(fc.constant('a.png'), nastyString),
+        extra: fc.jsonValue(),
+      },
+      { requiredKeys: [] },
+    ),
   );
   return fc.oneof({ arbitrary: valid[id] ?? fc.string(), weight: 2 }, { arbitrary: mutated, weight: 1 });
 };
@@ -239,7 +294,11 @@ const bodyArb = (ids: string[]) =>
     // Deeply nested JSON at the top level, in `inputs`, or in a json input.
     {
       arbitrary: fc
-        .record({ depth: fc.oneof(fc.integer({ min: 60, max: 2000 }), fc.constant(10_000)), kind: fc.constantFrom('array', 'object', 'mixed') as fc.Arbitrary<'array' | 'object' | 'mixed'>, where: fc.constantFrom('top', 'field', 'inputs', 'data') })
+        .record({
+          depth: fc.oneof(fc.integer({ min: 60, max: 2000 }), fc.constant(10_000)),
+          kind: fc.constantFrom('array', 'object', 'mixed') as fc.Arbitrary<'array' | 'object' | 'mixed'>,
+          where: fc.constantFrom('top', 'field', 'inputs', 'data'),
+        })
         .map(({ depth, kind, where }) => {
           const deep = nested(depth, kind);
           if (where === 'top') return deep;
@@ -252,11 +311,19 @@ const bodyArb = (ids: string[]) =>
     // Huge strings, around and over the 1 MiB body limit.
     {
       arbitrary: fc
-        .tuple(fc.constantFrom(50_000, 1_048_000, 1_048_600, 1_100_000, 2_500_000), fc.constantFrom('x', 'é', '😀'), fc.constantFrom('title', 'idempotencyKey', 'workflow'))
+        .tuple(
+          fc.constantFrom(50_000, 1_048_000, 1_048_600, 1_100_000, 2_500_000),
+          fc.constantFrom('x', 'é', '😀'),
+          fc.constantFrom('title', 'idempotencyKey', 'workflow'),
+        )
         .map(([bytes, ch, field]) => {
           const text = ch.repeat(Math.floor(bytes / Buffer.byteLength(ch)));
           if (field === 'title') return JSON.stringify({ workflow: W.typed, inputs: { n: 1, title: text } });
-          return JSON.stringify({ workflow: field === 'workflow' ? text : W.typed, inputs: { n: 1 }, ...(field === 'idempotencyKey' ? { idempotencyKey: text } : {}) });
+          return JSON.stringify({
+            workflow: field === 'workflow' ? text : W.typed,
+            inputs: { n: 1 },
+            ...(field === 'idempotencyKey' ? { idempotencyKey: text } : {}),
+          });
         }),
       weight: 1,
     },
@@ -278,7 +345,13 @@ const bodyArb = (ids: string[]) =>
     {
       arbitrary: fc
         .record(
-          { workflow: fc.jsonValue({ maxDepth: 2 }), workflowId: fc.jsonValue({ maxDepth: 2 }), version: fc.jsonValue({ maxDepth: 2 }), inputs: fc.jsonValue({ maxDepth: 3 }), idempotencyKey: fc.jsonValue({ maxDepth: 2 }) },
+          {
+            workflow: fc.jsonValue({ maxDepth: 2 }),
+            workflowId: fc.jsonValue({ maxDepth: 2 }),
+            version: fc.jsonValue({ maxDepth: 2 }),
+            inputs: fc.jsonValue({ maxDepth: 3 }),
+            idempotencyKey: fc.jsonValue({ maxDepth: 2 }),
+          },
           { requiredKeys: [] },
         )
         .map((b) => JSON.stringify(b)),
@@ -290,21 +363,46 @@ const bodyArb = (ids: string[]) =>
     {
       arbitrary: fc
         .record({
-          workflow: fc.oneof({ arbitrary: fc.constantFrom(W.typed, W.summary), weight: 4 }, { arbitrary: fc.constantFrom(...ids), weight: 1 }, { arbitrary: nastyString, weight: 1 }),
+          workflow: fc.oneof(
+            { arbitrary: fc.constantFrom(W.typed, W.summary), weight: 4 },
+            { arbitrary: fc.constantFrom(...ids), weight: 1 },
+            { arbitrary: nastyString, weight: 1 },
+          ),
           version: fc.option(fc.oneof(fc.constantFrom(...Object.values(V)), fc.uuid(), nastyString), { nil: undefined }),
           inputs: fc.oneof(
             fc.record(Object.fromEntries(TYPED_INPUTS.map((k) => [k, typedInputValue(k)])), { requiredKeys: ['n'] }),
-            fc.record({ topic: fc.oneof(fc.string(), fc.jsonValue()), Topic: fc.string(), count: fc.jsonValue(), tone: fc.oneof(fc.constantFrom('formal', 'casual'), nastyString) }, { requiredKeys: [] }),
+            fc.record(
+              {
+                topic: fc.oneof(fc.string(), fc.jsonValue()),
+                Topic: fc.string(),
+                count: fc.jsonValue(),
+                tone: fc.oneof(fc.constantFrom('formal', 'casual'), nastyString),
+              },
+              { requiredKeys: [] },
+            ),
             fc.dictionary(nastyString, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 6 }),
           ),
-          idempotencyKey: fc.option(fc.oneof(nastyString, fc.integer({ min: 250, max: 260 }).map((n) => 'k'.repeat(n))), { nil: undefined }),
+          idempotencyKey: fc.option(
+            fc.oneof(
+              nastyString,
+              fc.integer({ min: 250, max: 260 }).map((n) => 'k'.repeat(n)),
+            ),
+            { nil: undefined },
+          ),
         })
         .map((b) => JSON.stringify(b)),
       weight: 4,
     },
   );
 
-function buildRequest(op: Operation, pathValues: string[], rawPath: boolean, query: [string, string, boolean][], headers: Record<string, string | undefined>, body?: string): FuzzRequest {
+function buildRequest(
+  op: Operation,
+  pathValues: string[],
+  rawPath: boolean,
+  query: [string, string, boolean][],
+  headers: Record<string, string | undefined>,
+  body?: string,
+): FuzzRequest {
   let i = 0;
   const path = op.template.replace(/\{[^}]+\}/g, () => encodeSegment(pathValues[i++] ?? '', rawPath));
   const qs = query.map(([k, v, raw]) => `${encodeSegment(k, raw)}=${encodeSegment(v, raw)}`).join('&');
@@ -314,17 +412,19 @@ function buildRequest(op: Operation, pathValues: string[], rawPath: boolean, que
 }
 
 const requestArb = (ids: string[]) =>
-  fc.constantFrom(...OPERATIONS).chain((op) =>
-    fc
-      .tuple(
-        fc.array(idArb(ids), { minLength: op.pathParams.length, maxLength: op.pathParams.length }),
-        fc.boolean(),
-        queryArb(op),
-        headersArb(op),
-        op.method === 'POST' ? fc.option(bodyArb(ids), { nil: undefined, freq: op.hasBody ? 8 : 2 }) : fc.constant(undefined),
-      )
-      .map(([pv, raw, query, headers, body]) => buildRequest(op, pv, raw, query, headers, body)),
-  );
+  fc
+    .constantFrom(...OPERATIONS)
+    .chain((op) =>
+      fc
+        .tuple(
+          fc.array(idArb(ids), { minLength: op.pathParams.length, maxLength: op.pathParams.length }),
+          fc.boolean(),
+          queryArb(op),
+          headersArb(op),
+          op.method === 'POST' ? fc.option(bodyArb(ids), { nil: undefined, freq: op.hasBody ? 8 : 2 }) : fc.constant(undefined),
+        )
+        .map(([pv, raw, query, headers, body]) => buildRequest(op, pv, raw, query, headers, body)),
+    );
 
 // ---------------------------------------------------------------------------------------------------
 // Sending and checking
@@ -406,7 +506,14 @@ s('random POST /runs bodies never create a run unless accepted, never get a 5xx 
   const codes = new Map<string, number>();
   await fc.assert(
     fc.asyncProperty(bodyArb(ctx.ids), fc.option(fc.oneof(nastyString, fc.uuid()), { nil: undefined }), async (body, idem) => {
-      const r = buildRequest(startRun, [], false, [], { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json', 'idempotency-key': idem }, body);
+      const r = buildRequest(
+        startRun,
+        [],
+        false,
+        [],
+        { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json', 'idempotency-key': idem },
+        body,
+      );
       const o = await sendCounting(ctx, r);
       const k = `${o.status} ${o.code ?? ''}`.trim();
       codes.set(k, (codes.get(k) ?? 0) + 1);
@@ -415,20 +522,42 @@ s('random POST /runs bodies never create a run unless accepted, never get a 5xx 
   );
   // Both accepted and rejected bodies were generated, across several error codes.
   assert.ok(codes.has('202'), JSON.stringify([...codes]));
-  for (const code of ['invalid_json', 'invalid_inputs', 'invalid_request']) assert.ok([...codes.keys()].some((k) => k.endsWith(code)), `${code} reached: ${JSON.stringify([...codes])}`);
+  for (const code of ['invalid_json', 'invalid_inputs', 'invalid_request'])
+    assert.ok(
+      [...codes.keys()].some((k) => k.endsWith(code)),
+      `${code} reached: ${JSON.stringify([...codes])}`,
+    );
 });
 
 s('bodies nested 10 000 deep, in every position and shape, are a 400 envelope and create no run', async (ctx) => {
   const startRun = OPERATIONS.find((o) => o.id === 'startRun')!;
   for (const kind of ['array', 'object', 'mixed'] as const) {
     const deep = nested(10_000, kind);
-    for (const body of [deep, `{"workflow":"${W.typed}","inputs":{"n":1},"x":${deep}}`, `{"workflow":"${W.typed}","inputs":${deep}}`, `{"workflow":"${W.typed}","inputs":{"n":1,"data":${deep}}}`]) {
-      const o = await sendCounting(ctx, buildRequest(startRun, [], false, [], { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' }, body));
+    for (const body of [
+      deep,
+      `{"workflow":"${W.typed}","inputs":{"n":1},"x":${deep}}`,
+      `{"workflow":"${W.typed}","inputs":${deep}}`,
+      `{"workflow":"${W.typed}","inputs":{"n":1,"data":${deep}}}`,
+    ]) {
+      const o = await sendCounting(
+        ctx,
+        buildRequest(startRun, [], false, [], { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' }, body),
+      );
       assert.is(o.status, 400, `${kind} ${body.slice(0, 60)}`);
     }
   }
   // Just inside the limit is still a normal request.
-  const ok = await sendCounting(ctx, buildRequest(startRun, [], false, [], { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' }, `{"workflow":"${W.typed}","inputs":{"n":1,"data":${nested(60, 'mixed')}}}`));
+  const ok = await sendCounting(
+    ctx,
+    buildRequest(
+      startRun,
+      [],
+      false,
+      [],
+      { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' },
+      `{"workflow":"${W.typed}","inputs":{"n":1,"data":${nested(60, 'mixed')}}}`,
+    ),
+  );
   assert.is(ok.status, 202);
 });
 
@@ -447,7 +576,17 @@ s('strings Postgres cannot store (NUL, lone surrogates) anywhere in a request ar
     assert.ok(o.status === 400 || o.status === 404, `${body} → ${o.status}`);
   }
   // A well-formed surrogate pair (an emoji) is fine.
-  const pair = await sendCounting(ctx, buildRequest(startRun, [], false, [], { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' }, `{"workflow":"${W.typed}","inputs":{"n":1,"title":"\\ud83d\\ude00"}}`));
+  const pair = await sendCounting(
+    ctx,
+    buildRequest(
+      startRun,
+      [],
+      false,
+      [],
+      { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json' },
+      `{"workflow":"${W.typed}","inputs":{"n":1,"title":"\\ud83d\\ude00"}}`,
+    ),
+  );
   assert.is(pair.status, 202);
   for (const q of ['q=%00', 'q=a%00b', 'runModel=%00', 'access=%00', 'offset=%00']) {
     const bad = await ctx.t.call('GET', `/workflows?${q}`, { key: FUZZ_KEY });
@@ -487,7 +626,14 @@ s('garbage on a raw socket gets an error envelope or a closed connection, and th
   const requestLine = fc.oneof(
     fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)),
     fc
-      .tuple(fc.constantFrom('GET', 'POST', 'BREW', 'G\u0000T', ''), fc.oneof(fc.constantFrom('http://[', 'http://a b/', '/v1/runs', '*', '//x', '/v1/%', 'http://x:99999/v1/runs'), fc.string({ unit: 'binary', maxLength: 30 })), fc.constantFrom('HTTP/1.1', 'HTTP/1.0', 'HTTP/9.9', ''))
+      .tuple(
+        fc.constantFrom('GET', 'POST', 'BREW', 'G\u0000T', ''),
+        fc.oneof(
+          fc.constantFrom('http://[', 'http://a b/', '/v1/runs', '*', '//x', '/v1/%', 'http://x:99999/v1/runs'),
+          fc.string({ unit: 'binary', maxLength: 30 }),
+        ),
+        fc.constantFrom('HTTP/1.1', 'HTTP/1.0', 'HTTP/9.9', ''),
+      )
       .map(([m, target, v]) => Buffer.from(`${m} ${target} ${v}\r\nHost: x\r\nAuthorization: Bearer ${FUZZ_KEY}\r\nConnection: close\r\n\r\n`, 'utf8')),
   );
   await fc.assert(
@@ -510,9 +656,11 @@ s('garbage on a raw socket gets an error envelope or a closed connection, and th
 s('after all of it the service is healthy and every stored run belongs to an accepted request', async (ctx) => {
   const res = await fetch(`${ctx.t.url}/readyz`);
   assert.is(res.status, 200);
-  const rows = await ctx.t.deps.orm.em.fork().execute<{ n: number }[]>(
-    `select count(*)::int as n from runs r where not exists (select 1 from run_events e where e.run_id = r.id and e.type = 'run.queued')`,
-  );
+  const rows = await ctx.t.deps.orm.em
+    .fork()
+    .execute<{ n: number }[]>(
+      `select count(*)::int as n from runs r where not exists (select 1 from run_events e where e.run_id = r.id and e.type = 'run.queued')`,
+    );
   assert.is(Number(rows[0]!.n), 0, 'every run row was committed with its run.queued event');
   assert.ok(ctx.seen.length >= 400, `requests sent: ${ctx.seen.length}`);
 });

@@ -34,7 +34,13 @@ class LogCapture {
 
 /** A secret and the encodings a careless log line could carry it in. */
 function variants(secret: string): string[] {
-  const out = new Set([secret, encodeURIComponent(secret), Buffer.from(secret).toString('base64'), Buffer.from(`${secret}:`).toString('base64'), JSON.stringify(secret).slice(1, -1)]);
+  const out = new Set([
+    secret,
+    encodeURIComponent(secret),
+    Buffer.from(secret).toString('base64'),
+    Buffer.from(`${secret}:`).toString('base64'),
+    JSON.stringify(secret).slice(1, -1),
+  ]);
   return [...out].filter((v) => v.length >= 8);
 }
 
@@ -96,7 +102,16 @@ r.before(async (ctx) => {
 r.after(async (ctx) => ctx.t.close());
 
 r('valid, invalid, revoked and malformed bearer keys on every kind of answer leave no key in the logs', async ({ t, log, secrets }) => {
-  for (const key of ['wr_test_alice', 'wr_test_bob', 'wr_test_bob_read', 'wr_test_carol', 'wr_test_mallory', 'wr_test_bob_revoked', 'wr_test_bob_expired', DAVE_KEY]) {
+  for (const key of [
+    'wr_test_alice',
+    'wr_test_bob',
+    'wr_test_bob_read',
+    'wr_test_carol',
+    'wr_test_mallory',
+    'wr_test_bob_revoked',
+    'wr_test_bob_expired',
+    DAVE_KEY,
+  ]) {
     for (const path of ['/workflows', '/runs', `/workflows/${W.summary}`, '/runs/not-a-run', '/nowhere']) {
       await t.call('GET', path, { key });
     }
@@ -106,12 +121,20 @@ r('valid, invalid, revoked and malformed bearer keys on every kind of answer lea
     const guess = `wr_live_${randomBytes(12).toString('hex')}`;
     secrets.push(guess);
     await t.call('GET', '/runs', { key: guess });
-    await t.call('POST', '/runs', { key: null, headers: { authorization: `Basic ${Buffer.from(`${guess}:`).toString('base64')}` }, body: { workflow: W.summary } });
+    await t.call('POST', '/runs', {
+      key: null,
+      headers: { authorization: `Basic ${Buffer.from(`${guess}:`).toString('base64')}` },
+      body: { workflow: W.summary },
+    });
     await t.call('GET', '/workflows', { key: null, headers: { authorization: `Bearer ${guess} trailing` } });
   }
   // The internal GraphQL token, right and wrong.
   for (const token of [INTERNAL_TOKEN, 'wr_test_bob', 'not-the-token-0123456789']) {
-    const res = await fetch(`${t.url}/graphql`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
+    const res = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"query":"{ __typename }"}',
+    });
     await res.arrayBuffer();
   }
   secrets.push('not-the-token-0123456789');
@@ -121,15 +144,31 @@ r('valid, invalid, revoked and malformed bearer keys on every kind of answer lea
 r('password inputs on accepted, rejected and replayed runs leave no trace in the logs', async ({ t, log, secrets }) => {
   const passwords = Array.from({ length: 4 }, (_, i) => `pw-${i}-${randomBytes(10).toString('hex')}`);
   secrets.push(...passwords);
-  const ok = await t.call('POST', '/runs', { key: DAVE_KEY, body: { workflow: W.typed, inputs: { n: 1, token: passwords[0] } }, headers: { 'idempotency-key': 'logs-1' } });
+  const ok = await t.call('POST', '/runs', {
+    key: DAVE_KEY,
+    body: { workflow: W.typed, inputs: { n: 1, token: passwords[0] } },
+    headers: { 'idempotency-key': 'logs-1' },
+  });
   assert.is(ok.status, 202);
-  const replay = await t.call('POST', '/runs', { key: DAVE_KEY, body: { workflow: W.typed, inputs: { n: 1, token: passwords[0] } }, headers: { 'idempotency-key': 'logs-1' } });
+  const replay = await t.call('POST', '/runs', {
+    key: DAVE_KEY,
+    body: { workflow: W.typed, inputs: { n: 1, token: passwords[0] } },
+    headers: { 'idempotency-key': 'logs-1' },
+  });
   assert.is(replay.headers.get('idempotent-replayed'), 'true');
-  const conflict = await t.call('POST', '/runs', { key: DAVE_KEY, body: { workflow: W.typed, inputs: { n: 1, token: passwords[1] } }, headers: { 'idempotency-key': 'logs-1' } });
+  const conflict = await t.call('POST', '/runs', {
+    key: DAVE_KEY,
+    body: { workflow: W.typed, inputs: { n: 1, token: passwords[1] } },
+    headers: { 'idempotency-key': 'logs-1' },
+  });
   assert.is(conflict.status, 409);
   const invalid = await t.call('POST', '/runs', { key: DAVE_KEY, body: { workflow: W.typed, inputs: { n: 'x', token: passwords[2], site: 'ftp://nope' } } });
   assert.is(invalid.status, 400);
-  const badJson = await t.call('POST', '/runs', { key: DAVE_KEY, rawBody: `{"workflow":"${W.typed}","inputs":{"token":"${passwords[3]}"`, headers: { 'content-type': 'application/json' } });
+  const badJson = await t.call('POST', '/runs', {
+    key: DAVE_KEY,
+    rawBody: `{"workflow":"${W.typed}","inputs":{"token":"${passwords[3]}"`,
+    headers: { 'content-type': 'application/json' },
+  });
   assert.is(badJson.status, 400);
   assertNoSecrets(log, secrets);
 });
@@ -165,8 +204,16 @@ r('real database failures (5xx) while handling keys and passwords log the error,
   const fresh = log.lines.slice(before).map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message?: string } });
   const errors = fresh.filter((l) => l.level >= 50);
   assert.ok(errors.length >= 6, `error entries: ${errors.length}`);
-  assert.ok(errors.some((l) => l.msg === 'request failed' && /api_keys_gone/.test(JSON.stringify(l))), 'the auth failure is logged with its cause');
-  assert.ok(['runs', 'run_secrets', 'idempotency_records'].every((table) => errors.some((l) => l.msg === 'request failed' && JSON.stringify(l).includes(`insert into ${table} refused by the test`))), 'each insert failure is logged with its cause');
+  assert.ok(
+    errors.some((l) => l.msg === 'request failed' && /api_keys_gone/.test(JSON.stringify(l))),
+    'the auth failure is logged with its cause',
+  );
+  assert.ok(
+    ['runs', 'run_secrets', 'idempotency_records'].every((table) =>
+      errors.some((l) => l.msg === 'request failed' && JSON.stringify(l).includes(`insert into ${table} refused by the test`)),
+    ),
+    'each insert failure is logged with its cause',
+  );
   assertNoSecrets(log, secrets);
 });
 
@@ -174,7 +221,11 @@ r('the catalog load, the webhook dispatcher and the shutdown log nothing secret 
   assert.ok(log.messages().includes('catalog loaded'));
   assert.ok(log.messages().includes('listening'));
   // A second load of the secrets through the service's own loader, with its report logged as the app does.
-  const report = await loadCatalog(t.deps.orm, parseCatalog(`accounts:\n  - handle: dave\n    providerKeys: { openai: ${DAVE_PROVIDER_KEYS.openai}-rotated }\n`, 'rotate'), { sealer: t.deps.sealer });
+  const report = await loadCatalog(
+    t.deps.orm,
+    parseCatalog(`accounts:\n  - handle: dave\n    providerKeys: { openai: ${DAVE_PROVIDER_KEYS.openai}-rotated }\n`, 'rotate'),
+    { sealer: t.deps.sealer },
+  );
   t.deps.log.info({ report }, 'catalog loaded');
   secrets.push(`${DAVE_PROVIDER_KEYS.openai}-rotated`);
   assertNoSecrets(log, secrets);
@@ -271,7 +322,9 @@ async function waitStepDone(t: TestApp, runId: string, key: string, nodeId: stri
   const until = Date.now() + 20_000;
   for (;;) {
     const res = await t.call('GET', `/runs/${runId}/events`, { key });
-    const done = res.body.events.find((ev: { type: string; nodeId: string | null }) => ev.nodeId === nodeId && (ev.type === 'node.failed' || ev.type === 'node.completed'));
+    const done = res.body.events.find(
+      (ev: { type: string; nodeId: string | null }) => ev.nodeId === nodeId && (ev.type === 'node.failed' || ev.type === 'node.completed'),
+    );
     if (done) return done;
     if (Date.now() > until) assert.unreachable(`step ${nodeId} of run ${runId} did not finish: ${res.text.slice(0, 1500)}`);
     await new Promise((r) => setTimeout(r, 50));
@@ -290,7 +343,11 @@ e('failing http.request steps with a password header, provider errors echoing th
   const byokRun = await start({ workflow: 'eeeeeeee-0000-4000-8000-000000000001' });
   const hostedRun = await start({ workflow: 'eeeeeeee-0000-4000-8000-000000000002' });
   // The steps that carry the secrets fail: the target answers 500, the provider 401 (echoing the key).
-  const failures = [await waitStepDone(t, httpRun, DAVE_KEY, 'call'), await waitStepDone(t, byokRun, DAVE_KEY, 'ask'), await waitStepDone(t, hostedRun, DAVE_KEY, 'ask')];
+  const failures = [
+    await waitStepDone(t, httpRun, DAVE_KEY, 'call'),
+    await waitStepDone(t, byokRun, DAVE_KEY, 'ask'),
+    await waitStepDone(t, hostedRun, DAVE_KEY, 'ask'),
+  ];
   for (const f of failures) assert.is(f.type, 'node.failed', JSON.stringify(f));
   // The secrets really went out: the password in the request header, both keys to the provider.
   assert.ok(ctx.seenAuth.includes(`Bearer ${password}`), `target saw: ${ctx.seenAuth}`);
@@ -303,12 +360,16 @@ e('failing http.request steps with a password header, provider errors echoing th
   const until = Date.now() + 10_000;
   while (!log.messages().includes('webhook delivery failed') && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
   assert.ok(log.messages().includes('webhook delivery failed'), `messages: ${[...new Set(log.messages())]}`);
-  assert.ok(ctx.seenAuth.some((a) => a.startsWith('v1,')), 'a signed delivery reached the target');
+  assert.ok(
+    ctx.seenAuth.some((a) => a.startsWith('v1,')),
+    'a signed delivery reached the target',
+  );
   assertNoSecrets(log, [...ALL_CATALOG_SECRETS, password, SERVICE_OPENAI_KEY, INTERNAL_TOKEN, 'wr_test_erin_4b8d2f6a0c1e']);
   // Nor do the run's events, which carry the step failures.
   for (const id of [httpRun, byokRun, hostedRun]) {
     const events = await t.call('GET', `/runs/${id}/events`, { key: DAVE_KEY });
-    for (const secret of [password, DAVE_PROVIDER_KEYS.openai, SERVICE_OPENAI_KEY]) assert.not.ok(events.text.includes(secret), `events of ${id} show ${secret}`);
+    for (const secret of [password, DAVE_PROVIDER_KEYS.openai, SERVICE_OPENAI_KEY])
+      assert.not.ok(events.text.includes(secret), `events of ${id} show ${secret}`);
   }
 });
 

@@ -83,11 +83,7 @@ s.after(async (ctx) => ctx.t.close());
 const pathOf = (template: string, id: string) => template.replace(/\{[^}]+\}/g, id);
 
 /** Reads an SSE response's status and headers, then drops the connection. */
-async function openStream(
-  t: TestApp,
-  runId: string,
-  key: string,
-): Promise<{ status: number; headers: Headers; body: Json; close: () => void; res: Response }> {
+async function openStream(t: TestApp, runId: string, key: string): Promise<{ status: number; headers: Headers; body: Json; close: () => void; res: Response }> {
   const ac = new AbortController();
   const res = await fetch(`${t.base}/runs/${runId}/stream`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
   let body: Json;
@@ -100,7 +96,7 @@ async function openStream(
 // ---------------------------------------------------------------------------------------------------
 // API1: broken object level authorization
 
-s('API1 another account\'s run is 404 on every run route, exactly like a run that does not exist', async ({ t, bobRun }) => {
+s("API1 another account's run is 404 on every run route, exactly like a run that does not exist", async ({ t, bobRun }) => {
   const runOps = OPERATIONS.filter((o) => o.template.startsWith('/runs/{'));
   assert.equal(runOps.map((o) => o.id).sort(), ['cancelRun', 'getRun', 'listRunEvents', 'replayRun', 'streamRun']);
   for (const key of ['wr_test_alice', 'wr_test_carol', 'wr_test_pat', DAVE_KEY, FUZZ_KEY]) {
@@ -112,14 +108,20 @@ s('API1 another account\'s run is 404 on every run route, exactly like a run tha
       assert.equal(theirs.body, missing.body, `${key} ${op.id}`);
     }
     const list = await t.call('GET', '/runs?limit=50', { key });
-    assert.not.ok(list.body.runs.some((r: Json) => r.id === bobRun), `${key} lists bob's run`);
+    assert.not.ok(
+      list.body.runs.some((r: Json) => r.id === bobRun),
+      `${key} lists bob's run`,
+    );
   }
   // The cancels above changed nothing: bob's run is still pending and still his.
   const mine = await t.call('GET', `/runs/${bobRun}`, { key: 'wr_test_bob' });
   assert.is(mine.status, 200);
   assert.is(mine.body.status, 'pending');
   const events = await t.call('GET', `/runs/${bobRun}/events`, { key: 'wr_test_bob' });
-  assert.equal(events.body.events.map((e: Json) => e.type), ['run.queued']);
+  assert.equal(
+    events.body.events.map((e: Json) => e.type),
+    ['run.queued'],
+  );
 });
 
 s('API1 the same holds for every key of the owning account and for the stream of a live run', async ({ t, bobRun, daveRun }) => {
@@ -134,7 +136,7 @@ s('API1 the same holds for every key of the owning account and for the stream of
   own.close();
 });
 
-s('API1 another account\'s unlisted workflow, its versions and its runs are 404 everywhere', async ({ t }) => {
+s("API1 another account's unlisted workflow, its versions and its runs are 404 everywhere", async ({ t }) => {
   const wfOps = OPERATIONS.filter((o) => o.template.startsWith('/workflows/{'));
   assert.equal(wfOps.map((o) => o.id).sort(), ['acceptWorkflowUpdate', 'getWorkflow', 'listWorkflowVersions']);
   for (const key of ['wr_test_bob', 'wr_test_alice', 'wr_test_carol', FUZZ_KEY]) {
@@ -164,7 +166,7 @@ s('API1 another account\'s unlisted workflow, its versions and its runs are 404 
   assert.equal(versions.body.versions.map((v: Json) => v.id).sort(), [V.daveV1, V.daveV2]);
 });
 
-s('API1 a version id of someone else\'s workflow cannot be run through a workflow the caller may use', async ({ t }) => {
+s("API1 a version id of someone else's workflow cannot be run through a workflow the caller may use", async ({ t }) => {
   const before = await countRuns(t);
   const forged = await t.call('POST', '/runs', { key: 'wr_test_carol', body: { workflow: W.typed, version: V.daveV1, inputs: { n: 1 } } });
   const madeUp = await t.call('POST', '/runs', { key: 'wr_test_carol', body: { workflow: W.typed, version: NOT_A_RUN, inputs: { n: 1 } } });
@@ -193,7 +195,9 @@ s('API2 no table holds a catalog secret or a password input in clear; API keys a
   // The sealed values are real ciphertexts of the secrets (so they are usable, and not stored twice).
   const [pk] = await em.execute<{ ciphertext: string }[]>(`select ciphertext from provider_keys where provider = 'openai'`);
   assert.is(t.deps.sealer.open(pk!.ciphertext), DAVE_PROVIDER_KEYS.openai);
-  const webhookSecrets = (await em.execute<{ secret_ciphertext: string }[]>('select secret_ciphertext from webhook_endpoints')).map((r) => t.deps.sealer.open(r.secret_ciphertext));
+  const webhookSecrets = (await em.execute<{ secret_ciphertext: string }[]>('select secret_ciphertext from webhook_endpoints')).map((r) =>
+    t.deps.sealer.open(r.secret_ciphertext),
+  );
   assert.equal(webhookSecrets.sort(), [...DAVE_WEBHOOK_SECRETS].sort());
 });
 
@@ -247,7 +251,9 @@ s('API3 client-supplied owner, status, price or limit fields cannot shape the ru
   if (res.status === 202) {
     const [row] = await t.deps.orm.em
       .fork()
-      .execute<Json[]>('select account_id, status, billing_status, displayed_price_usd, compute_limit_usd, outputs, user_access from runs where id = ?', [res.body.run.id]);
+      .execute<Json[]>('select account_id, status, billing_status, displayed_price_usd, compute_limit_usd, outputs, user_access from runs where id = ?', [
+        res.body.run.id,
+      ]);
     assert.is(row.account_id, '33333333-3333-4333-8333-333333333333');
     assert.is(row.status, 'pending');
     assert.is(row.billing_status, 'pending');
@@ -263,7 +269,12 @@ s('API3 no response carries key hashes, ciphertexts, fingerprints, password inpu
   // Give one run outputs and a terminal state, so every view has something to show.
   await em.execute(`update runs set status = 'running', phase = null, started_at = now() where id = ?`, [daveRun]);
   const last = await em.transactional((tx) =>
-    finishRun(tx as never, daveRun, { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'out', name: 'Out', type: 'text', value: 'two' }], charge: 'full' }),
+    finishRun(tx as never, daveRun, {
+      status: 'completed',
+      outcome: 'completed',
+      outputs: [{ nodeId: 'out', name: 'Out', type: 'text', value: 'two' }],
+      charge: 'full',
+    }),
   );
   t.deps.bus.publish(daveRun, last!.last);
   await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: W.summary, inputs: { topic: 'idem' } }, headers: { 'idempotency-key': 'api3-key' } });
@@ -338,11 +349,15 @@ s('API4 bodies over 1 MiB are a 413 envelope whether or not Content-Length annou
   assert.is(announced.body.error.code, 'payload_too_large');
   // Chunked: no Content-Length, the limit is enforced while reading.
   const chunked = await new Promise<{ status: number; body: string }>((resolveRes, reject) => {
-    const req = http.request(`${t.base}/runs`, { method: 'POST', headers: { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolveRes({ status: res.statusCode!, body }));
-    });
+    const req = http.request(
+      `${t.base}/runs`,
+      { method: 'POST', headers: { authorization: `Bearer ${FUZZ_KEY}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolveRes({ status: res.statusCode!, body }));
+      },
+    );
     req.on('error', reject);
     for (let i = 0; i < 40; i++) req.write('x'.repeat(64 * 1024));
     req.end();
@@ -354,7 +369,11 @@ s('API4 bodies over 1 MiB are a 413 envelope whether or not Content-Length annou
 
 s('API4 deep nesting is refused without a stack overflow and a flood of bad inputs gets a bounded answer', async ({ t }) => {
   const deep = '['.repeat(200_000) + ']'.repeat(200_000);
-  const res = await t.call('POST', '/runs', { key: FUZZ_KEY, rawBody: `{"workflow":"${W.typed}","inputs":{"n":1,"data":${deep}}}`, headers: { 'content-type': 'application/json' } });
+  const res = await t.call('POST', '/runs', {
+    key: FUZZ_KEY,
+    rawBody: `{"workflow":"${W.typed}","inputs":{"n":1,"data":${deep}}}`,
+    headers: { 'content-type': 'application/json' },
+  });
   assert.is(res.status, 400);
   assert.match(res.body.error.message, /nested/);
   // ~1 MiB of unknown input names: the answer names the first 100 problems, not all 100 000.
@@ -374,7 +393,10 @@ s('API4 one key holds at most MAX_STREAMS_PER_KEY concurrent streams; more is 42
   try {
     const first = await Promise.all(Array.from({ length: MAX_STREAMS_PER_KEY }, () => openStream(t, bobRun, 'wr_test_bob')));
     open.push(...first);
-    assert.ok(first.every((x) => x.status === 200), `statuses: ${[...new Set(first.map((x) => x.status))]}`);
+    assert.ok(
+      first.every((x) => x.status === 200),
+      `statuses: ${[...new Set(first.map((x) => x.status))]}`,
+    );
     const refused = await openStream(t, bobRun, 'wr_test_bob');
     assert.is(refused.status, 429);
     assert.is(refused.body.error.code, 'too_many_streams');
@@ -460,7 +482,11 @@ s('API5 the internal GraphQL endpoints do not accept public API keys', async ({ 
       body: JSON.stringify({ query: '{ __typename }' }),
     });
     assert.is(res.status, 401);
-    const stream = await fetch(`${t.url}/graphql/stream`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"query":"subscription { __typename }"}' });
+    const stream = await fetch(`${t.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: '{"query":"subscription { __typename }"}',
+    });
     assert.is(stream.status, 401);
   }
 });
@@ -549,8 +575,12 @@ s('API7 private IPv4 addresses are blocked in every notation, IPv4-mapped includ
 
 s('API7 IPv6 loopback, unique-local (fc00::/7) and link-local addresses are blocked in any spelling', async () => {
   const hextet = fc.integer({ min: 0, max: 0xffff }).map((x) => x.toString(16));
-  const ula = fc.tuple(fc.integer({ min: 0xfc00, max: 0xfdff }), fc.array(hextet, { minLength: 7, maxLength: 7 })).map(([h, rest]) => [h.toString(16), ...rest].join(':'));
-  const linkLocal = fc.tuple(fc.integer({ min: 0xfe80, max: 0xfebf }), fc.array(hextet, { minLength: 7, maxLength: 7 })).map(([h, rest]) => [h.toString(16), ...rest].join(':'));
+  const ula = fc
+    .tuple(fc.integer({ min: 0xfc00, max: 0xfdff }), fc.array(hextet, { minLength: 7, maxLength: 7 }))
+    .map(([h, rest]) => [h.toString(16), ...rest].join(':'));
+  const linkLocal = fc
+    .tuple(fc.integer({ min: 0xfe80, max: 0xfebf }), fc.array(hextet, { minLength: 7, maxLength: 7 }))
+    .map(([h, rest]) => [h.toString(16), ...rest].join(':'));
   const loopback = fc.constantFrom('::1', '0:0:0:0:0:0:0:1', '0000:0000:0000:0000:0000:0000:0000:0001', '::0:1', '0::1');
   await fc.assert(
     fc.asyncProperty(fc.oneof(ula, linkLocal, loopback), fc.boolean(), async (addr, upper) => {
@@ -566,19 +596,25 @@ s('API7 a host name is blocked when any address it resolves to is private (injec
   const pub = inRange(PUBLIC_V4).map((n) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'));
   const priv6 = fc.constantFrom('::1', 'fd00:ec2::254', 'fe80::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', 'fc00::5');
   await fc.assert(
-    fc.asyncProperty(fc.domain(), fc.array(fc.oneof(pub, fc.constant('2606:4700:4700::1111')), { maxLength: 3 }), fc.oneof(priv, priv6), fc.nat(), async (host, publics, bad, at) => {
-      const addresses = [...publics];
-      addresses.splice(at % (addresses.length + 1), 0, bad);
-      const lookup = async (h: string) => {
-        assert.is(h, new URL(`https://${host}/`).hostname);
-        return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-      };
-      assert.is(await blockedOrNot(`https://${host}/`, lookup), 'blocked', `${host} → ${addresses}`);
-      if (publics.length) {
-        const onlyPublic = async () => publics.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-        assert.is(await blockedOrNot(`https://${host}/`, onlyPublic), 'allowed');
-      }
-    }),
+    fc.asyncProperty(
+      fc.domain(),
+      fc.array(fc.oneof(pub, fc.constant('2606:4700:4700::1111')), { maxLength: 3 }),
+      fc.oneof(priv, priv6),
+      fc.nat(),
+      async (host, publics, bad, at) => {
+        const addresses = [...publics];
+        addresses.splice(at % (addresses.length + 1), 0, bad);
+        const lookup = async (h: string) => {
+          assert.is(h, new URL(`https://${host}/`).hostname);
+          return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+        };
+        assert.is(await blockedOrNot(`https://${host}/`, lookup), 'blocked', `${host} → ${addresses}`);
+        if (publics.length) {
+          const onlyPublic = async () => publics.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+          assert.is(await blockedOrNot(`https://${host}/`, onlyPublic), 'allowed');
+        }
+      },
+    ),
     { numRuns: 60 },
   );
 });
@@ -631,8 +667,15 @@ s('API7 POST /runs rejects media URLs that carry credentials or are not https, b
   const media = (url: string) => ({ __workflowMedia: true, kind: 'image', url, mimeType: 'image/png', filename: 'a.png' });
   const before = await countRuns(t);
   const bad = fc.oneof(
-    fc.tuple(fc.webUrl({ validSchemes: ['https'] }), fc.constantFrom('user:pass@', 'user@', ':pw@', 'a%40b:c@')).map(([u, cred]) => u.replace('https://', `https://${cred}`)),
-    fc.tuple(fc.webUrl({ validSchemes: ['https'] }), fc.constantFrom('api_key', 'apikey', 'key', 'token', 'access_token', 'Authorization', 'secret', 'password', 'API-KEY', 'bearer'), fc.string({ minLength: 1, maxLength: 10 }))
+    fc
+      .tuple(fc.webUrl({ validSchemes: ['https'] }), fc.constantFrom('user:pass@', 'user@', ':pw@', 'a%40b:c@'))
+      .map(([u, cred]) => u.replace('https://', `https://${cred}`)),
+    fc
+      .tuple(
+        fc.webUrl({ validSchemes: ['https'] }),
+        fc.constantFrom('api_key', 'apikey', 'key', 'token', 'access_token', 'Authorization', 'secret', 'password', 'API-KEY', 'bearer'),
+        fc.string({ minLength: 1, maxLength: 10 }),
+      )
       .map(([u, k, v]) => {
         const url = new URL(u);
         url.searchParams.append(k, v);
@@ -650,7 +693,10 @@ s('API7 POST /runs rejects media URLs that carry credentials or are not https, b
     { numRuns: 50 },
   );
   assert.is(await countRuns(t), before);
-  const fine = await t.call('POST', '/runs', { key: FUZZ_KEY, body: { workflow: W.typed, inputs: { n: 1, pic: media('https://cdn.example.com/a.png?size=2') } } });
+  const fine = await t.call('POST', '/runs', {
+    key: FUZZ_KEY,
+    body: { workflow: W.typed, inputs: { n: 1, pic: media('https://cdn.example.com/a.png?size=2') } },
+  });
   assert.is(fine.status, 202);
 });
 
@@ -678,7 +724,8 @@ s('API8 a 5xx on any operation is the bare internal_error envelope: no stack, no
       assert.is(res.status, 500, op.id);
       assert.equal(res.body, { error: { code: 'internal_error', message: 'an unexpected error occurred' } }, op.id);
       assert.is(res.headers.get('cache-control'), 'no-store');
-      for (const leak of ['s3cret', 'postgres', 'ECONNREFUSED', 'node_modules', '.ts', ' at ', 'stack']) assert.not.ok(res.text.includes(leak), `${op.id} shows ${leak}`);
+      for (const leak of ['s3cret', 'postgres', 'ECONNREFUSED', 'node_modules', '.ts', ' at ', 'stack'])
+        assert.not.ok(res.text.includes(leak), `${op.id} shows ${leak}`);
     }
     const ready = await fetch(`${t.url}/readyz`);
     assert.is(ready.status, 503);
@@ -735,7 +782,19 @@ s('API8 every response carries X-Request-Id and API JSON is never cacheable; no 
 // API9: improper inventory management
 
 s('API9 only the documented operations exist: other paths are 404, other methods 405, and the served document is the file', async ({ t, bobRun }) => {
-  for (const path of ['/admin', '/internal', '/debug', '/api-keys', '/accounts', '/runs/' + bobRun + '/outputs', '/runs/' + bobRun + '/secrets', '/workflows/' + W.summary + '/purchase', '/metrics', '/graphql', '/v2/runs']) {
+  for (const path of [
+    '/admin',
+    '/internal',
+    '/debug',
+    '/api-keys',
+    '/accounts',
+    '/runs/' + bobRun + '/outputs',
+    '/runs/' + bobRun + '/secrets',
+    '/workflows/' + W.summary + '/purchase',
+    '/metrics',
+    '/graphql',
+    '/v2/runs',
+  ]) {
     const res = await t.call('GET', path, { key: 'wr_test_bob' });
     assert.is(res.status, 404, path);
     assert.is(res.body.error.code, 'not_found');
@@ -784,20 +843,24 @@ s('API10 webhook delivery follows no redirect and refuses names that resolve to 
   try {
     await em.execute('delete from webhook_deliveries where endpoint_id in (select id from webhook_endpoints where account_id = ?)', [daveId]);
     await em.execute('delete from webhook_endpoints where account_id = ?', [daveId]);
-    await em.execute(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (gen_random_uuid(), ?, ?, ?), (gen_random_uuid(), ?, ?, ?)`, [
-      daveId,
-      redirectUrl,
-      t.deps.sealer.seal(DAVE_WEBHOOK_SECRETS[0]),
-      daveId,
-      'https://localhost:1/hook',
-      t.deps.sealer.seal(DAVE_WEBHOOK_SECRETS[1]),
-    ]);
+    await em.execute(
+      `insert into webhook_endpoints (id, account_id, url, secret_ciphertext) values (gen_random_uuid(), ?, ?, ?), (gen_random_uuid(), ?, ?, ?)`,
+      [daveId, redirectUrl, t.deps.sealer.seal(DAVE_WEBHOOK_SECRETS[0]), daveId, 'https://localhost:1/hook', t.deps.sealer.seal(DAVE_WEBHOOK_SECRETS[1])],
+    );
     const [run] = await em.execute<{ id: string }[]>('select id from runs where account_id = ? limit 1', [daveId]);
     await em.transactional((tx) => enqueueRunWebhooks(tx as never, daveId, run!.id, 'run.completed'));
-    const deps = (allowPrivateNetwork: boolean) => ({ orm: t.deps.orm, log: t.deps.log, sealer: t.deps.sealer, config: { webhookAllowInsecure: true, allowPrivateNetwork } });
+    const deps = (allowPrivateNetwork: boolean) => ({
+      orm: t.deps.orm,
+      log: t.deps.log,
+      sealer: t.deps.sealer,
+      config: { webhookAllowInsecure: true, allowPrivateNetwork },
+    });
     // Private networks allowed (so the local redirector is reachable): the 307 is a failed attempt, not followed.
     await deliverDueWebhooks(deps(true) as never, { limit: 10 });
-    const rows = await em.execute<Json[]>(`select e.url, d.status, d.attempts, d.last_status_code, d.last_error from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id where e.account_id = ?`, [daveId]);
+    const rows = await em.execute<Json[]>(
+      `select e.url, d.status, d.attempts, d.last_status_code, d.last_error from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id where e.account_id = ?`,
+      [daveId],
+    );
     const redirected = rows.find((r) => r.url === redirectUrl);
     assert.is(redirected.last_status_code, 307);
     assert.is(redirected.status, 'pending', 'a redirect is retried later, like any non-2xx');
@@ -805,7 +868,10 @@ s('API10 webhook delivery follows no redirect and refuses names that resolve to 
     // With private networks blocked (the default), a name resolving to loopback is refused for good.
     await em.execute(`update webhook_deliveries set next_attempt_at = now() - interval '1 second', status = 'pending'`);
     await deliverDueWebhooks(deps(false) as never, { limit: 10 });
-    const after = await em.execute<Json[]>(`select e.url, d.status, d.last_error from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id where e.account_id = ?`, [daveId]);
+    const after = await em.execute<Json[]>(
+      `select e.url, d.status, d.last_error from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id where e.account_id = ?`,
+      [daveId],
+    );
     for (const r of after) {
       assert.is(r.status, 'failed', r.url);
       assert.match(r.last_error, /blocked/, r.url);

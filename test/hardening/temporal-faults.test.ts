@@ -95,7 +95,12 @@ function catalog(slowUrl: string, delaySeconds: number) {
     pricing: { stepUsd: STEP, models: { 'gpt-4o-mini': { input: '1000', output: '2000' } } },
     accounts: [
       { handle: 'creator', id: ACCOUNT.creator },
-      { handle: 'payer', id: ACCOUNT.payer, walletUsd: '20.000000', apiKeys: [{ secret: PAYER_KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 10_000 }] },
+      {
+        handle: 'payer',
+        id: ACCOUNT.payer,
+        walletUsd: '20.000000',
+        apiKeys: [{ secret: PAYER_KEY, scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 10_000 }],
+      },
     ],
     workflows: [
       wf(WF.step, 'Slow step', [
@@ -182,7 +187,9 @@ function worker(name: string): WorkerProcess {
 
 /** What the processes printed, for failure messages. */
 function why(): string {
-  return workers.map((w) => `\n--- worker ${w.name} (${w.alive() ? 'alive' : `exited ${w.child.exitCode ?? w.child.signalCode}`}) ---\n${w.output().slice(-3000)}`).join('');
+  return workers
+    .map((w) => `\n--- worker ${w.name} (${w.alive() ? 'alive' : `exited ${w.child.exitCode ?? w.child.signalCode}`}) ---\n${w.output().slice(-3000)}`)
+    .join('');
 }
 
 async function postRuns(workflow: string, n: number): Promise<string[]> {
@@ -259,16 +266,18 @@ if (!process.env.DATABASE_URL) {
   );
 
   t(
-    'a worker killed (SIGKILL) while an LLM step streams: a new worker process streams the step again, its log continues where the deltas stopped (no text twice), and the run is charged one step and one call\'s tokens',
+    "a worker killed (SIGKILL) while an LLM step streams: a new worker process streams the step again, its log continues where the deltas stopped (no text twice), and the run is charged one step and one call's tokens",
     countTemporal(async () => {
       const started = Date.now();
       const api = await setUp(0, 1);
       const first = worker('1');
       const [runId] = await postRuns(WF.llm, 1);
       const deltas = async () =>
-        (await api.deps.orm.em.fork().execute<Record<string, any>[]>(`select data from run_events where run_id = ? and type = 'node.output.delta' order by sequence`, [runId])).map(
-          (e) => String((typeof e.data === 'string' ? JSON.parse(e.data) : e.data).text),
-        );
+        (
+          await api.deps.orm.em
+            .fork()
+            .execute<Record<string, any>[]>(`select data from run_events where run_id = ? and type = 'node.output.delta' order by sequence`, [runId])
+        ).map((e) => String((typeof e.data === 'string' ? JSON.parse(e.data) : e.data).text));
       await waitFor('a few deltas of the stream to be published', async () => (await deltas()).join('').split(' ').length > 4, 90_000, 20).catch((err) => {
         throw new Error(`${(err as Error).message}${why()}`);
       });
@@ -313,7 +322,9 @@ if (!process.env.DATABASE_URL) {
       worker('2');
       await waitTerminal(api.deps.orm, [runId!], 120_000, why);
       await assertCompletedOnce(api.deps.orm, runId!, DELAY_RUN);
-      const [ended] = await api.deps.orm.em.fork().execute<Record<string, any>[]>(`select ts from run_events where run_id = ? and type = 'node.completed' and node_id = 'wait'`, [runId]);
+      const [ended] = await api.deps.orm.em
+        .fork()
+        .execute<Record<string, any>[]>(`select ts from run_events where run_id = ? and type = 'node.completed' and node_id = 'wait'`, [runId]);
       assert.ok(new Date(ended!.ts).getTime() >= suspendedAt - 50, 'the delay completed before its due time');
       await assertWallet(api.deps.orm, ACCOUNT.payer, WALLET - DELAY_RUN.charge);
       console.log(`  ${NAME}: worker killed mid-timer: ${ms(started)}`);
@@ -336,7 +347,12 @@ if (!process.env.DATABASE_URL) {
       assert.is(ready.status, 503, `/readyz while Temporal is down: ${ready.status} ${ready.text}`);
       await sleep(3_000);
       await startServer();
-      await waitFor('GET /readyz to answer 200 again', async () => (await api.call('GET', `${api.url}/readyz`, { unchecked: true })).status === 200, 30_000, 250);
+      await waitFor(
+        'GET /readyz to answer 200 again',
+        async () => (await api.call('GET', `${api.url}/readyz`, { unchecked: true })).status === 200,
+        30_000,
+        250,
+      );
 
       const ids = [inFlight!, whileDown!];
       await waitTerminal(api.deps.orm, ids, 180_000, why);
@@ -366,7 +382,11 @@ if (!process.env.DATABASE_URL) {
         const closeMs = Date.now() - closing;
         // The SDK retries a failed call from a timer (backoff up to a few seconds): give it the time.
         await sleep(8_000);
-        assert.equal(stray.map((e) => e.message), [], 'an exception escaped after close()');
+        assert.equal(
+          stray.map((e) => e.message),
+          [],
+          'an exception escaped after close()',
+        );
         console.log(`  ${NAME}: client closed ${closeMs} ms after the restart's checks`);
       } finally {
         process.off('uncaughtException', catchStray);

@@ -39,7 +39,9 @@ export async function launchChromium(): Promise<Browser | null> {
       console.log(`  browser tests skipped (BROWSER_UNAVAILABLE=1) — ${why}`);
       return null;
     }
-    throw new Error(`${why}\nRun npm ci (it installs @sparticuz/chromium), install a system Chromium, point CHROMIUM_PATH at one, or set BROWSER_UNAVAILABLE=1 to skip.`);
+    throw new Error(
+      `${why}\nRun npm ci (it installs @sparticuz/chromium), install a system Chromium, point CHROMIUM_PATH at one, or set BROWSER_UNAVAILABLE=1 to skip.`,
+    );
   }
 }
 

@@ -26,9 +26,7 @@ export function testOrm(): Promise<Orm> {
 /** Empties every table (but the migrations log) so each suite starts from a known state. */
 export async function resetDb(orm: Orm): Promise<void> {
   const em = orm.em.fork();
-  const rows = await em.execute<{ tablename: string }[]>(
-    `select tablename from pg_tables where schemaname = 'public' and tablename not like 'mikro_orm%'`,
-  );
+  const rows = await em.execute<{ tablename: string }[]>(`select tablename from pg_tables where schemaname = 'public' and tablename not like 'mikro_orm%'`);
   await em.execute(`truncate ${rows.map((r) => `"${r.tablename}"`).join(', ')} restart identity cascade`);
 }
 

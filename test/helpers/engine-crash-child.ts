@@ -57,9 +57,16 @@ async function runRow(runId: string) {
 
 async function done(runId: string) {
   const row = (await runRow(runId))!;
-  const events = await orm.em.fork().execute<Record<string, unknown>[]>('select type, sequence, node_id, data from run_events where run_id = ? order by sequence', [runId]);
+  const events = await orm.em
+    .fork()
+    .execute<Record<string, unknown>[]>('select type, sequence, node_id, data from run_events where run_id = ? order by sequence', [runId]);
   return {
-    run: { ...row, outputs: json(row.outputs), charge_usd: row.charge_usd === null ? null : String(row.charge_usd), steps_executed: Number(row.steps_executed) },
+    run: {
+      ...row,
+      outputs: json(row.outputs),
+      charge_usd: row.charge_usd === null ? null : String(row.charge_usd),
+      steps_executed: Number(row.steps_executed),
+    },
     events: events.map((e) => ({ type: e.type, sequence: Number(e.sequence), nodeId: e.node_id ?? null, data: json(e.data) })),
   };
 }
@@ -121,7 +128,12 @@ if (mode === 'start') {
   for (const id of runIds) {
     const ledger = await orm.em.fork().execute<Record<string, unknown>[]>('select kind, amount_usd from ledger_entries where run_id = ? order by id', [id]);
     const row = await orm.em.fork().execute<Record<string, unknown>[]>('select status, billing_status, charge_usd from runs where id = ?', [id]);
-    before.push({ id, ...row[0], charge_usd: row[0]?.charge_usd == null ? null : String(row[0].charge_usd), ledger: ledger.map((l) => ({ kind: l.kind, amount: String(l.amount_usd) })) });
+    before.push({
+      id,
+      ...row[0],
+      charge_usd: row[0]?.charge_usd == null ? null : String(row[0].charge_usd),
+      ledger: ledger.map((l) => ({ kind: l.kind, amount: String(l.amount_usd) })),
+    });
   }
   say(`BEFORE ${JSON.stringify(before)}`);
   await engine.start();

@@ -17,7 +17,14 @@ export async function hangingServer(): Promise<{ url: string; close(): Promise<v
   const server = http.createServer(() => undefined);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  return { url, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+  return {
+    url,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
 }
 
 /**
@@ -38,7 +45,12 @@ export async function seedBuyerCatalog(orm: Orm, sealer: Sealer, key: string, wo
       },
     ],
     workflows: workflows.map(({ id, name, nodes }) => ({
-      id, owner: 'alice', name, runModel: 'per_run', priceUsd: '0.250000', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
+      id,
+      owner: 'alice',
+      name,
+      runModel: 'per_run',
+      priceUsd: '0.250000',
+      versions: [{ id: randomUUID(), label: 'v1', graph: { nodes } }],
     })),
   };
   await loadCatalog(orm, parseCatalog(JSON.stringify(catalog), 'engine-test'), { sealer });

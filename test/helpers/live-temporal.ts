@@ -132,7 +132,13 @@ export async function seedDemoCatalog(orm: Orm): Promise<void> {
 }
 
 /** Starts a run of the seeded workflow as the buyer (or the key given), through the real start-run service; `cancelAfter`: its Cancel-After header. */
-export async function startSeededRun(deps: Deps, workflowId: string, inputs: Record<string, unknown> = {}, key = 'wr_buyer_key', cancelAfter?: string): Promise<string> {
+export async function startSeededRun(
+  deps: Deps,
+  workflowId: string,
+  inputs: Record<string, unknown> = {},
+  key = 'wr_buyer_key',
+  cancelAfter?: string,
+): Promise<string> {
   const principal = await authenticateKey(deps, `Bearer ${key}`);
   const { run } = await startRun(deps, principal, { body: { workflow: workflowId, inputs }, ...(cancelAfter ? { cancelAfterHeader: cancelAfter } : {}) });
   return run.id;

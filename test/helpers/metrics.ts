@@ -63,7 +63,12 @@ export function parseExposition(text: string): Map<string, Family> {
   }
   for (const f of families.values()) {
     if (f.type !== 'histogram') continue;
-    const key = (l: Record<string, string>) => JSON.stringify(Object.entries(l).filter(([k]) => k !== 'le').sort());
+    const key = (l: Record<string, string>) =>
+      JSON.stringify(
+        Object.entries(l)
+          .filter(([k]) => k !== 'le')
+          .sort(),
+      );
     const sets = new Set(f.samples.map((s) => key(s.labels)));
     for (const set of sets) {
       const of = f.samples.filter((s) => key(s.labels) === set);

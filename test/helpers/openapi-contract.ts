@@ -31,7 +31,10 @@ function rewriteRefs(schema: unknown): unknown {
 
 function resolve(obj: any): any {
   if (obj && typeof obj.$ref === 'string') {
-    return obj.$ref.slice(2).split('/').reduce((o: any, k: string) => o?.[k], doc);
+    return obj.$ref
+      .slice(2)
+      .split('/')
+      .reduce((o: any, k: string) => o?.[k], doc);
   }
   return obj;
 }

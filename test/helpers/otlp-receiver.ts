@@ -32,7 +32,9 @@ export interface OtlpReceiver {
 const require = createRequire(import.meta.url);
 // The generated protobufjs root of the OTLP .proto files.
 const otlp = require('@opentelemetry/otlp-transformer/build/src/generated/root.js') as {
-  opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: { decode(b: Uint8Array): unknown; toObject(m: unknown, o: object): any } } } } } };
+  opentelemetry: {
+    proto: { collector: { trace: { v1: { ExportTraceServiceRequest: { decode(b: Uint8Array): unknown; toObject(m: unknown, o: object): any } } } } };
+  };
 };
 const ExportTraceServiceRequest = otlp.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 

@@ -85,7 +85,9 @@ function errorBody(format: Format, status: number, key: string): unknown {
     case 'google':
       return { error: { code: status, message, status: status === 401 ? 'UNAUTHENTICATED' : 'INTERNAL' } };
     default:
-      return { error: { message, type: status === 401 ? 'invalid_request_error' : 'server_error', param: null, code: status === 401 ? 'invalid_api_key' : null } };
+      return {
+        error: { message, type: status === 401 ? 'invalid_request_error' : 'server_error', param: null, code: status === 401 ? 'invalid_api_key' : null },
+      };
   }
 }
 
@@ -100,34 +102,62 @@ function frames(format: Format, model: string, chunks: string[]): Array<[string 
       const out: Array<[string | null, unknown]> = [
         ['response.created', { type: 'response.created', sequence_number: 0, response: { ...base, status: 'in_progress' } }],
         ['response.in_progress', { type: 'response.in_progress', sequence_number: 1, response: { ...base, status: 'in_progress' } }],
-        ['response.output_item.added', { type: 'response.output_item.added', sequence_number: 2, output_index: 0, item: { ...item, status: 'in_progress', content: [] } }],
-        ['response.content_part.added', { type: 'response.content_part.added', sequence_number: 3, item_id: 'msg_stub', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }],
+        [
+          'response.output_item.added',
+          { type: 'response.output_item.added', sequence_number: 2, output_index: 0, item: { ...item, status: 'in_progress', content: [] } },
+        ],
+        [
+          'response.content_part.added',
+          {
+            type: 'response.content_part.added',
+            sequence_number: 3,
+            item_id: 'msg_stub',
+            output_index: 0,
+            content_index: 0,
+            part: { type: 'output_text', text: '', annotations: [] },
+          },
+        ],
       ];
       let seq = 4;
       for (const c of chunks) {
-        out.push(['response.output_text.delta', { type: 'response.output_text.delta', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, delta: c, logprobs: [] }]);
+        out.push([
+          'response.output_text.delta',
+          { type: 'response.output_text.delta', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, delta: c, logprobs: [] },
+        ]);
       }
       const content = [{ type: 'output_text', text: full, annotations: [] }];
       out.push(
-        ['response.output_text.done', { type: 'response.output_text.done', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, text: full, logprobs: [] }],
-        ['response.content_part.done', { type: 'response.content_part.done', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, part: content[0] }],
-        ['response.output_item.done', { type: 'response.output_item.done', sequence_number: seq++, output_index: 0, item: { ...item, status: 'completed', content } }],
-        ['response.completed', {
-          type: 'response.completed',
-          sequence_number: seq++,
-          response: {
-            ...base,
-            status: 'completed',
-            output: [{ ...item, status: 'completed', content }],
-            usage: {
-              input_tokens: STUB_INPUT_TOKENS,
-              input_tokens_details: { cached_tokens: 0 },
-              output_tokens: STUB_OUTPUT_TOKENS,
-              output_tokens_details: { reasoning_tokens: 0 },
-              total_tokens: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS,
+        [
+          'response.output_text.done',
+          { type: 'response.output_text.done', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, text: full, logprobs: [] },
+        ],
+        [
+          'response.content_part.done',
+          { type: 'response.content_part.done', sequence_number: seq++, item_id: 'msg_stub', output_index: 0, content_index: 0, part: content[0] },
+        ],
+        [
+          'response.output_item.done',
+          { type: 'response.output_item.done', sequence_number: seq++, output_index: 0, item: { ...item, status: 'completed', content } },
+        ],
+        [
+          'response.completed',
+          {
+            type: 'response.completed',
+            sequence_number: seq++,
+            response: {
+              ...base,
+              status: 'completed',
+              output: [{ ...item, status: 'completed', content }],
+              usage: {
+                input_tokens: STUB_INPUT_TOKENS,
+                input_tokens_details: { cached_tokens: 0 },
+                output_tokens: STUB_OUTPUT_TOKENS,
+                output_tokens_details: { reasoning_tokens: 0 },
+                total_tokens: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS,
+              },
             },
           },
-        }],
+        ],
       );
       return out;
     }
@@ -138,22 +168,34 @@ function frames(format: Format, model: string, chunks: string[]): Array<[string 
         { ...head, choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: c } : { content: c }, finish_reason: null }] },
       ]);
       out.push([null, { ...head, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }]);
-      out.push([null, {
-        ...head,
-        choices: [],
-        usage: { prompt_tokens: STUB_INPUT_TOKENS, completion_tokens: STUB_OUTPUT_TOKENS, total_tokens: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS },
-      }]);
+      out.push([
+        null,
+        {
+          ...head,
+          choices: [],
+          usage: { prompt_tokens: STUB_INPUT_TOKENS, completion_tokens: STUB_OUTPUT_TOKENS, total_tokens: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS },
+        },
+      ]);
       return out;
     }
     case 'anthropic': {
       const out: Array<[string | null, unknown]> = [
-        ['message_start', {
-          type: 'message_start',
-          message: {
-            id: 'msg_stub', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null,
-            usage: { input_tokens: STUB_INPUT_TOKENS, output_tokens: 1 },
+        [
+          'message_start',
+          {
+            type: 'message_start',
+            message: {
+              id: 'msg_stub',
+              type: 'message',
+              role: 'assistant',
+              model,
+              content: [],
+              stop_reason: null,
+              stop_sequence: null,
+              usage: { input_tokens: STUB_INPUT_TOKENS, output_tokens: 1 },
+            },
           },
-        }],
+        ],
         ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
         ['ping', { type: 'ping' }],
       ];
@@ -168,13 +210,16 @@ function frames(format: Format, model: string, chunks: string[]): Array<[string 
     case 'google': {
       return chunks.map((c, i) => {
         const last = i === chunks.length - 1;
-        return [null, {
-          candidates: [{ content: { parts: [{ text: c }], role: 'model' }, index: 0, ...(last ? { finishReason: 'STOP' } : {}) }],
-          usageMetadata: last
-            ? { promptTokenCount: STUB_INPUT_TOKENS, candidatesTokenCount: STUB_OUTPUT_TOKENS, totalTokenCount: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS }
-            : { promptTokenCount: STUB_INPUT_TOKENS, totalTokenCount: STUB_INPUT_TOKENS },
-          modelVersion: model,
-        }] as [null, unknown];
+        return [
+          null,
+          {
+            candidates: [{ content: { parts: [{ text: c }], role: 'model' }, index: 0, ...(last ? { finishReason: 'STOP' } : {}) }],
+            usageMetadata: last
+              ? { promptTokenCount: STUB_INPUT_TOKENS, candidatesTokenCount: STUB_OUTPUT_TOKENS, totalTokenCount: STUB_INPUT_TOKENS + STUB_OUTPUT_TOKENS }
+              : { promptTokenCount: STUB_INPUT_TOKENS, totalTokenCount: STUB_INPUT_TOKENS },
+            modelVersion: model,
+          },
+        ] as [null, unknown];
       });
     }
   }

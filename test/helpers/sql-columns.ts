@@ -6,8 +6,10 @@
 
 /** Words that can follow a table name where an alias would stand: not aliases. */
 const NOT_ALIASES = new Set(
-  ('as on set where join left right inner full cross natural lateral using order group limit offset for select values returning ' +
-    'union except intersect having window with do default').split(' '),
+  (
+    'as on set where join left right inner full cross natural lateral using order group limit offset for select values returning ' +
+    'union except intersect having window with do default'
+  ).split(' '),
 );
 
 const WORD = '[a-z_][a-z0-9_]*';
@@ -16,7 +18,10 @@ const TABLE = `(?!(?:of|set|skip|nowait|lateral|only)\\b)(${WORD})\\b(?![.(])`;
 
 /** The text without its string literals and double-quoted names' quotes, lower case: a literal's words are no names. */
 export function bareSql(text: string): string {
-  return text.replace(/'(?:[^']|'')*'/g, "''").replace(/"([a-z_][a-z0-9_]*)"/g, '$1').toLowerCase();
+  return text
+    .replace(/'(?:[^']|'')*'/g, "''")
+    .replace(/"([a-z_][a-z0-9_]*)"/g, '$1')
+    .toLowerCase();
 }
 
 /** Names a FROM, JOIN, INSERT INTO, UPDATE or DELETE FROM reads or writes as a table (not functions: `unnest(`). */

@@ -26,7 +26,12 @@ export function readSse(url: string, headers: Record<string, string>) {
         while ((cut = buffer.indexOf('\n\n')) >= 0) {
           const block = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
-          const field = (name: string) => block.split('\n').find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+          const field = (name: string) =>
+            block
+              .split('\n')
+              .find((l) => l.startsWith(`${name}:`))
+              ?.slice(name.length + 1)
+              .trim();
           const data = field('data');
           if (data !== undefined) frames.push({ type: field('event') ?? 'message', id: field('id') ?? '', data: JSON.parse(data) });
         }
@@ -54,13 +59,21 @@ export const resumeCursors = (last: number): number[] => [...new Set([1, last - 
 /** A stream of `runId` resumed after `cursor`: by Last-Event-ID, or by `afterSequence` when `viaQuery`. */
 export function resumeSse(base: string, runId: string, cursor: number, key: string, viaQuery: boolean) {
   const auth = { authorization: `Bearer ${key}` };
-  return viaQuery ? readSse(`${base}/runs/${runId}/stream?afterSequence=${cursor}`, auth) : readSse(`${base}/runs/${runId}/stream`, { ...auth, 'last-event-id': String(cursor) });
+  return viaQuery
+    ? readSse(`${base}/runs/${runId}/stream?afterSequence=${cursor}`, auth)
+    : readSse(`${base}/runs/${runId}/stream`, { ...auth, 'last-event-id': String(cursor) });
 }
 
 /** The frames after the snapshot are the log's events after `cursor`, in order (none when the cursor is at or past its end). */
 export function resumedTailProblem(frames: SseFrame[], log: { sequence: number; type: string }[], cursor: number): string | null {
   if (frames[0]?.type !== 'snapshot') return `the first frame is ${frames[0]?.type ?? 'missing'}, not the snapshot`;
-  const got = frames.slice(1).map((f) => `${f.id}:${f.type}`).join(',');
-  const want = log.filter((ev) => ev.sequence > cursor).map((ev) => `${ev.sequence}:${ev.type}`).join(',');
+  const got = frames
+    .slice(1)
+    .map((f) => `${f.id}:${f.type}`)
+    .join(',');
+  const want = log
+    .filter((ev) => ev.sequence > cursor)
+    .map((ev) => `${ev.sequence}:${ev.type}`)
+    .join(',');
   return got === want ? null : `after ${cursor}: streamed [${got}], the log has [${want}]`;
 }

@@ -11,7 +11,11 @@ export interface LoggedStatement {
  * bench/server.ts counts them. `keep` looks at them once `fn` is done, so it may depend on what `fn`
  * learned (a run's id, known only after a statement that mentions it may already have been sent).
  */
-export async function statementsWhile<T>(orm: Orm, fn: () => Promise<T>, keep: (s: LoggedStatement) => boolean = () => true): Promise<{ result: T; sql: string[] }> {
+export async function statementsWhile<T>(
+  orm: Orm,
+  fn: () => Promise<T>,
+  keep: (s: LoggedStatement) => boolean = () => true,
+): Promise<{ result: T; sql: string[] }> {
   const logger = orm.config.getLogger() as unknown as { logQuery: (ctx: LoggedStatement) => void };
   const original = logger.logQuery;
   const seen: LoggedStatement[] = [];

@@ -59,4 +59,3 @@ export function runTraceArrived(traceId: string, extra: string[] = []) {
     return ['POST /v1/runs', 'chat gpt-4o-mini', 'webhook run.completed', 'step http.request', ...extra].every((n) => names.has(n));
   };
 }
-

@@ -121,7 +121,11 @@ workflows:
   }
   const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
   const post = async (headers: Record<string, string> = {}) => {
-    const res = await fetch(`${url}/v1/runs`, { method: 'POST', headers: { ...auth, ...headers }, body: JSON.stringify({ workflow: workflowId, inputs: { topic: 'owls' } }) });
+    const res = await fetch(`${url}/v1/runs`, {
+      method: 'POST',
+      headers: { ...auth, ...headers },
+      body: JSON.stringify({ workflow: workflowId, inputs: { topic: 'owls' } }),
+    });
     const body = (await res.json()) as any;
     if (res.status !== 202) throw new Error(`POST /runs answered ${res.status}: ${JSON.stringify(body)}`);
     return String(body.run.id);

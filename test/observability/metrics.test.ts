@@ -77,10 +77,14 @@ test('GET /metrics needs no key, is valid Prometheus text, and every series move
       assert.is((await e.t.call('POST', '/runs', { key: 'wr_test_bob_capped', body: { workflow: W_SUMMARY, inputs: { topic: 'cap 2' } } })).status, 402);
 
       // Four terminal runs of bob: four webhooks, each recorded as delivered.
-      const after = await waitFor('four webhook deliveries recorded', async () => {
-        const s = await scrape(metricsUrl);
-        return e.hooks.length >= 4 && moved(before, s, 'wr_webhook_deliveries_total', { result: 'delivered' }) >= 4 ? s : undefined;
-      }, 15_000);
+      const after = await waitFor(
+        'four webhook deliveries recorded',
+        async () => {
+          const s = await scrape(metricsUrl);
+          return e.hooks.length >= 4 && moved(before, s, 'wr_webhook_deliveries_total', { result: 'delivered' }) >= 4 ? s : undefined;
+        },
+        15_000,
+      );
 
       const m = (name: string, labels: Record<string, string> = {}) => moved(before, after, name, labels);
       assert.is(m('wr_runs_accepted_total'), 4);
@@ -153,7 +157,12 @@ test('the queue gauges count queued runs and the age of the oldest, deployment-w
 
 test('an open GraphQL runEvents subscription is counted while it is open', async () => {
   const t = await startTestApp();
-  const client = createClient({ url: `${t.url}/graphql/stream`, headers: { Authorization: 'Bearer test-internal-token-123456' }, fetchFn: fetch, retryAttempts: 0 });
+  const client = createClient({
+    url: `${t.url}/graphql/stream`,
+    headers: { Authorization: 'Bearer test-internal-token-123456' },
+    fetchFn: fetch,
+    retryAttempts: 0,
+  });
   try {
     const id = (await t.call('POST', '/runs', { body: { workflow: W_SUMMARY, inputs: { topic: 'sub' } } })).body.run.id as string;
     const before = await scrape(`${t.url}/metrics`);
@@ -167,10 +176,14 @@ test('an open GraphQL runEvents subscription is counted while it is open', async
     for await (const _ of { [Symbol.asyncIterator]: () => iterator }) {
       // drain to completion
     }
-    const after = await waitFor('the subscription counted closed', async () => {
-      const s = await scrape(`${t.url}/metrics`);
-      return moved(before, s, 'wr_graphql_subscriptions_open') === 0 ? s : undefined;
-    }, 15_000);
+    const after = await waitFor(
+      'the subscription counted closed',
+      async () => {
+        const s = await scrape(`${t.url}/metrics`);
+        return moved(before, s, 'wr_graphql_subscriptions_open') === 0 ? s : undefined;
+      },
+      15_000,
+    );
     assert.is(value(after, 'wr_graphql_subscriptions_open'), value(before, 'wr_graphql_subscriptions_open'));
   } finally {
     client.dispose();

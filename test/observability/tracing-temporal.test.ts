@@ -19,13 +19,20 @@ if (address) {
   test(
     'a traceparent on POST /runs continues through the Temporal workflow and its activities to the steps, provider call and webhook',
     countTemporal(async () => {
-      const w = await startTracedWorld({ ENGINE: 'temporal', TEMPORAL_ADDRESS: address, TEMPORAL_TASK_QUEUE: `tracing-${randomUUID()}`, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' });
+      const w = await startTracedWorld({
+        ENGINE: 'temporal',
+        TEMPORAL_ADDRESS: address,
+        TEMPORAL_TASK_QUEUE: `tracing-${randomUUID()}`,
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      });
       try {
         const tp = newTraceparent();
         const { runId, runStatus } = await w.runToEnd({ traceparent: tp.header });
         assert.is(runStatus, 'completed');
         // The workflow's own span ends with the workflow, after the activities.
-        await w.receiver.waitFor(runTraceArrived(tp.traceId, ['StartWorkflow:runWorkflow', 'RunWorkflow:runWorkflow', 'RunActivity:executeStep', 'RunActivity:advanceRun']));
+        await w.receiver.waitFor(
+          runTraceArrived(tp.traceId, ['StartWorkflow:runWorkflow', 'RunWorkflow:runWorkflow', 'RunActivity:executeStep', 'RunActivity:advanceRun']),
+        );
         const spans = assertRunTrace(w, tp.traceId, runId);
         const request = spans.find((s) => s.name === 'POST /v1/runs')!;
         assert.is(request.parentSpanId, tp.spanId);
@@ -34,7 +41,10 @@ if (address) {
         assert.ok(spans.some((s) => s.name === 'StartWorkflow:runWorkflow'));
         for (const s of starts) assert.is(s.parentSpanId, request.spanId, `${s.name} continues the context stored with the run`);
         const workflow = one(spans, 'workflow run', (s) => s.name === 'RunWorkflow:runWorkflow');
-        assert.ok(starts.some((s) => s.spanId === workflow.parentSpanId), 'the workflow span is a child of its start');
+        assert.ok(
+          starts.some((s) => s.spanId === workflow.parentSpanId),
+          'the workflow span is a child of its start',
+        );
         assert.is(workflow.attributes.workflowId, runId);
         // Each I/O step runs in an executeStep activity whose span is the step's parent.
         const activityIds = new Set(spans.filter((s) => s.name === 'RunActivity:executeStep').map((s) => s.spanId));

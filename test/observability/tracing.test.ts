@@ -23,7 +23,10 @@ test('a traceparent on POST /runs continues into the run: request, run, steps, p
     assert.is(request.parentSpanId, tp.spanId, 'the request span continues the caller’s span');
     const run = one(spans, 'run', (s) => s.name === 'run' && s.attributes['wr.run.id'] === runId);
     assert.is(run.parentSpanId, request.spanId, 'the run continues the context stored with it');
-    assert.ok(w.receiver.contentTypes.every((t) => t.includes('application/json')), w.receiver.contentTypes.join());
+    assert.ok(
+      w.receiver.contentTypes.every((t) => t.includes('application/json')),
+      w.receiver.contentTypes.join(),
+    );
   } finally {
     await w.close();
   }
@@ -101,8 +104,14 @@ test('with no OTEL endpoint no tracing SDK is active: nothing is exported, nothi
     await new Promise((r) => setTimeout(r, 500));
     assert.is(w.receiver.contentTypes.length, 0, 'no export request');
     assert.ok(w.stub.requests.length > 0);
-    assert.ok(w.stub.requests.every((r) => r.headers.traceparent === undefined), 'no traceparent to the provider');
-    assert.ok(w.seen.every((s) => s.headers.traceparent === undefined), 'no traceparent to the HTTP target or the webhook');
+    assert.ok(
+      w.stub.requests.every((r) => r.headers.traceparent === undefined),
+      'no traceparent to the provider',
+    );
+    assert.ok(
+      w.seen.every((s) => s.headers.traceparent === undefined),
+      'no traceparent to the HTTP target or the webhook',
+    );
     assert.not.match(w.svc.output(), 'OpenTelemetry tracing on');
     assert.not.match(w.svc.output(), /"level":(50|60)/);
   } finally {

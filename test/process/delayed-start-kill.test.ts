@@ -47,10 +47,15 @@ test('kill -9 with two scheduled runs: the restarted service starts each once, a
     started.push(second);
     const base = await second.url;
     for (const id of [whileDown, afterRestart]) {
-      const done = await waitFor(`run ${id} to end`, async () => {
-        const run = await api(base, `/runs/${id}`);
-        return ['completed', 'failed', 'cancelled'].includes(run.status) && run;
-      }, 30_000, 100);
+      const done = await waitFor(
+        `run ${id} to end`,
+        async () => {
+          const run = await api(base, `/runs/${id}`);
+          return ['completed', 'failed', 'cancelled'].includes(run.status) && run;
+        },
+        30_000,
+        100,
+      );
       assert.is(done.status, 'completed', JSON.stringify(done));
       assert.ok(Date.parse(done.startedAt) >= Date.parse(done.scheduledFor), `started ${done.startedAt}, scheduled ${done.scheduledFor}`);
       const events = (await api(base, `/runs/${id}/events`)).events as { type: string }[];

@@ -64,7 +64,11 @@ test('the embedded engine loads no Temporal SDK, no provider SDK before a step n
     );
     const after = loadedPackages(file);
     assert.ok(after.has('@ai-sdk/openai') && after.has('ai'), `the openai step loaded the AI SDK and its openai provider (run: ${JSON.stringify(ended)})`);
-    assertAbsent(after, ['@ai-sdk/anthropic', '@ai-sdk/google', '@ai-sdk/google-vertex', '@ai-sdk/azure', '@openrouter/ai-sdk-provider', 'undici', /^@temporalio\//], 'after an openai step');
+    assertAbsent(
+      after,
+      ['@ai-sdk/anthropic', '@ai-sdk/google', '@ai-sdk/google-vertex', '@ai-sdk/azure', '@openrouter/ai-sdk-provider', 'undici', /^@temporalio\//],
+      'after an openai step',
+    );
   } finally {
     await svc.stop();
     rmSync(dir, { recursive: true, force: true });

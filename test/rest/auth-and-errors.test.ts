@@ -20,7 +20,11 @@ t('missing, malformed, unknown, revoked and expired keys get 401 unauthorized', 
     ['wr_test_bob_expired', {}],
   ];
   for (const [key, headers] of cases) {
-    for (const [m, p] of [['GET', '/workflows'], ['POST', '/runs'], ['GET', '/runs']] as const) {
+    for (const [m, p] of [
+      ['GET', '/workflows'],
+      ['POST', '/runs'],
+      ['GET', '/runs'],
+    ] as const) {
       const res = await t.call(m, p, { key, headers, body: m === 'POST' ? { workflow: W_SUMMARY } : undefined });
       assert.is(res.status, 401, `${key} ${JSON.stringify(headers)} ${m} ${p}`);
       assert.is(res.body.error.code, 'unauthorized');
@@ -51,7 +55,10 @@ t('a key revoked or an account restricted while the service runs is refused with
     assert.is(restricted.status, 403);
     assert.is(restricted.body.error.code, 'account_restricted');
   } finally {
-    await sql(`update api_keys set revoked = false, expires_at = null where key_hash in (?, ?)`, [hashApiKey('wr_test_bob_exec'), hashApiKey('wr_test_bob_read')]);
+    await sql(`update api_keys set revoked = false, expires_at = null where key_hash in (?, ?)`, [
+      hashApiKey('wr_test_bob_exec'),
+      hashApiKey('wr_test_bob_read'),
+    ]);
     await sql(`update accounts set restricted = false where id = ?`, [bob!.id]);
     await new Promise((r) => setTimeout(r, 1100));
   }
@@ -74,7 +81,11 @@ t('scopes are any-of per operation', async ({ t }) => {
 });
 
 t('a restricted account gets 403 account_restricted on every call', async ({ t }) => {
-  for (const [m, p] of [['GET', '/workflows'], ['GET', '/runs'], ['POST', '/runs']] as const) {
+  for (const [m, p] of [
+    ['GET', '/workflows'],
+    ['GET', '/runs'],
+    ['POST', '/runs'],
+  ] as const) {
     const res = await t.call(m, p, { key: 'wr_test_mallory', body: m === 'POST' ? { workflow: W_SUMMARY } : undefined });
     assert.is(res.status, 403);
     assert.is(res.body.error.code, 'account_restricted');

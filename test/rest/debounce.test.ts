@@ -37,10 +37,13 @@ t('the first call schedules a run; the next ones join it: 200, Debounced, its in
   assert.ok(Date.parse(second.body.scheduledFor) >= Date.parse(before.scheduledFor));
   const [row] = await sql(t, 'select inputs, cap_usd, displayed_price_usd from runs where id = ?', [id]);
   assert.is(row.inputs.topic, 'two');
-  assert.is(String(row.cap_usd), String(row.displayed_price_usd), 'one reservation, the run\'s price');
+  assert.is(String(row.cap_usd), String(row.displayed_price_usd), "one reservation, the run's price");
   // The metadata filter follows the replaced labels.
   const now = await t.call('GET', '/runs?metadata[rev]=2');
-  assert.equal(now.body.runs.map((r: any) => r.id), [id]);
+  assert.equal(
+    now.body.runs.map((r: any) => r.id),
+    [id],
+  );
   const old = await t.call('GET', '/runs?metadata[rev]=1');
   assert.equal(old.body.runs, []);
   // Another key is another burst.
@@ -75,7 +78,7 @@ t('concurrent first calls make one run, so a capped key reserves one price for t
   assert.is(reserved, price);
 });
 
-t('a joining call seals its password input again: the run keeps only the last call\'s secret', async ({ t }) => {
+t("a joining call seals its password input again: the run keeps only the last call's secret", async ({ t }) => {
   const W_TYPED = 'aaaaaaaa-0000-4000-8000-000000000002';
   const debounce = { key: 'typed', delay: '10m', maxDelay: '1h' };
   const send = (token: string) => t.call('POST', '/runs', { body: { workflow: W_TYPED, inputs: { n: 1, token }, debounce } });
@@ -83,7 +86,10 @@ t('a joining call seals its password input again: the run keeps only the last ca
   const second = await send('secret-two');
   assert.is(second.status, 200);
   const secrets = await sql(t, `select name, ciphertext from run_secrets where run_id = ? and kind = 'password_input'`, [first.body.run.id]);
-  assert.equal(secrets.map((r) => r.name), ['token']);
+  assert.equal(
+    secrets.map((r) => r.name),
+    ['token'],
+  );
   assert.is(t.deps.sealer.open(secrets[0].ciphertext), 'secret-two');
   const [row] = await sql(t, 'select inputs from runs where id = ?', [first.body.run.id]);
   assert.is(row.inputs.token, null, 'the stored inputs never hold the password');

@@ -66,7 +66,10 @@ t('startAt in the body, in a batch item, and a start already past (queued at onc
   // Start-After on a batch applies to every item.
   const later = await t.call('POST', '/runs/batch', { body: { runs: [body(), body()] }, headers: { 'start-after': '2h' } });
   const rows = await sql(t, 'select phase from runs where id in (?)', [later.body.items.map((i: any) => i.run.id)]);
-  assert.equal(rows.map((r) => r.phase), ['scheduled', 'scheduled']);
+  assert.equal(
+    rows.map((r) => r.phase),
+    ['scheduled', 'scheduled'],
+  );
 });
 
 t('refused with 400 invalid_request and nothing written: bad or too long Start-After, bad or too far startAt, both', async ({ t }) => {

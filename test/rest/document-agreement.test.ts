@@ -24,7 +24,7 @@ t.after(async (ctx) => ctx.t.close());
 
 const LENIENT_INTEGERS = ['0x10', '1e1', ' 10', '+10', '10.0', '-0', '5\n', '010', '10 ', '0b1', '١٠'];
 
-t('integer query parameters and cursors take plain decimal integers only; anything else is the spec\'s 400', async ({ t, runId }) => {
+t("integer query parameters and cursors take plain decimal integers only; anything else is the spec's 400", async ({ t, runId }) => {
   const cases: [string, string, string][] = [
     ['/workflows?limit=', 'invalid_request', 'limit'],
     ['/workflows?offset=', 'invalid_request', 'offset'],
@@ -52,7 +52,15 @@ t('integer query parameters and cursors take plain decimal integers only; anythi
 });
 
 t('createdAfter/createdBefore: RFC 3339 only, refused once in the same words; a leap second is taken', async ({ t }) => {
-  for (const value of ['2026-01-31T12:00:00+05', '2026-01-31T12:00:00+0530', '2026-01-31 12:00:00Z', '2026-01-31T12:00Z', '2026-02-30T12:00:00Z', '2026-01-31T12:00:60Z', '2026-01-31T12:00:00+24:00']) {
+  for (const value of [
+    '2026-01-31T12:00:00+05',
+    '2026-01-31T12:00:00+0530',
+    '2026-01-31 12:00:00Z',
+    '2026-01-31T12:00Z',
+    '2026-02-30T12:00:00Z',
+    '2026-01-31T12:00:60Z',
+    '2026-01-31T12:00:00+24:00',
+  ]) {
     for (const name of ['createdAfter', 'createdBefore']) {
       const res = await t.call('GET', `/runs?${name}=${encodeURIComponent(value)}`, { key: KEY });
       assert.is(res.status, 400, `${name}=${value}: ${res.text}`);
@@ -70,7 +78,7 @@ t('createdAfter/createdBefore: RFC 3339 only, refused once in the same words; a 
   assert.is(readDateTime('2026-01-31T12:00:00+0530'), null);
 });
 
-t('the idempotency key is counted in characters, as the document\'s maxLength counts them, in the body and the header', async ({ t }) => {
+t("the idempotency key is counted in characters, as the document's maxLength counts them, in the body and the header", async ({ t }) => {
   const start = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
     t.call('POST', '/runs', { key: KEY, body: { workflow: W_SUMMARY, inputs: { topic: 'keys' }, ...body }, headers });
   const emoji = '😀'.repeat(255);

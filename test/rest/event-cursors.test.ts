@@ -89,7 +89,10 @@ t('offsets up to 2^53−1 are an empty page of runs or workflows; above it is 40
 t('a stream resumed beyond the log (query or Last-Event-ID, up to 2^53−1) stays open and sends no earlier event', async ({ t }) => {
   const id = await start(t);
   for (const cursor of [BEYOND_INT4, MAX_SAFE]) {
-    for (const [query, headers] of [[`?afterSequence=${cursor}`, {}], ['', { 'last-event-id': cursor }]] as const) {
+    for (const [query, headers] of [
+      [`?afterSequence=${cursor}`, {}],
+      ['', { 'last-event-id': cursor }],
+    ] as const) {
       const where = `${cursor} ${query ? 'query' : 'Last-Event-ID'}`;
       const s = await readStream(t, id, query, headers, () => emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: 'x' } }]));
       assert.is(s.status, 200, where);
@@ -103,7 +106,10 @@ t('a stream resumed beyond the log (query or Last-Event-ID, up to 2^53−1) stay
 t('stream cursors above 2^53−1 are 400 invalid_cursor, in the query and in Last-Event-ID', async ({ t }) => {
   const id = await start(t);
   for (const cursor of ABOVE_MAX) {
-    for (const [query, headers] of [[`?afterSequence=${cursor}`, {}], ['', { 'last-event-id': cursor }]] as const) {
+    for (const [query, headers] of [
+      [`?afterSequence=${cursor}`, {}],
+      ['', { 'last-event-id': cursor }],
+    ] as const) {
       const s = await readStream(t, id, query, headers);
       assert.is(s.status, 400, `${cursor} ${query}`);
       assert.is((s.body as { error: { code: string } }).error.code, 'invalid_cursor');

@@ -50,8 +50,7 @@ async function startMany(t: TestApp, key: string, n: number, extra: Record<strin
   return ids;
 }
 
-const place = async (t: TestApp, id: string, key: string): Promise<number | undefined> =>
-  (await t.call('GET', `/runs/${id}`, { key })).body.queue?.position;
+const place = async (t: TestApp, id: string, key: string): Promise<number | undefined> => (await t.call('GET', `/runs/${id}`, { key })).body.queue?.position;
 
 /** Runs in flight now (admitted and not finished: the NullEngine never starts them). */
 async function inFlight(t: TestApp): Promise<number> {
@@ -107,7 +106,11 @@ t('every place is the number of runs admission takes before the run: classes, ag
 
   const places = new Map<string, number>();
   for (const id of ids) places.set(id, (await place(t, id, alice))!);
-  assert.equal([...places.values()].sort((x, y) => x - y), ids.map((_, i) => i + 1), 'places 1…n, each once');
+  assert.equal(
+    [...places.values()].sort((x, y) => x - y),
+    ids.map((_, i) => i + 1),
+    'places 1…n, each once',
+  );
   const order = [...ids].sort((x, y) => places.get(x)! - places.get(y)!);
   assert.is(order[0], ids[9], 'the high run first');
   assert.is(order[1], aged, 'then the aged low run');
@@ -127,11 +130,23 @@ t('a key’s bound: the catalog’s (2 for alice’s key), lowered per request, 
   const one = [await start(t, 'wr_test_alice', { concurrencyKey: 'solo', maxConcurrentPerConcurrencyKey: 1 })];
   one.push(await start(t, 'wr_test_alice', { concurrencyKey: 'solo', maxConcurrentPerConcurrencyKey: 1 }));
   const admitted = new Set(await admitQueuedRuns(t.deps, { capacity: 100 }));
-  assert.equal(bounded.map((id) => admitted.has(id)), [true, true, false, false], 'two of the key in flight');
-  assert.equal(one.map((id) => admitted.has(id)), [true, false], 'one of the key that asked for one');
+  assert.equal(
+    bounded.map((id) => admitted.has(id)),
+    [true, true, false, false],
+    'two of the key in flight',
+  );
+  assert.equal(
+    one.map((id) => admitted.has(id)),
+    [true, false],
+    'one of the key that asked for one',
+  );
   const listed = await t.call('GET', '/runs?concurrencyKey=tenant&limit=50', { key: 'wr_test_alice' });
   assert.is(listed.status, 200);
-  assert.equal(listed.body.runs.map((r: { id: string }) => r.id), [...bounded].reverse(), 'GET /runs?concurrencyKey= lists the key’s runs, newest first');
+  assert.equal(
+    listed.body.runs.map((r: { id: string }) => r.id),
+    [...bounded].reverse(),
+    'GET /runs?concurrencyKey= lists the key’s runs, newest first',
+  );
   const tooLong = await t.call('GET', `/runs?concurrencyKey=${'k'.repeat(129)}`, { key: 'wr_test_alice' });
   assert.is(tooLong.status, 400);
 

@@ -37,11 +37,16 @@ const post = (t: TestApp, key: string, topic = key) =>
 /** The record of `key` as if written more than a day ago: expired, its id from that time. */
 async function age(t: TestApp, key: string): Promise<string> {
   const id = timeOrderedUuid(Date.now() - DAY_MS - 60_000);
-  await sql(t, `update idempotency_records set id = ?, created_at = now() - interval '1 day 1 minute', expires_at = now() - interval '1 minute' where key = ?`, [id, key]);
+  await sql(
+    t,
+    `update idempotency_records set id = ?, created_at = now() - interval '1 day 1 minute', expires_at = now() - interval '1 minute' where key = ?`,
+    [id, key],
+  );
   return id;
 }
 
-const record = async (t: TestApp, key: string) => (await sql<{ id: string; run_id: string }>(t, 'select id, run_id from idempotency_records where key = ?', [key]))[0];
+const record = async (t: TestApp, key: string) =>
+  (await sql<{ id: string; run_id: string }>(t, 'select id, run_id from idempotency_records where key = ?', [key]))[0];
 
 t('a record is written with a time-ordered id: version 7, led by the millisecond it was made', async ({ t }) => {
   const before = Date.now();
@@ -90,13 +95,11 @@ async function legacy(t: TestApp, key: string, prefix: string, expired: boolean)
   const run = await post(t, `${key}-anchor`);
   const [{ account_id }] = await sql<{ account_id: string }>(t, 'select account_id from runs where id = ?', [run.body.run.id]);
   const id = `${prefix}${randomUUID().slice(prefix.length)}`;
-  await sql(t, `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at) values (?, ?, ?, 'f', ?, now(), now() + ?::interval)`, [
-    id,
-    account_id,
-    key,
-    run.body.run.id,
-    expired ? '-1 minute' : '1 hour',
-  ]);
+  await sql(
+    t,
+    `insert into idempotency_records (id, account_id, key, fingerprint, run_id, created_at, expires_at) values (?, ?, ?, 'f', ?, now(), now() + ?::interval)`,
+    [id, account_id, key, run.body.run.id, expired ? '-1 minute' : '1 hour'],
+  );
 }
 
 t('records with random ids, written before ids were time-ordered, are swept once expired', async ({ t, sweeper }) => {
@@ -115,7 +118,8 @@ t('a sweep reads a few batches of the random ids and the next sweep goes on from
   const sweeper = new IdempotencySweeper({ orm: t.deps.orm, log: t.deps.log }, { batch: 2, legacyBatches: 1 });
   // In id order: live, expired, live, expired, live, expired.
   for (const [i, expired] of [false, true, false, true, false, true].entries()) await legacy(t, `resume-${i}`, `f${i}`, expired);
-  const left = async () => (await sql<{ n: number }>(t, `select count(*)::int as n from idempotency_records where key like 'resume-%' and key not like '%-anchor'`))[0]!.n;
+  const left = async () =>
+    (await sql<{ n: number }>(t, `select count(*)::int as n from idempotency_records where key like 'resume-%' and key not like '%-anchor'`))[0]!.n;
   await sweeper.sweep();
   assert.is(await left(), 5, 'the first sweep looked at the first two');
   await sweeper.sweep();
@@ -199,7 +203,9 @@ if (process.env.DATABASE_URL) {
     }
   });
 } else {
-  console.log('  idempotency records: the sweep beside open transactions SKIPPED — needs a Postgres server (DATABASE_URL); embedded PGlite runs one transaction at a time');
+  console.log(
+    '  idempotency records: the sweep beside open transactions SKIPPED — needs a Postgres server (DATABASE_URL); embedded PGlite runs one transaction at a time',
+  );
 }
 
 t("the service's own sweep runs shortly after it starts", async ({ t }) => {

@@ -30,7 +30,11 @@ async function expectPlaces(t: TestApp, line: { id: string; key: string }[], gon
   const waiting = line.filter((r) => !gone.has(r.id));
   const got: number[] = [];
   for (const r of waiting) got.push((await t.call('GET', `/runs/${r.id}`, { key: r.key })).body.queue?.position);
-  assert.equal(got, waiting.map((_, i) => i + 1), when);
+  assert.equal(
+    got,
+    waiting.map((_, i) => i + 1),
+    when,
+  );
 }
 
 t('places stay exact through numbering, cancels from the middle and admission past an account at its limit', async ({ t }) => {
@@ -56,7 +60,10 @@ t('places stay exact through numbering, cancels from the middle and admission pa
   const admitted = await admitQueuedRuns(t.deps, { capacity: 4 });
   assert.is(admitted.length, 4);
   for (const id of admitted) gone.add(id);
-  assert.ok(line.some((r) => r.key === 'wr_test_alice' && !gone.has(r.id)), 'an alice run was passed over');
+  assert.ok(
+    line.some((r) => r.key === 'wr_test_alice' && !gone.has(r.id)),
+    'an alice run was passed over',
+  );
   await expectPlaces(t, line, gone, 'after admission past an account at its limit');
   await numberQueuedRuns(t.deps.orm.em.fork() as never);
   await expectPlaces(t, line, gone, 'after numbering the tail');
@@ -70,7 +77,9 @@ t('runs still queued are numbered about a second after their acceptance, without
   let unnumbered = -1;
   for (let i = 0; i < 200 && unnumbered !== 0; i++) {
     await new Promise((r) => setTimeout(r, 20));
-    [{ n: unnumbered }] = await em().execute<{ n: number }[]>(`select count(*)::int as n from runs where status = 'pending' and phase = 'queued' and queue_seq is null`);
+    [{ n: unnumbered }] = await em().execute<{ n: number }[]>(
+      `select count(*)::int as n from runs where status = 'pending' and phase = 'queued' and queue_seq is null`,
+    );
   }
   assert.is(unnumbered, 0);
 });
@@ -88,7 +97,11 @@ t('a place is read from one snapshot: numbering that commits meanwhile never sho
     // Runs of the tests above may still wait ahead of these: the places follow on from the first.
     const first = places.get(line[0]!)!;
     assert.ok(first >= 1, `round ${round}: the first reads ${first}`);
-    assert.equal(line.map((id) => places.get(id)), line.map((_, i) => first + i), `round ${round}`);
+    assert.equal(
+      line.map((id) => places.get(id)),
+      line.map((_, i) => first + i),
+      `round ${round}`,
+    );
   }
 });
 

@@ -49,8 +49,15 @@ if (!process.env.DATABASE_URL) {
       answers.push({ status: res.status, remaining: res.headers.get('ratelimit-remaining'), limit: res.headers.get('ratelimit-limit') });
       await res.text();
     }
-    assert.equal(answers.map((a) => a.status), [202, 202, 202, 429, 429]);
-    assert.equal(answers.slice(0, 3).map((a) => a.remaining), ['2', '1', '0'], 'the same RateLimit headers whichever process answers');
+    assert.equal(
+      answers.map((a) => a.status),
+      [202, 202, 202, 429, 429],
+    );
+    assert.equal(
+      answers.slice(0, 3).map((a) => a.remaining),
+      ['2', '1', '0'],
+      'the same RateLimit headers whichever process answers',
+    );
     assert.ok(answers.every((a) => a.limit === '3'));
   });
 
@@ -69,10 +76,12 @@ if (!process.env.DATABASE_URL) {
     const remaining = ok.map((r) => (r as PromiseFulfilledResult<{ remaining: number }>).value.remaining).sort();
     assert.equal(remaining, [0, 1, 2, 3, 4, 5, 6], 'each counted request saw the ones before it');
     // A refused request is not counted: the window still holds exactly the 7.
-    const [w] = await orm.em.fork().execute<{ n: number; buckets: number }[]>(
-      'select (select sum(c) from unnest(counts) c) as n, cardinality(counts) as buckets from api_key_rate_windows where api_key_id = ?',
-      [id],
-    );
+    const [w] = await orm.em
+      .fork()
+      .execute<{ n: number; buckets: number }[]>(
+        'select (select sum(c) from unnest(counts) c) as n, cardinality(counts) as buckets from api_key_rate_windows where api_key_id = ?',
+        [id],
+      );
     assert.is(Number(w!.n), 7);
     assert.is(Number(w!.buckets), 60, 'the window is 60 one-second buckets, whatever the limit');
   });
@@ -85,10 +94,12 @@ if (!process.env.DATABASE_URL) {
     const limiter = new PostgresWindowLimiter(orm);
     await db.execute('delete from api_key_rate_windows where api_key_id = ?', [id]);
     const row = async () =>
-      (await db.execute<{ total: number; sum: number }[]>(
-        'select total, (select sum(c) from unnest(counts) c)::int as sum from api_key_rate_windows where api_key_id = ?',
-        [id],
-      ))[0]!;
+      (
+        await db.execute<{ total: number; sum: number }[]>(
+          'select total, (select sum(c) from unnest(counts) c)::int as sum from api_key_rate_windows where api_key_id = ?',
+          [id],
+        )
+      )[0]!;
     for (let i = 0; i < 4; i++) await limiter.hit(id, 1000);
     // Moving the row's newest second back by n stands for n seconds passing; forward, for a statement
     // that started before the row's second. Shifts of one, several, all and more than all the buckets.

@@ -70,19 +70,29 @@ t('POST /runs is limited per key, invalid requests count, 429s do not, other rou
   const e = await t.call('POST', '/runs', { key, rawBody: '{bad', headers: { 'content-type': 'application/json' } });
   assert.is(e.status, 429);
   assert.is(e.headers.get('ratelimit-remaining'), '0');
-  const f = await t.call('POST', '/runs', { key, body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } }, headers: { 'idempotency-key': 'refused-by-the-limit' } });
+  const f = await t.call('POST', '/runs', {
+    key,
+    body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } },
+    headers: { 'idempotency-key': 'refused-by-the-limit' },
+  });
   assert.is(f.status, 429);
   const records = await t.deps.orm.em.fork().execute<any[]>(`select count(*)::int as n from idempotency_records where key = 'refused-by-the-limit'`);
   assert.is(Number(records[0].n), 0, 'a refused request claims no idempotency key');
   // Refused by the document's parameter rules (a header too long, an unknown query parameter), it is still the window's 429.
   const valid = { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'x' } };
-  for (const [path, headers] of [['/runs', { 'idempotency-key': 'k'.repeat(300) }], ['/runs?unknown=1', {}]] as const) {
+  for (const [path, headers] of [
+    ['/runs', { 'idempotency-key': 'k'.repeat(300) }],
+    ['/runs?unknown=1', {}],
+  ] as const) {
     const refused = await t.call('POST', path, { key, body: valid, headers });
     assert.is(refused.status, 429, `${path} ${JSON.stringify(refused.body)}`);
     assert.is(refused.headers.get('ratelimit-remaining'), '0');
   }
   // Unauthenticated attempts never reach the limiter and another key is unaffected.
-  assert.is((await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'y' } } })).status, 202);
+  assert.is(
+    (await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: 'y' } } })).status,
+    202,
+  );
 });
 
 test.run();

@@ -57,7 +57,13 @@ const envelope = (a: Answer) => JSON.parse(a.text.slice(a.text.indexOf('\r\n\r\n
 /** The raw answer checked against the document's response for `method path` and its status. */
 function assertDocumented(method: string, path: string, a: Answer): void {
   const cut = a.text.indexOf('\r\n\r\n');
-  const headers = new Headers(a.text.slice(0, cut).split('\r\n').slice(1).map((line) => line.split(/:\s*/, 2) as [string, string]));
+  const headers = new Headers(
+    a.text
+      .slice(0, cut)
+      .split('\r\n')
+      .slice(1)
+      .map((line) => line.split(/:\s*/, 2) as [string, string]),
+  );
   assertMatchesContract(method, path, { status: a.status, headers, text: a.text.slice(cut + 4), body: envelope(a) });
 }
 

@@ -53,7 +53,10 @@ const expected = (made: Made[], keep: (m: Made) => boolean) =>
 
 t('metadata pairs return exactly the runs holding every pair, page by page, in the list order', async ({ t, made }) => {
   const has = (pairs: Record<string, string>) => (m: Made) => Object.entries(pairs).every(([k, v]) => m.metadata[k] === v);
-  assert.equal(await allPages(t, ''), expected(made, () => true));
+  assert.equal(
+    await allPages(t, ''),
+    expected(made, () => true),
+  );
   assert.equal(await allPages(t, 'metadata[env]=prod'), expected(made, has({ env: 'prod' })));
   assert.equal(await allPages(t, 'metadata[env]=prod&metadata[customer]=c1', 2), expected(made, has({ env: 'prod', customer: 'c1' })));
   assert.equal(await allPages(t, `metadata[tag]=${encodeURIComponent('x y&z=1')}`, 1), expected(made, has({ tag: 'x y&z=1' })));

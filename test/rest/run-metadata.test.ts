@@ -108,7 +108,13 @@ t('metadata is not part of the idempotency fingerprint: a replay answers the ori
 });
 
 t('Cancel-After: the values the document states are taken and shown as the deadline; anything else is 400 invalid_request saying why', async ({ t }) => {
-  for (const [header, seconds] of [['30s', 30], ['86400s', 86400], ['1440m', 86400], ['24h', 86400], ['1h', 3600]] as const) {
+  for (const [header, seconds] of [
+    ['30s', 30],
+    ['86400s', 86400],
+    ['1440m', 86400],
+    ['24h', 86400],
+    ['1h', 3600],
+  ] as const) {
     const sent = Date.now();
     const res = await start(t, {}, { 'Cancel-After': header });
     assert.is(res.status, 202, `${header}: ${res.text}`);
@@ -119,8 +125,17 @@ t('Cancel-After: the values the document states are taken and shown as the deadl
   const malformed = /Cancel-After must be a duration such as 30s, 5m or 1h/;
   const tooLong = /Cancel-After must be at most 24 hours/;
   for (const [header, message] of [
-    ['', malformed], ['0s', malformed], ['05m', malformed], ['30', malformed], ['1.5h', malformed], ['5 m', malformed], ['5M', malformed],
-    ['25h', tooLong], ['1441m', tooLong], ['86401s', tooLong], ['999999h', tooLong],
+    ['', malformed],
+    ['0s', malformed],
+    ['05m', malformed],
+    ['30', malformed],
+    ['1.5h', malformed],
+    ['5 m', malformed],
+    ['5M', malformed],
+    ['25h', tooLong],
+    ['1441m', tooLong],
+    ['86401s', tooLong],
+    ['999999h', tooLong],
   ] as const) {
     const res = await start(t, {}, { 'Cancel-After': header });
     assert.is(res.status, 400, `${JSON.stringify(header)}: ${res.text}`);

@@ -30,7 +30,7 @@ async function start(t: TestApp, body: Record<string, unknown>, key = BOB): Prom
 
 const status = async (t: TestApp, id: string) => (await t.call('GET', `/runs/${id}`, { key: BOB })).body;
 
-t('by ids: each id answered (cancelled, already_terminal, not_found for unknown ids and other accounts\' runs); nothing charged', async ({ t }) => {
+t("by ids: each id answered (cancelled, already_terminal, not_found for unknown ids and other accounts' runs); nothing charged", async ({ t }) => {
   const a = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'a' } });
   const b = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'b' } });
   assert.is((await t.call('POST', `/runs/${b}/cancel`, { key: BOB })).status, 200);
@@ -83,7 +83,9 @@ t('by metadata filter: a dry run counts and changes nothing; then every match is
   assert.equal([page2.body.matched, page2.body.cancelled, page2.body.nextCursor], [5, 5, null]);
   const left = await t.deps.orm.em.fork().execute(`select count(*)::int as n from runs where metadata->>'batch' = ? and status <> 'cancelled'`, [batch]);
   assert.is(left[0].n, 0, 'all 1,005 cancelled');
-  const charged = await t.deps.orm.em.fork().execute(`select count(*)::int as n from runs where metadata->>'batch' = ? and billing_status <> 'not_charged'`, [batch]);
+  const charged = await t.deps.orm.em
+    .fork()
+    .execute(`select count(*)::int as n from runs where metadata->>'batch' = ? and billing_status <> 'not_charged'`, [batch]);
   assert.is(charged[0].n, 0, 'none charged');
   assert.is((await status(t, other)).status, 'pending', 'a run the filter does not match is untouched');
 
@@ -94,7 +96,11 @@ t('by metadata filter: a dry run counts and changes nothing; then every match is
 
 t('bad bodies are 400 invalid_request (or invalid_json), never a 500', async ({ t }) => {
   const refused = async (body: unknown, code = 'invalid_request') => {
-    const res = await t.call('POST', '/runs/cancel', { key: BOB, ...(typeof body === 'string' ? { rawBody: body, headers: { 'content-type': 'application/json' } } : { body }), unchecked: true });
+    const res = await t.call('POST', '/runs/cancel', {
+      key: BOB,
+      ...(typeof body === 'string' ? { rawBody: body, headers: { 'content-type': 'application/json' } } : { body }),
+      unchecked: true,
+    });
     assert.is(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
     assert.is(res.body.error.code, code);
   };
@@ -118,7 +124,11 @@ t('replay: a new run of the same workflow, version, inputs and metadata, with re
   const refused = await t.call('POST', `/runs/${original}/replay`, { key: BOB, body: {} });
   assert.is(refused.status, 400, refused.text);
   assert.is(refused.body.error.code, 'invalid_inputs');
-  assert.equal(refused.body.error.details.map((d: { input: string }) => d.input), ['token'], 'names the password input');
+  assert.equal(
+    refused.body.error.details.map((d: { input: string }) => d.input),
+    ['token'],
+    'names the password input',
+  );
 
   const res = await t.call('POST', `/runs/${original}/replay`, { key: BOB, body: { inputs: { Token: 'second-secret', n: 8 } } });
   assert.is(res.status, 202, res.text);
@@ -148,7 +158,7 @@ t('replay: a new run of the same workflow, version, inputs and metadata, with re
   assert.is((await t.call('POST', `/runs/${original}/replay`, { key: CAROL, body: {} })).status, 404, "another account's run is unknown");
 });
 
-t('replay by filter and by ids: one item per run in order, refusals with the single replay\'s code', async ({ t }) => {
+t("replay by filter and by ids: one item per run in order, refusals with the single replay's code", async ({ t }) => {
   const tag = randomUUID();
   const a = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'a' }, metadata: { tag } });
   const b = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'b' }, metadata: { tag } });
@@ -193,9 +203,14 @@ t("replays draw on the key's run budget as a batch's items: a set it cannot hold
   assert.is(fits.body.accepted, 2);
   assert.is(fits.headers.get('ratelimit-policy'), '"requests";q=60;w=60, "runs";q=3;w=60');
   // Written by the acceptance itself: present as soon as the answer is.
-  const rows = await sql<{ id: string; replay_of: string }>('select id, replay_of from runs where id in (?)', [fits.body.items.map((i: { run: { id: string } }) => i.run.id)]);
+  const rows = await sql<{ id: string; replay_of: string }>('select id, replay_of from runs where id in (?)', [
+    fits.body.items.map((i: { run: { id: string } }) => i.run.id),
+  ]);
   const replayOf = new Map(rows.map((r) => [r.id, r.replay_of]));
-  assert.equal(fits.body.items.map((i: { run: { id: string } }) => replayOf.get(i.run.id)), ids.slice(0, 2));
+  assert.equal(
+    fits.body.items.map((i: { run: { id: string } }) => replayOf.get(i.run.id)),
+    ids.slice(0, 2),
+  );
   const one = await t.call('POST', '/runs/replay', { key, body: { ids: [ids[2], ids[3]] } });
   assert.is(one.status, 429, 'one left in the budget: two replays refused whole');
 });
@@ -208,15 +223,14 @@ t('a single replay carries replayOf as soon as it is answered 202', async ({ t }
   assert.is(row.replay_of, original);
 });
 
-t('a replay body that breaks the document is the call\'s 400, not a refusal per run: NUL, lone surrogate, metadata beyond its limits', async ({ t }) => {
+t("a replay body that breaks the document is the call's 400, not a refusal per run: NUL, lone surrogate, metadata beyond its limits", async ({ t }) => {
   const a = await start(t, { workflow: W_SUMMARY, inputs: { topic: 'a' } });
-  const bodies = [
-    { metadata: { team: 'o\u0000ps' } },
-    { inputs: { topic: ['\ud800'] } },
-    { metadata: { ['k'.repeat(65)]: 'v' } },
-  ];
+  const bodies = [{ metadata: { team: 'o\u0000ps' } }, { inputs: { topic: ['\ud800'] } }, { metadata: { ['k'.repeat(65)]: 'v' } }];
   for (const options of bodies) {
-    for (const [path, body] of [['/runs/replay', { ids: [a], ...options }], [`/runs/${a}/replay`, options]] as const) {
+    for (const [path, body] of [
+      ['/runs/replay', { ids: [a], ...options }],
+      [`/runs/${a}/replay`, options],
+    ] as const) {
       const res = await t.call('POST', path, { key: BOB, body });
       assert.is(res.status, 400, `${path} ${JSON.stringify(body)}: ${res.text}`);
       assert.is(res.body.error.code, 'invalid_request');

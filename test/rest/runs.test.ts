@@ -29,9 +29,16 @@ async function emit(t: TestApp, runId: string, events: { type: string; nodeId?: 
 }
 
 async function finish(t: TestApp, runId: string) {
-  const last = await t.deps.orm.em.fork().transactional((tx) =>
-    finishRun(tx as never, runId, { status: 'completed', outcome: 'completed', outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }], charge: 'full' }),
-  );
+  const last = await t.deps.orm.em
+    .fork()
+    .transactional((tx) =>
+      finishRun(tx as never, runId, {
+        status: 'completed',
+        outcome: 'completed',
+        outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }],
+        charge: 'full',
+      }),
+    );
   t.deps.bus.publish(runId, last!.last);
 }
 
@@ -76,10 +83,26 @@ t('a pending run reports every Run field, queue position in FIFO order and empty
   const ra = await t.call('GET', `/runs/${a}`);
   assert.is(ra.status, 200);
   const run = ra.body;
-  assert.equal(Object.keys(run).sort(), [
-    'billingStatus', 'completedAt', 'deadline', 'displayedChargeUsd', 'id', 'metadata', 'outcome', 'outputs', 'queue', 'reason', 'startedAt', 'status',
-    'suspended', 'workflowId', 'workflowVersionId',
-  ].sort());
+  assert.equal(
+    Object.keys(run).sort(),
+    [
+      'billingStatus',
+      'completedAt',
+      'deadline',
+      'displayedChargeUsd',
+      'id',
+      'metadata',
+      'outcome',
+      'outputs',
+      'queue',
+      'reason',
+      'startedAt',
+      'status',
+      'suspended',
+      'workflowId',
+      'workflowVersionId',
+    ].sort(),
+  );
   assert.equal(run.metadata, {});
   assert.is(run.deadline, null);
   assert.is(run.status, 'pending');
@@ -111,7 +134,11 @@ t('queue places are exact at every read: a run queued later is behind, and one a
 
 t('runs of another account and malformed ids answer 404', async ({ t }) => {
   const id = await start(t);
-  for (const [path, key] of [[`/runs/${id}`, 'wr_test_carol'], [`/runs/${id}/events`, 'wr_test_carol'], ['/runs/nope', 'wr_test_bob']] as const) {
+  for (const [path, key] of [
+    [`/runs/${id}`, 'wr_test_carol'],
+    [`/runs/${id}/events`, 'wr_test_carol'],
+    ['/runs/nope', 'wr_test_bob'],
+  ] as const) {
     const res = await t.call('GET', path, { key });
     assert.is(res.status, 404, path);
     assert.is(res.body.error.code, 'not_found');
@@ -124,14 +151,23 @@ t('the run list is newest first, filterable, paginated and shows suspended runs 
   const ids = [await start(t, 'wr_test_carol'), await start(t, 'wr_test_carol'), await start(t, 'wr_test_carol')];
   await t.deps.orm.em.fork().execute(`update runs set status = 'suspended', suspend_reason = 'wait_timer' where id = ?`, [ids[0]]);
   const all = await t.call('GET', '/runs', { key: 'wr_test_carol' });
-  assert.equal(all.body.runs.map((r: any) => r.id), [...ids].reverse());
+  assert.equal(
+    all.body.runs.map((r: any) => r.id),
+    [...ids].reverse(),
+  );
   assert.is(all.body.runs[2].status, 'running');
   assert.is(all.body.runs[0].outputs, undefined);
   assert.is(all.body.runs[0].reason, undefined);
   const running = await t.call('GET', '/runs?status=running', { key: 'wr_test_carol' });
-  assert.equal(running.body.runs.map((r: any) => r.id), [ids[0]]);
+  assert.equal(
+    running.body.runs.map((r: any) => r.id),
+    [ids[0]],
+  );
   const page = await t.call('GET', '/runs?limit=2&offset=1', { key: 'wr_test_carol' });
-  assert.equal(page.body.runs.map((r: any) => r.id), [ids[1], ids[0]]);
+  assert.equal(
+    page.body.runs.map((r: any) => r.id),
+    [ids[1], ids[0]],
+  );
   assert.equal(page.body.pagination, { offset: 1, limit: 2, hasMore: false });
   const byWorkflow = await t.call('GET', `/runs?workflow=${W_TYPED}`, { key: 'wr_test_carol' });
   assert.is(byWorkflow.body.runs.length, 0);
@@ -156,7 +192,10 @@ t('cancelling a run in flight ends it cancelled, not charged, with a run.cancell
   const again = await t.call('POST', `/runs/${id}/cancel`);
   assert.equal(again.body, { id, status: 'cancelled', cancelRequested: false });
   const events = (await t.call('GET', `/runs/${id}/events`)).body.events;
-  assert.equal(events.map((e: any) => e.type), ['run.queued', 'run.cancelled']);
+  assert.equal(
+    events.map((e: any) => e.type),
+    ['run.queued', 'run.cancelled'],
+  );
   assert.equal(events[1].data, { status: 'cancelled' });
   const readOnly = await t.call('POST', `/runs/${id}/cancel`, { key: 'wr_test_bob_read' });
   assert.is(readOnly.body.error.code, 'insufficient_scope');
@@ -178,17 +217,27 @@ t('a completed run is unchanged by a cancel and reports outcome, outputs and a s
 
 t('the event log pages by afterSequence with hasMore and rejects bad cursors', async ({ t }) => {
   const id = await start(t);
-  await emit(t, id, Array.from({ length: 1005 }, (_, i) => ({ type: 'node.output.delta', nodeId: 'say', data: { text: `${i},` } })));
+  await emit(
+    t,
+    id,
+    Array.from({ length: 1005 }, (_, i) => ({ type: 'node.output.delta', nodeId: 'say', data: { text: `${i},` } })),
+  );
   const first = await t.call('GET', `/runs/${id}/events`);
   assert.is(first.body.id, id);
   assert.is(first.body.events.length, 1000);
   assert.is(first.body.hasMore, true);
-  assert.equal(first.body.events.slice(0, 2).map((e: any) => e.sequence), [1, 2]);
+  assert.equal(
+    first.body.events.slice(0, 2).map((e: any) => e.sequence),
+    [1, 2],
+  );
   const next = await t.call('GET', `/runs/${id}/events?afterSequence=1000`);
   assert.is(next.body.events.length, 6);
   assert.is(next.body.hasMore, false);
   assert.is(next.body.events[0].sequence, 1001);
-  const text = [...first.body.events, ...next.body.events].filter((e: any) => e.type === 'node.output.delta').map((e: any) => e.data.text).join('');
+  const text = [...first.body.events, ...next.body.events]
+    .filter((e: any) => e.type === 'node.output.delta')
+    .map((e: any) => e.data.text)
+    .join('');
   assert.is(text, Array.from({ length: 1005 }, (_, i) => `${i},`).join(''));
   for (const c of ['-1', 'abc', '1.5', '']) {
     const bad = await t.call('GET', `/runs/${id}/events?afterSequence=${c}`);
@@ -211,7 +260,10 @@ t('a cursor past the log, up to 2^53 - 1, is an empty page and a stream that wai
   await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }]);
   await new Promise((r) => setTimeout(r, 200));
   s.close();
-  assert.equal(s.frames.map((f) => f.type), ['snapshot']);
+  assert.equal(
+    s.frames.map((f) => f.type),
+    ['snapshot'],
+  );
 });
 
 /** Collects SSE frames with the `eventsource` client until the stream's terminal event. */
@@ -257,15 +309,30 @@ t('the stream sends a snapshot, replays the log, tails live events without gaps 
   assert.is(s.frames[0].id, '');
   assert.is(s.frames[0].data.id, id);
   const seqs = s.frames.slice(1).map((f) => Number(f.id));
-  assert.equal(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
-  assert.equal(s.frames.slice(1).map((f) => f.data.sequence), seqs);
+  assert.equal(
+    seqs,
+    Array.from({ length: seqs.length }, (_, i) => i + 1),
+  );
+  assert.equal(
+    s.frames.slice(1).map((f) => f.data.sequence),
+    seqs,
+  );
   assert.is(s.frames.at(-1)!.type, 'run.completed');
-  assert.is(s.frames.filter((f) => f.type === 'node.output.delta').map((f) => f.data.data.text).join(''), Array.from({ length: 20 }, (_, i) => `${i} `).join(''));
+  assert.is(
+    s.frames
+      .filter((f) => f.type === 'node.output.delta')
+      .map((f) => f.data.data.text)
+      .join(''),
+    Array.from({ length: 20 }, (_, i) => `${i} `).join(''),
+  );
 });
 
 t('resuming with Last-Event-ID or afterSequence replays only later events; Last-Event-ID wins', async ({ t }) => {
   const id = await start(t);
-  await emit(t, id, [{ type: 'run.started', data: { status: 'running' } }, { type: 'node.completed', nodeId: 'a' }]);
+  await emit(t, id, [
+    { type: 'run.started', data: { status: 'running' } },
+    { type: 'node.completed', nodeId: 'a' },
+  ]);
   // The log holds run.queued (1), run.started (2), node.completed (3).
   const byHeader = collect(t, id, { lastEventId: '3', query: '?afterSequence=0' });
   const byQuery = collect(t, id, { query: '?afterSequence=3' });
@@ -273,8 +340,14 @@ t('resuming with Last-Event-ID or afterSequence replays only later events; Last-
   await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
   await finish(t, id);
   await Promise.all([byHeader.done, byQuery.done]);
-  assert.equal(byHeader.frames.map((f) => f.type), ['snapshot', 'run.completed']);
-  assert.equal(byQuery.frames.map((f) => f.type), ['snapshot', 'run.completed']);
+  assert.equal(
+    byHeader.frames.map((f) => f.type),
+    ['snapshot', 'run.completed'],
+  );
+  assert.equal(
+    byQuery.frames.map((f) => f.type),
+    ['snapshot', 'run.completed'],
+  );
   assert.is(byQuery.frames[1].id, '4');
 });
 
@@ -307,14 +380,20 @@ t('followers of one run at the same cursor share one log read per event, and eac
   reads.count = 0;
   for (let i = 0; i < 5; i++) {
     // Told of the sequence only, as another process's bus tells it: each notification is a read.
-    const { last } = await t.deps.orm.em.fork().transactional((tx) => appendRunEvents(tx as never, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i}` } }]));
+    const { last } = await t.deps.orm.em
+      .fork()
+      .transactional((tx) => appendRunEvents(tx as never, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: `${i}` } }]));
     t.deps.bus.publish(id, last);
     await caughtUp(2 + i);
   }
   await t.deps.orm.em.fork().execute(`update runs set status = 'running', phase = null where id = ?`, [id]);
   await finish(t, id);
   await ended;
-  for (const g of got) assert.equal(g.map((ev) => ev.sequence), [1, 2, 3, 4, 5, 6, 7]);
+  for (const g of got)
+    assert.equal(
+      g.map((ev) => ev.sequence),
+      [1, 2, 3, 4, 5, 6, 7],
+    );
   // 6 notifications; one follower reading alone would make one read each, 200 would make 1200.
   assert.ok(reads.count <= 12, `${reads.count} log reads for 6 events to ${FOLLOWERS} followers`);
 });
@@ -324,7 +403,10 @@ t('a follower delivers the events a publish of this process carries without read
   const { reads, got, ended, caughtUp } = countedFollowers(t, id, 2);
   await caughtUp(1); // run.queued, read from the log
   reads.count = 0;
-  await emit(t, id, [{ type: 'node.started', nodeId: 'say' }, { type: 'node.output.delta', nodeId: 'say', data: { text: 'a' } }]);
+  await emit(t, id, [
+    { type: 'node.started', nodeId: 'say' },
+    { type: 'node.output.delta', nodeId: 'say', data: { text: 'a' } },
+  ]);
   await emit(t, id, [{ type: 'node.output.delta', nodeId: 'say', data: { text: 'b' } }]);
   await caughtUp(4);
   assert.is(reads.count, 0, 'carried events were delivered without a read');
@@ -362,7 +444,9 @@ t('a follower that joins while an older read of the log is running still gets an
   const deps = { orm, bus: t.deps.bus };
   const follow = () => {
     const got: string[] = [];
-    const ended = new Promise<void>((resolve, reject) => followRunEvents(deps, id, 0, { deliver: (ev) => void got.push(ev.type), end: (err) => (err ? reject(err) : resolve()) }));
+    const ended = new Promise<void>((resolve, reject) =>
+      followRunEvents(deps, id, 0, { deliver: (ev) => void got.push(ev.type), end: (err) => (err ? reject(err) : resolve()) }),
+    );
     return { got, ended };
   };
   const early = follow();
@@ -389,7 +473,10 @@ t('a run already terminal gets its snapshot and the close', async ({ t }) => {
 
 t('stream cursors are validated before the stream starts', async ({ t }) => {
   const id = await start(t);
-  for (const [headers, q] of [[{ 'last-event-id': 'x' }, ''], [{}, '?afterSequence=-3']] as const) {
+  for (const [headers, q] of [
+    [{ 'last-event-id': 'x' }, ''],
+    [{}, '?afterSequence=-3'],
+  ] as const) {
     const res = await t.call('GET', `/runs/${id}/stream${q}`, { headers: { ...headers } });
     assert.is(res.status, 400);
     assert.is(res.body.error.code, 'invalid_cursor');

@@ -96,7 +96,10 @@ if (!process.env.DATABASE_URL) {
     assert.ok(types.includes('run.suspended') && types.includes('run.resumed'), `the delay was seen live: ${types.join(', ')}`);
     // Everything the stream saw is the log, as the other process wrote it.
     const log = await a.call('GET', `/runs/${id}/events`, { key: 'wr_scale_bob' });
-    assert.equal(log.body.events.map((e: { sequence: number; type: string }) => `${e.sequence}:${e.type}`), frames.slice(1).map((f) => `${f.id}:${f.type}`));
+    assert.equal(
+      log.body.events.map((e: { sequence: number; type: string }) => `${e.sequence}:${e.type}`),
+      frames.slice(1).map((f) => `${f.id}:${f.type}`),
+    );
   });
 
   t('a stream on one process resumed below, at or past the last event of a run another process executes ends after the run ends', async ({ a }) => {
@@ -105,7 +108,8 @@ if (!process.env.DATABASE_URL) {
       assert.is(started.status, 202, started.text);
       return started.body.run.id as string;
     };
-    const eventsOf = async (id: string) => (await a.call('GET', `/runs/${id}/events`, { key: 'wr_scale_bob' })).body.events as { sequence: number; type: string }[];
+    const eventsOf = async (id: string) =>
+      (await a.call('GET', `/runs/${id}/events`, { key: 'wr_scale_bob' })).body.events as { sequence: number; type: string }[];
     const first = await run();
     await readSse(`${a.base}/runs/${first}/stream`, { authorization: 'Bearer wr_scale_bob' }).ended;
     const cursors = resumeCursors((await eventsOf(first)).at(-1)!.sequence);
@@ -127,7 +131,10 @@ if (!process.env.DATABASE_URL) {
     assert.is(res.status, 200, res.text);
     assert.is(res.headers.get('preference-applied'), 'wait=15');
     assert.is(res.body.status, 'completed');
-    assert.equal(res.body.outputs.map((o: { value: unknown }) => o.value), ['hello world']);
+    assert.equal(
+      res.body.outputs.map((o: { value: unknown }) => o.value),
+      ['hello world'],
+    );
   });
 
   t('a cancel through one process stops the run another process executes at once: its HTTP step is aborted mid-request', async ({ a, bEngine }) => {

@@ -84,7 +84,9 @@ t('racing keys, fingerprints and a spend cap: one run per key, 409 only for anot
               headers: keyOf(q) ? { 'idempotency-key': keyOf(q)! } : {},
             }),
           ),
-          ...(change ? [sql('update workflows set compute_limit_usd = case when compute_limit_usd is null then 1 end where id = ?', [W_SUMMARY]).then(() => null)] : []),
+          ...(change
+            ? [sql('update workflows set compute_limit_usd = case when compute_limit_usd is null then 1 end where id = ?', [W_SUMMARY]).then(() => null)]
+            : []),
         ]).then((all) => all.filter((a) => a !== null)),
       );
       for (const a of answers) assert.ok([202, 402, 409].includes(a.status), `unexpected ${a.status}: ${JSON.stringify(a.body)}`);

@@ -38,7 +38,10 @@ t('a valid request is accepted with 202, exactly the AcceptedRun fields, Locatio
   assert.is(rows[0].status, 'pending');
   assert.is(rows[0].version_id, V1);
   const events = await t.call('GET', `/runs/${run.id}/events`);
-  assert.equal(events.body.events.map((e: any) => [e.type, e.sequence, e.data.status]), [['run.queued', 1, 'pending']]);
+  assert.equal(
+    events.body.events.map((e: any) => [e.type, e.sequence, e.data.status]),
+    [['run.queued', 1, 'pending']],
+  );
 });
 
 t('inputs may be sent by nodeId or exact name; defaults fill the rest', async ({ t }) => {
@@ -61,7 +64,10 @@ t('input rules reject unknown, missing, ambiguous, conflicting and mistyped inpu
     const res = await t.call('POST', '/runs', { body: { workflow: W_SUMMARY, inputs } });
     assert.is(res.status, 400, JSON.stringify(inputs));
     assert.is(res.body.error.code, 'invalid_inputs');
-    assert.ok(res.body.error.details.some((d: any) => d.input === offending), JSON.stringify(res.body.error.details));
+    assert.ok(
+      res.body.error.details.some((d: any) => d.input === offending),
+      JSON.stringify(res.body.error.details),
+    );
   }
   const same = await t.call('POST', '/runs', { body: { workflow: W_SUMMARY, inputs: { topic: 'a', Topic: 'a' } } });
   assert.is(same.status, 202);
@@ -120,7 +126,10 @@ t('body errors: invalid JSON, non-object bodies, missing workflow, bad content t
   const form = await t.call('POST', '/runs', { rawBody: 'workflow=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   assert.is(form.status, 415);
   assert.is(form.body.error.code, 'unsupported_media_type');
-  const huge = await t.call('POST', '/runs', { rawBody: JSON.stringify({ workflow: W_SUMMARY, inputs: { topic: 'x'.repeat(1_100_000) } }), headers: { 'content-type': 'application/json' } });
+  const huge = await t.call('POST', '/runs', {
+    rawBody: JSON.stringify({ workflow: W_SUMMARY, inputs: { topic: 'x'.repeat(1_100_000) } }),
+    headers: { 'content-type': 'application/json' },
+  });
   assert.is(huge.status, 413);
 });
 
@@ -164,7 +173,10 @@ t('a workflow needing an unconnected integration answers 409 with connect detail
   assert.equal(gh, { provider: 'GitHub', providerId: 'github', makesChanges: true, connectUrl: `${new URL(t.publicBase).origin}/connections/github` });
   // carol has GitHub but not Slack.
   const carol = await t.call('POST', '/runs', { key: 'wr_test_carol', body: { workflow: W_GITHUB } });
-  assert.equal(carol.body.error.details.map((d: any) => d.providerId), ['slack']);
+  assert.equal(
+    carol.body.error.details.map((d: any) => d.providerId),
+    ['slack'],
+  );
 });
 
 t('idempotency: same key and request replays, another request conflicts, header and body must agree', async ({ t }) => {

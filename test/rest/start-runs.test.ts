@@ -27,13 +27,22 @@ t('a batch is answered 202 item by item in request order; the runs are queued in
   assert.equal(Object.keys(res.body).sort(), ['accepted', 'items', 'refused']);
   assert.is(res.body.accepted, 3);
   assert.is(res.body.refused, 0);
-  assert.equal(res.body.items.map((i: any) => i.index), [0, 1, 2]);
+  assert.equal(
+    res.body.items.map((i: any) => i.index),
+    [0, 1, 2],
+  );
   assert.ok(res.headers.get('ratelimit-limit'));
   const ids = res.body.items.map((i: any) => i.run.id);
   for (const i of res.body.items) assert.is(i.run.statusUrl, `${t.publicBase}/runs/${i.run.id}`);
   const rows = await sql(t, 'select id, inputs, metadata, deadline is not null as deadline from runs where id in (?) order by created_at, id', [ids]);
-  assert.equal(rows.map((r) => r.id), ids);
-  assert.equal(rows.map((r) => r.inputs.topic), ['a', 'b', 'c']);
+  assert.equal(
+    rows.map((r) => r.id),
+    ids,
+  );
+  assert.equal(
+    rows.map((r) => r.inputs.topic),
+    ['a', 'b', 'c'],
+  );
   assert.equal(rows[1].metadata, { n: '1' });
   assert.ok(rows.every((r) => r.deadline));
 });
@@ -196,10 +205,13 @@ t('?dryRun=true quotes each item (price, funding) or refuses it, totals, names t
   assert.is(Number((await sql(t, 'select count(*)::int as n from idempotency_records'))[0].n), Number(records.n));
   // The real batch then does what the quote said.
   const real = await batch(t, runs, { key: capped });
-  assert.equal(real.body.items.map((i: any) => i.error?.code ?? 'run'), ['run', 'forbidden', 'run', 'spend_cap_reached']);
+  assert.equal(
+    real.body.items.map((i: any) => i.error?.code ?? 'run'),
+    ['run', 'forbidden', 'run', 'spend_cap_reached'],
+  );
 });
 
-t('the items draw on the key\'s run budget: a batch it cannot hold is refused whole with 429, nothing written', async ({ t }) => {
+t("the items draw on the key's run budget: a batch it cannot hold is refused whole with 429, nothing written", async ({ t }) => {
   const key = 'wr_test_bob_exec';
   await sql(t, 'update api_keys set run_budget_per_minute = 5 where key_hash = ?', [hashApiKey(key)]);
   // The key as authenticated is kept a second.
@@ -223,7 +235,7 @@ t('the items draw on the key\'s run budget: a batch it cannot hold is refused wh
   assert.is((await t.call('POST', '/runs', { key, body: summary('single') })).status, 202);
 });
 
-t('a batch is one request in the key\'s request window', async ({ t }) => {
+t("a batch is one request in the key's request window", async ({ t }) => {
   const key = 'wr_test_bob_slow'; // 3 requests a minute
   for (let i = 0; i < 3; i++) {
     const res = await batch(t, [summary('s1'), summary('s2'), summary('s3'), summary('s4')], { key });

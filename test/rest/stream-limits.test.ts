@@ -24,7 +24,11 @@ async function openStream(base: string, runId: string, key: string): Promise<Ope
   const ac = new AbortController();
   const res = await fetch(`${base}/runs/${runId}/stream`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
   const body = (res.headers.get('content-type') ?? '').startsWith('text/event-stream') ? undefined : await res.json();
-  if (body === undefined) void res.body?.getReader().read().catch(() => undefined);
+  if (body === undefined)
+    void res.body
+      ?.getReader()
+      .read()
+      .catch(() => undefined);
   return { status: res.status, body, headers: res.headers, close: () => ac.abort() };
 }
 
@@ -55,32 +59,38 @@ limited.after(async (ctx) => {
   await ctx.t.close();
 });
 
-limited('the key over its limit gets 429 too_many_streams with Retry-After, wherever the streams are open; a closed stream frees its slot', async ({ t, peer }) => {
-  const run = await startRun(t);
-  const other = peer?.base ?? t.base;
-  const open: Open[] = [];
-  try {
-    open.push(await openStream(t.base, run, 'wr_test_bob'), await openStream(other, run, 'wr_test_bob'), await openStream(t.base, run, 'wr_test_bob'));
-    assert.equal(open.map((s) => s.status), [200, 200, 200]);
-    for (const base of [t.base, other]) {
-      const refused = await openStream(base, run, 'wr_test_bob');
-      assert.is(refused.status, 429);
-      assert.is(refused.body.error.code, 'too_many_streams');
-      assert.match(refused.body.error.message, /3 open streams/);
-      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+limited(
+  'the key over its limit gets 429 too_many_streams with Retry-After, wherever the streams are open; a closed stream frees its slot',
+  async ({ t, peer }) => {
+    const run = await startRun(t);
+    const other = peer?.base ?? t.base;
+    const open: Open[] = [];
+    try {
+      open.push(await openStream(t.base, run, 'wr_test_bob'), await openStream(other, run, 'wr_test_bob'), await openStream(t.base, run, 'wr_test_bob'));
+      assert.equal(
+        open.map((s) => s.status),
+        [200, 200, 200],
+      );
+      for (const base of [t.base, other]) {
+        const refused = await openStream(base, run, 'wr_test_bob');
+        assert.is(refused.status, 429);
+        assert.is(refused.body.error.code, 'too_many_streams');
+        assert.match(refused.body.error.message, /3 open streams/);
+        assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+      }
+      // Per key: another key of the same account has its own slots.
+      const read = await openStream(other, run, 'wr_test_bob_read');
+      open.push(read);
+      assert.is(read.status, 200);
+      open.shift()!.close(); // one on the first process
+      const again = await openEventually(other, run, 'wr_test_bob');
+      open.push(again);
+      assert.is(again.status, 200, 'the slot freed on one process is usable on the other');
+    } finally {
+      for (const s of open) s.close();
     }
-    // Per key: another key of the same account has its own slots.
-    const read = await openStream(other, run, 'wr_test_bob_read');
-    open.push(read);
-    assert.is(read.status, 200);
-    open.shift()!.close(); // one on the first process
-    const again = await openEventually(other, run, 'wr_test_bob');
-    open.push(again);
-    assert.is(again.status, 200, 'the slot freed on one process is usable on the other');
-  } finally {
-    for (const s of open) s.close();
-  }
-});
+  },
+);
 
 limited('a stream refused its slot leaves no follower of the run behind (its replay had begun), and a closed one neither', async ({ t }) => {
   const run = await startRun(t);
@@ -98,7 +108,10 @@ limited('a stream refused its slot leaves no follower of the run behind (its rep
   const open: Open[] = [];
   try {
     for (let i = 0; i < 3; i++) open.push(await openEventually(t.base, run, 'wr_test_bob'));
-    assert.equal(open.map((s) => s.status), [200, 200, 200]);
+    assert.equal(
+      open.map((s) => s.status),
+      [200, 200, 200],
+    );
     assert.is(following, 3);
     assert.is((await openStream(t.base, run, 'wr_test_bob')).status, 429);
     assert.is(following, 3, 'the refused stream unsubscribed');

@@ -70,11 +70,17 @@ t('pagination pages through the catalog with hasMore and rejects out-of-range va
 
 t('filters narrow the list by text, run model and access', async ({ t }) => {
   const q = (await t.call('GET', '/workflows?q=SUMMAR')).body.workflows;
-  assert.equal(q.map((w: any) => w.id), [W_SUMMARY]);
+  assert.equal(
+    q.map((w: any) => w.id),
+    [W_SUMMARY],
+  );
   const free = (await t.call('GET', '/workflows?runModel=free')).body.workflows;
   assert.ok(free.length > 0 && free.every((w: any) => w.runModel === 'free'));
   const purchased = (await t.call('GET', '/workflows?access=purchased')).body.workflows;
-  assert.equal(purchased.map((w: any) => w.id), [W_SUMMARY]);
+  assert.equal(
+    purchased.map((w: any) => w.id),
+    [W_SUMMARY],
+  );
   const wildcard = (await t.call('GET', '/workflows?q=%25')).body.workflows;
   assert.is(wildcard.length, 0);
 });
@@ -104,7 +110,10 @@ t('a wallet caller sees the active version with defaults and dropdown options', 
   assert.is(d.pinnedVersionId, null);
   assert.is(d.updateAvailable, false);
   const tone = d.inputSchema.find((f: any) => f.nodeId === 'tone');
-  assert.equal(tone.options, [{ label: 'Formal', value: 'formal' }, { label: 'Casual', value: 'casual' }]);
+  assert.equal(tone.options, [
+    { label: 'Formal', value: 'formal' },
+    { label: 'Casual', value: 'casual' },
+  ]);
   assert.is(tone.defaultValue, 'formal');
   const count = d.inputSchema.find((f: any) => f.nodeId === 'count');
   assert.is(count.type, 'number');

@@ -42,10 +42,7 @@ const GATE_LOCK = `pg_advisory_xact_lock_shared(${QUEUE_GATE})`;
 /** The accept_runs statements waiting for a lock (the queue's gate), by backend pid. */
 const waitingAcceptances = async (t: TestApp) =>
   (
-    await sql<{ pid: number }>(
-      t,
-      `select pid from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and wait_event_type = 'Lock'`,
-    )
+    await sql<{ pid: number }>(t, `select pid from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and wait_event_type = 'Lock'`)
   ).map((r) => r.pid);
 
 /**
@@ -69,7 +66,11 @@ async function killMidAcceptance(t: TestApp, key: string, body: unknown, after: 
     await svc.stop();
   }
   // The statement, if it still runs, finishes once the gate is let go.
-  for (let i = 0; i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and state = 'active'`)).length; i++) {
+  for (
+    let i = 0;
+    i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and state = 'active'`)).length;
+    i++
+  ) {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -132,7 +133,7 @@ t('killed (-9) while its acceptance waits, the statement left to Postgres: all o
   await retryGivesEachOnce(t, 'orphaned-batch', body, before);
 });
 
-t('two processes\' batches crossing one key\'s spend cap: never over it, each batch refused from an index on', async ({ t, peer }) => {
+t("two processes' batches crossing one key's spend cap: never over it, each batch refused from an index on", async ({ t, peer }) => {
   if (!SERVER) return void console.log('  (skipped: needs a Postgres server)');
   const capped = 'wr_test_bob_capped'; // $0.50 a day
   await sql(t, `delete from purchases where account_id = (select id from accounts where handle = 'bob') and workflow_id = ?`, [W_SUMMARY]);
@@ -159,7 +160,11 @@ t('two processes\' batches crossing one key\'s spend cap: never over it, each ba
   for (const a of answers) {
     const codes = a.body.items.map((i: any) => i.error?.code ?? 'run');
     const first = codes.indexOf('spend_cap_reached');
-    if (first >= 0) assert.ok(codes.slice(first).every((c: string) => c === 'spend_cap_reached'), codes.join(','));
+    if (first >= 0)
+      assert.ok(
+        codes.slice(first).every((c: string) => c === 'spend_cap_reached'),
+        codes.join(','),
+      );
   }
 });
 

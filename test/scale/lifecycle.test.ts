@@ -85,10 +85,15 @@ async function readyThenRun(engineEnv: Record<string, string>): Promise<{ runId:
     const res = await postRun(url, GREETING, { name: 'Ada' });
     assert.is(res.status, 202, await res.clone().text());
     const runId = ((await res.json()) as any).run.id as string;
-    const run = await waitFor('the run to end', async () => {
-      const r = await runStatus(url, runId);
-      return terminal(r) ? r : null;
-    }, 30_000, 50);
+    const run = await waitFor(
+      'the run to end',
+      async () => {
+        const r = await runStatus(url, runId);
+        return terminal(r) ? r : null;
+      },
+      30_000,
+      50,
+    );
     assert.is(run.status, 'completed', JSON.stringify(run));
     svc.child.kill('SIGTERM');
     assert.is(await exited, 0, svc.output());
@@ -173,7 +178,11 @@ test('SIGTERM during a burst of POSTs: exit 0, an open stream ends with retry:, 
     }
     await Promise.all(posts);
     assert.is(await first.exited, 0, first.svc.output());
-    assert.equal(refusedBy.filter((r) => r.startsWith('5') && !r.startsWith('503')), [], 'no 500 during the drain');
+    assert.equal(
+      refusedBy.filter((r) => r.startsWith('5') && !r.startsWith('503')),
+      [],
+      'no 500 during the drain',
+    );
     assert.ok(killedAt > 0, 'the SIGTERM went out during the burst');
     assert.is(await stream.ended, 'ended', 'the stream ended cleanly');
     assert.match(stream.text(), /\nretry: \d+\n\n$/, 'the last frame is the retry hint');
@@ -183,10 +192,15 @@ test('SIGTERM during a burst of POSTs: exit 0, an open stream ends with retry:, 
     second = await startReady({ ...db.env, LOG_LEVEL: 'warn' });
     const url2 = second.url;
     for (const id of accepted) {
-      const r = await waitFor(`run ${id} to end after the restart`, async () => {
-        const run = await runStatus(url2, id);
-        return terminal(run) ? run : null;
-      }, 60_000, 100);
+      const r = await waitFor(
+        `run ${id} to end after the restart`,
+        async () => {
+          const run = await runStatus(url2, id);
+          return terminal(run) ? run : null;
+        },
+        60_000,
+        100,
+      );
       assert.is(r.status, 'completed', JSON.stringify(r));
     }
     second.svc.child.kill('SIGTERM');

@@ -23,7 +23,14 @@ const RUNS = 1000;
 
 test('1,000 runs scheduled for one second all enter the line within 2 s of it', async () => {
   await seedBuyerCatalog(orm, sealer, KEY, [
-    { id: QUICK, name: 'Quick', nodes: [{ id: 'a', kind: 'text.template', template: 'hi' }, { id: 'o', kind: 'output', from: 'a' }] },
+    {
+      id: QUICK,
+      name: 'Quick',
+      nodes: [
+        { id: 'a', kind: 'text.template', template: 'hi' },
+        { id: 'o', kind: 'output', from: 'a' },
+      ],
+    },
   ]);
   const base = engineDeps(orm, sealer, { RUN_CAPACITY: '16' });
   const engine = new EmbeddedEngine(base);
@@ -37,18 +44,27 @@ test('1,000 runs scheduled for one second all enter the line within 2 s of it', 
     assert.is(answer.accepted, RUNS);
     type Late = { entered: number; last_ms: number | null; first_start_ms: number | null };
     const lateness = async () =>
-      (await orm.em.fork().execute<Late[]>(
-        `select count(*) filter (where phase is distinct from 'scheduled')::int as entered,
+      (
+        await orm.em.fork().execute<Late[]>(
+          `select count(*) filter (where phase is distinct from 'scheduled')::int as entered,
                 (extract(epoch from max(queued_at - scheduled_for)) * 1000)::float8 as last_ms,
                 (extract(epoch from min(started_at) - min(scheduled_for)) * 1000)::float8 as first_start_ms
            from runs where scheduled_for = ?`,
-        [at],
-      ))[0]!;
-    const done = await waitFor('every run entered the line', async () => {
-      const l = await lateness();
-      return l.entered === RUNS && l.first_start_ms !== null && l;
-    }, 20_000, 50);
-    console.log(`  ${RUNS} runs scheduled for ${at}: the last entered the line ${Math.round(done.last_ms!)} ms after it, the first started after ${Math.round(done.first_start_ms!)} ms`);
+          [at],
+        )
+      )[0]!;
+    const done = await waitFor(
+      'every run entered the line',
+      async () => {
+        const l = await lateness();
+        return l.entered === RUNS && l.first_start_ms !== null && l;
+      },
+      20_000,
+      50,
+    );
+    console.log(
+      `  ${RUNS} runs scheduled for ${at}: the last entered the line ${Math.round(done.last_ms!)} ms after it, the first started after ${Math.round(done.first_start_ms!)} ms`,
+    );
     // The target is 2 s (measured by this test on a quiet machine); a machine shared with other work gets slack.
     assert.ok(done.last_ms! <= 4_000, `the last entered ${done.last_ms} ms after its start`);
   } finally {

@@ -82,10 +82,14 @@ if (address) {
           await holder.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
           const api = startService({ ...env, TEMPORAL_WORKER: 'off' }, { upWithinMs: 240_000 });
           try {
-            await waitFor('the process to wait for the migration lock', async () => {
-              const waiting = await holder.query(`select 1 from pg_locks where locktype = 'advisory' and objid = $1 and not granted`, [MIGRATION_LOCK_KEY]);
-              return waiting.rowCount === 1;
-            }, 120_000);
+            await waitFor(
+              'the process to wait for the migration lock',
+              async () => {
+                const waiting = await holder.query(`select 1 from pg_locks where locktype = 'advisory' and objid = $1 and not granted`, [MIGRATION_LOCK_KEY]);
+                return waiting.rowCount === 1;
+              },
+              120_000,
+            );
             assert.not.match(api.output(), 'migrations applied');
             await holder.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
             await api.url;

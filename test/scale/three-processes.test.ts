@@ -48,7 +48,17 @@ const catalog = {
       owner: 'bob',
       name: 'Quick',
       runModel: 'free',
-      versions: [{ label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'hi' }, { id: 'out', kind: 'output', from: 't' }] } }],
+      versions: [
+        {
+          label: 'v1',
+          graph: {
+            nodes: [
+              { id: 't', kind: 'text.template', template: 'hi' },
+              { id: 'out', kind: 'output', from: 't' },
+            ],
+          },
+        },
+      ],
     },
     {
       id: SLOW,
@@ -133,10 +143,14 @@ const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | fa
 
 const getRun = async (base: string, id: string) => (await call(base, 'GET', `/runs/${id}`, KEY)).body;
 const settled = (base: string, id: string) =>
-  waitFor(`run ${id} to end`, async () => {
-    const r = await getRun(base, id);
-    return ['completed', 'failed', 'cancelled'].includes(r.status) ? r : null;
-  }, 60_000);
+  waitFor(
+    `run ${id} to end`,
+    async () => {
+      const r = await getRun(base, id);
+      return ['completed', 'failed', 'cancelled'].includes(r.status) ? r : null;
+    },
+    60_000,
+  );
 
 /** The process whose embedded engine holds the run's lease (its instance id carries the process id). */
 async function executor(ctx: Ctx, id: string): Promise<Proc> {
@@ -224,7 +238,10 @@ if (!process.env.DATABASE_URL) {
     // One Idempotency-Key sent to three processes at once: one run, two replays; another body conflicts.
     const key = `idem-${randomBytes(6).toString('hex')}`;
     const same = await Promise.all(procs.map((p) => call(p.base, 'POST', '/runs', KEY, { workflow: QUICK, inputs: {} }, { 'idempotency-key': key })));
-    assert.equal(same.map((r) => r.status), [202, 202, 202]);
+    assert.equal(
+      same.map((r) => r.status),
+      [202, 202, 202],
+    );
     assert.is(new Set(same.map((r) => r.body.run.id)).size, 1, 'one run');
     assert.is(same.filter((r) => r.headers.get('idempotent-replayed') === 'true').length, 2, 'two replays');
     const other = await call(c.base, 'POST', '/runs', KEY, { workflow: FETCH, inputs: { url: 'http://127.0.0.1:1/' } }, { 'idempotency-key': key });
@@ -256,14 +273,21 @@ if (!process.env.DATABASE_URL) {
     const ys = [await start(b.base, QUICK), await start(c.base, QUICK), await start(a.base, QUICK)];
     for (const p of ctx.procs) {
       const read = await Promise.all(ys.map((y) => getRun(p.base, y)));
-      assert.equal(read.map((r) => r.queue?.position), [1, 2, 3], `places read on ${p.name}: ${JSON.stringify(read.map((r) => [r.status, r.queue]))}`);
+      assert.equal(
+        read.map((r) => r.queue?.position),
+        [1, 2, 3],
+        `places read on ${p.name}: ${JSON.stringify(read.map((r) => [r.status, r.queue]))}`,
+      );
     }
     ctx.gates.get('/gate-x')!();
     const runs = [await settled(a.base, x)];
     for (const y of ys) runs.push(await settled(b.base, y));
     assert.ok(runs.every((r) => r.status === 'completed'));
     for (let i = 1; i < runs.length; i++) {
-      assert.ok(Date.parse(runs[i].startedAt) >= Date.parse(runs[i - 1].completedAt), `run ${i + 1} started after run ${i} completed: one in flight across the deployment, in order`);
+      assert.ok(
+        Date.parse(runs[i].startedAt) >= Date.parse(runs[i - 1].completedAt),
+        `run ${i + 1} started after run ${i} completed: one in flight across the deployment, in order`,
+      );
     }
     await watched.ended;
     assertWholeLog(watched.frames, `stream on ${watcher.name} of a run executed by ${runner.name}`);
@@ -271,7 +295,10 @@ if (!process.env.DATABASE_URL) {
     assert.ok(types.includes('run.suspended') && types.includes('run.resumed'), types.join(','));
     assert.is(types.at(-1), 'run.completed');
     const log = await call(a.base, 'GET', `/runs/${x}/events`, KEY);
-    assert.equal(log.body.events.map((e: any) => `${e.sequence}:${e.type}`), watched.frames.slice(1).map((f) => `${f.id}:${f.type}`));
+    assert.equal(
+      log.body.events.map((e: any) => `${e.sequence}:${e.type}`),
+      watched.frames.slice(1).map((f) => `${f.id}:${f.type}`),
+    );
   });
 
   t('the open-stream limit counts every process; a cancel through another process stops the run at once', async (ctx) => {
@@ -304,34 +331,47 @@ if (!process.env.DATABASE_URL) {
     assert.ok(again);
   });
 
-  t('kill -9 of the executing process: another takes the run over, it completes once, charged once, and a stream elsewhere sees every event once', async (ctx) => {
-    const id = await start(ctx.procs[0]!.base, FETCH, { url: `${ctx.slowUrl}/kill-me` });
-    await waitFor('the request to arrive', async () => ctx.held.get('/kill-me'));
-    await ctx.held.get('/kill-me')!.arrived;
-    const victim = await executor(ctx, id);
-    const watcher = ctx.procs.find((p) => p !== victim)!;
-    const watched = stream(watcher.base, id);
-    await waitFor('the stream to catch up', async () => watched.frames.some((f) => f.type === 'node.started'));
-    victim.svc.child.kill('SIGKILL');
-    ctx.procs = ctx.procs.filter((p) => p !== victim);
-    // The lease (15 s) expires and a survivor's sweep claims the run and runs the step again.
-    const run = await settled(watcher.base, id);
-    assert.is(run.status, 'completed');
-    assert.equal(run.outputs.map((o: any) => o.value), ['second answer']);
-    const successor = (await ctx.orm.em.fork().execute<{ n: number }[]>("select count(*)::int as n from run_events where run_id = ? and type = 'run.completed'", [id]))[0]!;
-    assert.is(successor.n, 1, 'completed once');
-    const charges = await ctx.orm.em.fork().execute<{ n: number; usd: string }[]>(
-      "select count(*)::int as n, coalesce(sum(amount_usd), 0)::text as usd from ledger_entries where run_id = ? and kind = 'charge'",
-      [id],
-    );
-    assert.is(charges[0]!.n, 1, 'charged once');
-    assert.equal([run.billingStatus, run.displayedChargeUsd], ['settled', 0.0001]);
-    await watched.ended;
-    assertWholeLog(watched.frames, `stream on ${watcher.name} across the kill of ${victim.name}`);
-    assert.is(watched.frames.at(-1)!.type, 'run.completed');
-    const log = await call(watcher.base, 'GET', `/runs/${id}/events`, KEY);
-    assert.equal(log.body.events.map((e: any) => `${e.sequence}:${e.type}`), watched.frames.slice(1).map((f) => `${f.id}:${f.type}`));
-  });
+  t(
+    'kill -9 of the executing process: another takes the run over, it completes once, charged once, and a stream elsewhere sees every event once',
+    async (ctx) => {
+      const id = await start(ctx.procs[0]!.base, FETCH, { url: `${ctx.slowUrl}/kill-me` });
+      await waitFor('the request to arrive', async () => ctx.held.get('/kill-me'));
+      await ctx.held.get('/kill-me')!.arrived;
+      const victim = await executor(ctx, id);
+      const watcher = ctx.procs.find((p) => p !== victim)!;
+      const watched = stream(watcher.base, id);
+      await waitFor('the stream to catch up', async () => watched.frames.some((f) => f.type === 'node.started'));
+      victim.svc.child.kill('SIGKILL');
+      ctx.procs = ctx.procs.filter((p) => p !== victim);
+      // The lease (15 s) expires and a survivor's sweep claims the run and runs the step again.
+      const run = await settled(watcher.base, id);
+      assert.is(run.status, 'completed');
+      assert.equal(
+        run.outputs.map((o: any) => o.value),
+        ['second answer'],
+      );
+      const successor = (
+        await ctx.orm.em.fork().execute<{ n: number }[]>("select count(*)::int as n from run_events where run_id = ? and type = 'run.completed'", [id])
+      )[0]!;
+      assert.is(successor.n, 1, 'completed once');
+      const charges = await ctx.orm.em
+        .fork()
+        .execute<{ n: number; usd: string }[]>(
+          "select count(*)::int as n, coalesce(sum(amount_usd), 0)::text as usd from ledger_entries where run_id = ? and kind = 'charge'",
+          [id],
+        );
+      assert.is(charges[0]!.n, 1, 'charged once');
+      assert.equal([run.billingStatus, run.displayedChargeUsd], ['settled', 0.0001]);
+      await watched.ended;
+      assertWholeLog(watched.frames, `stream on ${watcher.name} across the kill of ${victim.name}`);
+      assert.is(watched.frames.at(-1)!.type, 'run.completed');
+      const log = await call(watcher.base, 'GET', `/runs/${id}/events`, KEY);
+      assert.equal(
+        log.body.events.map((e: any) => `${e.sequence}:${e.type}`),
+        watched.frames.slice(1).map((f) => `${f.id}:${f.type}`),
+      );
+    },
+  );
 }
 
 t.run();

@@ -60,11 +60,17 @@ if (address) {
       }),
     );
 
-  completedRunCosts('three templates (f001): the start and one workflow task\'s markers (the patch, advanceRun), and the end status', GREETING, { name: 'Ada' }, 2, 1);
+  completedRunCosts(
+    "three templates (f001): the start and one workflow task's markers (the patch, advanceRun), and the end status",
+    GREETING,
+    { name: 'Ada' },
+    2,
+    1,
+  );
   completedRunCosts('a 5 s delay (f004): start, markers, timer, markers; suspended and the end status', PARSE_LATER, {}, 4, 2);
 
   test(
-    'cancelled mid-delay (f004): start, markers, timer, the cancellation\'s markers; suspended and cancelled',
+    "cancelled mid-delay (f004): start, markers, timer, the cancellation's markers; suspended and cancelled",
     countTemporal(async () => {
       await withDemo(async (h) => {
         const runId = await runAsDemo(h, PARSE_LATER);
@@ -78,7 +84,7 @@ if (address) {
   );
 
   test(
-    'one http.request (f005): start, the markers of the task that starts the run, the step\'s activity that records and completes it',
+    "one http.request (f005): start, the markers of the task that starts the run, the step's activity that records and completes it",
     countTemporal(async () => {
       const page: Server = createServer((_req, res) => res.end('<p>hello</p>'));
       await new Promise<void>((resolve) => page.listen(0, '127.0.0.1', resolve));
@@ -100,7 +106,7 @@ if (address) {
   );
 
   test(
-    'BYOK until wait_signal (f003): the start and one task\'s markers, suspended; then no timer while it waits',
+    "BYOK until wait_signal (f003): the start and one task's markers, suspended; then no timer while it waits",
     countTemporal(async () => {
       await withDemo(async (h) => {
         const runId = await runAsDemo(h, HAIKU_BYOK, { topic: 'rain' });

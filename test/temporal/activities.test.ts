@@ -92,12 +92,21 @@ const run = <K extends keyof RunActivities>(env: MockActivityEnvironment, acts: 
   env.run(acts[name] as (...a: Parameters<RunActivities[K]>) => ReturnType<RunActivities[K]>, ...args) as ReturnType<RunActivities[K]>;
 
 async function events(runId: string) {
-  const rows = await orm.em.fork().execute<Record<string, unknown>[]>('select type, node_id, data, sequence from run_events where run_id = ? order by sequence', [runId]);
-  return rows.map((r) => ({ type: String(r.type), nodeId: (r.node_id as string | null) ?? null, data: json<Record<string, string>>(r.data), sequence: Number(r.sequence) }));
+  const rows = await orm.em
+    .fork()
+    .execute<Record<string, unknown>[]>('select type, node_id, data, sequence from run_events where run_id = ? order by sequence', [runId]);
+  return rows.map((r) => ({
+    type: String(r.type),
+    nodeId: (r.node_id as string | null) ?? null,
+    data: json<Record<string, string>>(r.data),
+    sequence: Number(r.sequence),
+  }));
 }
 
 async function runRow(runId: string) {
-  const [r] = await orm.em.fork().execute<Record<string, unknown>[]>('select status, billing_status, charge_usd, suspend_reason, compute_usd from runs where id = ?', [runId]);
+  const [r] = await orm.em
+    .fork()
+    .execute<Record<string, unknown>[]>('select status, billing_status, charge_usd, suspend_reason, compute_usd from runs where id = ?', [runId]);
   return {
     status: String(r!.status),
     billing_status: String(r!.billing_status),
@@ -113,7 +122,12 @@ const llm = (id: string) => ({ id, kind: 'llm.chat', provider: 'openai', model: 
 // ---------------------------------------------------------------------------------------------------
 
 test('advanceRun drives a delay run in two activities (start + batch + suspend, then resume + finish), with one charge and small answers', async () => {
-  const workflowId = await seed([text('a', 'before'), { id: 'wait', kind: 'delay', seconds: 1, after: ['a'] } as GraphNode, text('b', 'after', { after: ['wait'] }), out('o', 'b')]);
+  const workflowId = await seed([
+    text('a', 'before'),
+    { id: 'wait', kind: 'delay', seconds: 1, after: ['a'] } as GraphNode,
+    text('b', 'after', { after: ['wait'] }),
+    out('o', 'b'),
+  ]);
   const { deps, acts, ended } = harness();
   const env = mockEnv();
   const id = await acceptedAndAdmitted(deps, workflowId);
@@ -122,7 +136,14 @@ test('advanceRun drives a delay run in two activities (start + batch + suspend, 
   assert.is(parked.kind, 'park');
   const dueAt = (parked as { until: number }).until;
   assert.ok(dueAt > Date.now() && dueAt <= Date.now() + 1_000);
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, outcome: null, suspendReason: 'wait_timer', resumeAt: dueAt });
+  assert.equal(await run(env, acts, 'runStatus', id), {
+    status: 'suspended',
+    phase: null,
+    reason: null,
+    outcome: null,
+    suspendReason: 'wait_timer',
+    resumeAt: dueAt,
+  });
   // Called again before the due time (a retry after a lost reply): the run stays parked, nothing is written twice.
   assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'park', until: dueAt });
 
@@ -135,7 +156,11 @@ test('advanceRun drives a delay run in two activities (start + batch + suspend, 
   assert.is(row.status, 'completed');
   assert.is(row.charge_usd, '0.250200');
   const evs = await events(id);
-  assert.equal(evs.map((e) => e.sequence), evs.map((_, i) => i + 1), 'gap-free log');
+  assert.equal(
+    evs.map((e) => e.sequence),
+    evs.map((_, i) => i + 1),
+    'gap-free log',
+  );
   assert.equal(
     evs.filter((e) => e.type !== 'node.output.delta').map((e) => `${e.type}${e.nodeId ? `:${e.nodeId}` : ''}`),
     [
@@ -166,7 +191,10 @@ test('advanceRun names the I/O steps to run and leaves the steps given as runnin
     const id = await acceptedAndAdmitted(deps, workflowId);
     // The template is computed and recorded (with the start) in this activity; the LLM steps are the workflow's.
     assert.equal(await run(env, acts, 'advanceRun', id, []), { kind: 'wait', start: ['l1', 'l2'], due: null });
-    assert.equal((await events(id)).filter((e) => e.type === 'node.completed').map((e) => e.nodeId), ['t']);
+    assert.equal(
+      (await events(id)).filter((e) => e.type === 'node.completed').map((e) => e.nodeId),
+      ['t'],
+    );
     assert.equal(await run(env, acts, 'advanceRun', id, ['l1', 'l2']), { kind: 'wait', start: [], due: null });
     assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'l1' }), { type: 'recorded', status: 'completed' });
     assert.equal(await run(env, acts, 'advanceRun', id, ['l2']), { kind: 'wait', start: [], due: null });
@@ -213,7 +241,11 @@ test('executeStep heartbeats on every published delta batch and on a timer while
     assert.ok(deltaEvents.length >= 2, 'the stream was published in several batches');
     assert.ok(progress.length >= deltaEvents.length - 1, `a progress heartbeat per delta batch (${progress.length} for ${deltaEvents.length})`);
     const seqs = progress.map((p) => p.lastSequence);
-    assert.equal(seqs, [...seqs].sort((a, b) => a - b), 'progress only moves forward');
+    assert.equal(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+      'progress only moves forward',
+    );
     const timerBeats = beats.length - progress.length;
     assert.ok(timerBeats >= Math.floor(took / 100) - 2, `timer heartbeats while streaming (${timerBeats} in ${took} ms)`);
   } finally {
@@ -264,10 +296,16 @@ test('cancelling the activity aborts the streaming step: the call rejects, the s
     assert.ok(Date.now() - t0 < 1_000, 'promptly, not after the stream ended');
     await new Promise((r) => setTimeout(r, 400));
     const evs = await events(id);
-    assert.not.ok(evs.some((e) => e.type === 'node.completed' || e.type === 'node.failed'), 'no result recorded');
-    const streamed = evs.filter((e) => e.type === 'node.output.delta').map((e) => e.data.text).join('');
+    assert.not.ok(
+      evs.some((e) => e.type === 'node.completed' || e.type === 'node.failed'),
+      'no result recorded',
+    );
+    const streamed = evs
+      .filter((e) => e.type === 'node.output.delta')
+      .map((e) => e.data.text)
+      .join('');
     assert.ok(streamed.length < chunks.join('').length, 'the stream was cut');
-    assert.is((await runRow(id)).status, 'running', 'the run itself is the cancel-run service\'s business');
+    assert.is((await runRow(id)).status, 'running', "the run itself is the cancel-run service's business");
   } finally {
     await stub.close();
   }
@@ -280,7 +318,14 @@ test('a BYOK step without a key suspends the run (wait_signal) and the activity 
   const id = await acceptedAndAdmitted(deps, workflowId);
   await prepareRun(deps, id);
   assert.equal(await run(env, acts, 'executeStep', { runId: id, nodeId: 'llm' }), { type: 'suspended', reason: 'wait_signal' });
-  assert.equal(await run(env, acts, 'runStatus', id), { status: 'suspended', phase: null, reason: null, outcome: null, suspendReason: 'wait_signal', resumeAt: null });
+  assert.equal(await run(env, acts, 'runStatus', id), {
+    status: 'suspended',
+    phase: null,
+    reason: null,
+    outcome: null,
+    suspendReason: 'wait_signal',
+    resumeAt: null,
+  });
 });
 
 test('the cancelRun activity (a Temporal cancellation) commits cancelled, not charged, exactly once', async () => {

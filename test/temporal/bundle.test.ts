@@ -23,19 +23,33 @@ test('bundleWorkflowCode bundles workflows/ and the bundle holds the run workflo
   assert.match(bundle.code, /run-driver\.ts/);
 });
 
-test('the bundle keeps a source map that places workflow code in its files, without the files\' text', async () => {
+test("the bundle keeps a source map that places workflow code in its files, without the files' text", async () => {
   const { code } = await workflowBundle();
   const inline = /\/\/# sourceMappingURL=data:application\/json;[^,]*base64,(\S+)\s*$/.exec(code);
   assert.ok(inline, 'an inline source map, which the worker requires');
   const map = JSON.parse(Buffer.from(inline![1]!, 'base64').toString()) as Record<string, unknown>;
   assert.ok((map.mappings as string).length > 10_000, 'mappings');
-  assert.ok((map.sources as string[]).some((s) => s.endsWith('workflows/run-workflow.ts')), 'the workflow\'s own file among the sources');
+  assert.ok(
+    (map.sources as string[]).some((s) => s.endsWith('workflows/run-workflow.ts')),
+    "the workflow's own file among the sources",
+  );
   assert.is(map.sourcesContent, undefined, 'no copy of every source');
 });
 
 test('no database, provider or Node-only module reaches the workflow bundle', async () => {
   const { code } = await workflowBundle();
-  for (const forbidden of ['node_modules/@mikro-orm', 'node_modules/pg/', 'node_modules/decimal.js', 'node_modules/@ai-sdk', 'node_modules/ai/', 'src/runs/', 'execute-step.ts', 'drive-run.ts', 'node_modules/@temporalio/client', 'node_modules/@temporalio/activity']) {
+  for (const forbidden of [
+    'node_modules/@mikro-orm',
+    'node_modules/pg/',
+    'node_modules/decimal.js',
+    'node_modules/@ai-sdk',
+    'node_modules/ai/',
+    'src/runs/',
+    'execute-step.ts',
+    'drive-run.ts',
+    'node_modules/@temporalio/client',
+    'node_modules/@temporalio/activity',
+  ]) {
     assert.not.ok(code.includes(forbidden), `${forbidden} is not in the bundle`);
   }
 });
@@ -56,7 +70,9 @@ async function bundleError(source: string): Promise<string | null> {
 }
 
 test('a workflow that imports a Node built-in fails to bundle (the check can fail)', async () => {
-  const error = await bundleError(`import { readFileSync } from 'node:fs';\nexport async function bad(): Promise<string> { return readFileSync('/etc/hostname', 'utf8'); }\n`);
+  const error = await bundleError(
+    `import { readFileSync } from 'node:fs';\nexport async function bad(): Promise<string> { return readFileSync('/etc/hostname', 'utf8'); }\n`,
+  );
   assert.ok(error, 'bundling must fail');
   assert.match(error!, /Webpack finished with errors/);
 });

@@ -59,7 +59,10 @@ if (address) {
         await workflowClosed(h, runId);
         assert.is(await runStatusOf(orm, runId), 'completed');
         const events = (await h.client.workflow.getHandle(runId).fetchHistory()).events ?? [];
-        assert.not.ok(events.some((e) => e.activityTaskScheduledEventAttributes), 'no activity task');
+        assert.not.ok(
+          events.some((e) => e.activityTaskScheduledEventAttributes),
+          'no activity task',
+        );
         assert.is(events.filter((e) => e.workflowTaskScheduledEventAttributes).length, 1, 'one workflow task');
         const markers = events.flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
         assert.equal(markers, ['core_patch', 'core_local_activity'], 'the patch and advanceRun');
@@ -68,7 +71,7 @@ if (address) {
   );
 
   test(
-    'with the worker in the engine\'s process, a run starts eagerly: its first workflow task comes with the start\'s answer',
+    "with the worker in the engine's process, a run starts eagerly: its first workflow task comes with the start's answer",
     countTemporal(async () => {
       const { workflowId } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
       const h = await startLiveHarness(orm, address!, {}, undefined, { inProcessWorker: true });
@@ -86,7 +89,7 @@ if (address) {
   );
 
   test(
-    'a run\'s workflow carries a summary and details naming the catalog workflow, version and account, and a memo `describe` prints as JSON',
+    "a run's workflow carries a summary and details naming the catalog workflow, version and account, and a memo `describe` prints as JSON",
     countTemporal(async () => {
       const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
       await withHarness(async (h) => {
@@ -96,7 +99,14 @@ if (address) {
         assert.is(await description.staticSummary(), `Live Temporal v1 · ${buyer}`);
         const details = (await description.staticDetails()) ?? '';
         for (const part of [runId, workflowId, buyer, 'v1', `/v1/runs/${runId}`]) assert.ok(details.includes(part), `details name ${part}`);
-        assert.equal(description.memo, { runId, accountHandle: buyer, workflowId, versionId: description.memo!.versionId, workflowName: 'Live Temporal', versionLabel: 'v1' });
+        assert.equal(description.memo, {
+          runId,
+          accountHandle: buyer,
+          workflowId,
+          versionId: description.memo!.versionId,
+          workflowName: 'Live Temporal',
+          versionLabel: 'v1',
+        });
         const cli = process.env.TEMPORAL_CLI;
         if (cli) {
           // The memo's payloads are plain JSON (json/plain): the CLI's JSON output shows them as values.
@@ -109,7 +119,7 @@ if (address) {
   );
 
   test(
-    'a run\'s workflow carries its priority and concurrency key as Temporal\'s priorityKey and fairnessKey; a plain run Temporal\'s default',
+    "a run's workflow carries its priority and concurrency key as Temporal's priorityKey and fairnessKey; a plain run Temporal's default",
     countTemporal(async () => {
       const { workflowId, buyer } = await seedWorkflow(orm, [text('t', 'x'), out('o', 't')], { buyer: freshHandle() });
       await withHarness(async (h) => {
@@ -124,7 +134,7 @@ if (address) {
           { priorityKey: 5, fairnessKey: `${buyer}/tenant-1`, fairnessWeight: 1 },
           'low is priorityKey 5; the account and key are the fairness key',
         );
-        assert.is((await h.client.workflow.getHandle(plain).describe()).priority?.priorityKey, 3, 'normal is Temporal\'s default, 3');
+        assert.is((await h.client.workflow.getHandle(plain).describe()).priority?.priorityKey, 3, "normal is Temporal's default, 3");
       });
     }),
   );
@@ -168,9 +178,13 @@ if (address) {
   test(
     'a delay run is found with RunStatus="suspended" while it waits, and with RunStatus="cancelled" once cancelled through the API',
     countTemporal(async () => {
-      const { workflowId, buyer } = await seedWorkflow(orm, [text('a', 'x'), { id: 'd', kind: 'delay', seconds: 60, after: ['a'] } as GraphNode, text('b', 'y', { after: ['d'] }), out('o', 'b')], {
-        buyer: freshHandle(),
-      });
+      const { workflowId, buyer } = await seedWorkflow(
+        orm,
+        [text('a', 'x'), { id: 'd', kind: 'delay', seconds: 60, after: ['a'] } as GraphNode, text('b', 'y', { after: ['d'] }), out('o', 'b')],
+        {
+          buyer: freshHandle(),
+        },
+      );
       await withHarness(async (h) => {
         const runId = await startSeededRun(h.deps, workflowId);
         assert.equal(await listed(h, `RunStatus="suspended" AND AccountHandle="${buyer}"`, runId), [runId]);
@@ -198,7 +212,10 @@ if (address) {
           const handle = h.client.workflow.getHandle(runId);
           const events = (await handle.fetchHistory()).events ?? [];
           assert.is(events.at(-1)?.workflowExecutionFailedEventAttributes?.failure?.message, 'the run waited too long for credentials');
-          assert.not.ok(events.some((e) => e.timerStartedEventAttributes), 'the wait had no timer');
+          assert.not.ok(
+            events.some((e) => e.timerStartedEventAttributes),
+            'the wait had no timer',
+          );
         },
         { CREDENTIALS_WAIT_SECONDS: '1' },
       );
@@ -206,7 +223,7 @@ if (address) {
   );
 
   test(
-    'a failed run closes its workflow as Failed: a non-retryable application failure carrying the run\'s reason',
+    "a failed run closes its workflow as Failed: a non-retryable application failure carrying the run's reason",
     countTemporal(async () => {
       // Three steps at 0.0001 each against a limit of 0.00025: the third would cross it.
       const { workflowId, buyer } = await seedWorkflow(orm, [text('a', 'x'), text('b', '{{a}}'), text('c', '{{b}}'), out('o', 'c')], {

@@ -105,7 +105,11 @@ if (!url) {
     worker.publish(runId, 3);
     await until('the second notification', () => seen.length >= 2);
     await new Promise((r) => setTimeout(r, 100));
-    assert.equal(seen.map(([s]) => s), [1, 3], 'the two publishes of the gap travel as one notification, with the newest sequence');
+    assert.equal(
+      seen.map(([s]) => s),
+      [1, 3],
+      'the two publishes of the gap travel as one notification, with the newest sequence',
+    );
     assert.ok(seen[1]![1] - first >= 280, 'the second notification waits for the gap');
   });
 
@@ -128,7 +132,11 @@ if (!url) {
       await new Promise((r) => setTimeout(r, 300));
       await worker.drain();
     });
-    assert.equal(messages.filter((m) => m === 'notify_each'), [], 'the bus sends nothing for it');
+    assert.equal(
+      messages.filter((m) => m === 'notify_each'),
+      [],
+      'the bus sends nothing for it',
+    );
     assert.equal(local, [4], 'local subscribers hear it once: the echo of the transaction’s NOTIFY is not told again');
     // A newer sequence is the bus's to send; something pending means no claim.
     worker.publish(runId, 5);
@@ -161,7 +169,26 @@ if (!url) {
         JSON.stringify({
           pricing: { stepUsd: '0.000100' },
           accounts: [{ handle: 'alice', walletUsd: '1.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute'] }] }],
-          workflows: [{ id: workflowId, owner: 'alice', name: 'Bus', runModel: 'free', versions: [{ id: randomUUID(), label: 'v1', graph: { nodes: [{ id: 't', kind: 'text.template', template: 'x' }, { id: 'o', kind: 'output', from: 't' }] } }] }],
+          workflows: [
+            {
+              id: workflowId,
+              owner: 'alice',
+              name: 'Bus',
+              runModel: 'free',
+              versions: [
+                {
+                  id: randomUUID(),
+                  label: 'v1',
+                  graph: {
+                    nodes: [
+                      { id: 't', kind: 'text.template', template: 'x' },
+                      { id: 'o', kind: 'output', from: 't' },
+                    ],
+                  },
+                },
+              ],
+            },
+          ],
         }),
         'test',
       ),

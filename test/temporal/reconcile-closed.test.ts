@@ -70,7 +70,10 @@ if (address) {
         assert.is(Number(run!.charge_usd), Number(run!.compute_usd), 'charged the compute of the steps that ran, not the price');
 
         const hooks = await orm.em.fork().execute<{ event_type: string }[]>('select event_type from webhook_deliveries where run_id = ?', [first]);
-        assert.equal(hooks.map((w) => w.event_type), ['run.failed']);
+        assert.equal(
+          hooks.map((w) => w.event_type),
+          ['run.failed'],
+        );
         const delivered = await eventually('the run.failed webhook delivered', async () => receiver.bodies.find((b) => b.includes(first)), 30_000);
         const body = JSON.parse(delivered) as { type: string; data: { id: string; status: string } };
         assert.equal([body.type, body.data.id, body.data.status], ['run.failed', first, 'failed']);
@@ -132,10 +135,14 @@ if (address) {
         const runId = randomUUID();
         const since = new Date(Date.now() - 60_000);
         await client.workflow.start(RUN_WORKFLOW_TYPE, { taskQueue, workflowId: runId, args: [{ runId }], workflowExecutionTimeout: '1 second' });
-        const listed = await eventually('the timed-out execution listed', async () => {
-          const ids = await runClient.listClosedByTemporal(since);
-          return ids.includes(runId) ? ids : null;
-        }, 60_000);
+        const listed = await eventually(
+          'the timed-out execution listed',
+          async () => {
+            const ids = await runClient.listClosedByTemporal(since);
+            return ids.includes(runId) ? ids : null;
+          },
+          60_000,
+        );
         assert.equal(listed, [runId]);
         assert.is(await runClient.closedByTemporal(runId), 'timed_out');
       } finally {

@@ -89,7 +89,9 @@ const NAMES_OF: Record<FixtureSet, string[]> = {
 
 test('each set of committed histories is exactly the scenarios record.ts records', () => {
   for (const set of SETS) {
-    const files = readdirSync(dir(set)).filter((f) => f.endsWith('.json')).sort();
+    const files = readdirSync(dir(set))
+      .filter((f) => f.endsWith('.json'))
+      .sort();
     assert.equal(files, NAMES_OF[set].map((n) => `${n}.json`).sort(), set);
   }
 });
@@ -111,7 +113,11 @@ test('the histories recorded with local activities have no database activity tas
     assert.equal(before.local, [], name);
     assert.ok(before.scheduled.includes('advanceRun'), name);
     const after = activityTypes(load('local-activities', name));
-    assert.equal(after.scheduled.filter((type) => type !== 'executeStep'), [], name);
+    assert.equal(
+      after.scheduled.filter((type) => type !== 'executeStep'),
+      [],
+      name,
+    );
     assert.ok(after.local.includes('advanceRun'), name);
   }
 });
@@ -160,7 +166,10 @@ test('a deadline run recorded before the CANCELED_CLOSE patch completes; since, 
   const after = load('local-activities', 'deadline').events;
   assert.is(before.at(-1)!.eventType, 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
   assert.is(after.at(-1)!.eventType, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED');
-  assert.ok(after.some((e) => e.eventType === 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED'), 'the cancellation request it asked for');
+  assert.ok(
+    after.some((e) => e.eventType === 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED'),
+    'the cancellation request it asked for',
+  );
   assert.equal(activityTypes({ events: after }).local.slice(-2), ['cancelRun', 'requestCancellation']);
   assert.not.ok(activityTypes({ events: before }).local.includes('requestCancellation'));
   // The request shares its task's marker action, and a cancellation request is not billed.
@@ -179,8 +188,15 @@ test('an execution whose start carried no trace context makes no workflow spans 
 test('each full set of histories covers timers, the signal, every way to close and a parallel step', () => {
   for (const set of ['activities', 'local-activities'] as const) {
     const joined = NAMES.map((name) => JSON.stringify(load(set, name))).join('\n');
-    for (const needle of ['EVENT_TYPE_TIMER_FIRED', 'EVENT_TYPE_TIMER_CANCELED', '"signalName":"credentialsSupplied"', 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
-      'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED', 'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED', 'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED']) {
+    for (const needle of [
+      'EVENT_TYPE_TIMER_FIRED',
+      'EVENT_TYPE_TIMER_CANCELED',
+      '"signalName":"credentialsSupplied"',
+      'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED',
+      'EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED',
+      'EVENT_TYPE_WORKFLOW_EXECUTION_FAILED',
+      'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED',
+    ]) {
       assert.ok(joined.includes(needle), `${set}: ${needle}`);
     }
     const firstSteps = load(set, 'parallel-steps').events.filter(
@@ -191,7 +207,10 @@ test('each full set of histories covers timers, the signal, every way to close a
       const id = (e.activityTaskScheduledEventAttributes as { workflowTaskCompletedEventId: string }).workflowTaskCompletedEventId;
       byTask.set(id, (byTask.get(id) ?? 0) + 1);
     }
-    assert.ok([...byTask.values()].some((n) => n === 2), `${set}: two step activities scheduled by one workflow task`);
+    assert.ok(
+      [...byTask.values()].some((n) => n === 2),
+      `${set}: two step activities scheduled by one workflow task`,
+    );
   }
 });
 
@@ -229,7 +248,9 @@ function without(history: History, drop: (e: Record<string, unknown>) => boolean
   const renumber = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(renumber);
     if (v === null || typeof v !== 'object') return v;
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, /EventId$|^eventId$/.test(k) && typeof x === 'string' && ids.has(x) ? ids.get(x) : renumber(x)]));
+    return Object.fromEntries(
+      Object.entries(v).map(([k, x]) => [k, /EventId$|^eventId$/.test(k) && typeof x === 'string' && ids.has(x) ? ids.get(x) : renumber(x)]),
+    );
   };
   return { ...history, events: kept.map((e) => renumber(e) as Record<string, unknown>) };
 }
@@ -240,7 +261,9 @@ test('a delay history without its durable timer fails replay with a DeterminismV
   // The admission wait's timer is started and cancelled; the delay's is started and fired.
   const fired = timers.find((e) => e.eventType === 'EVENT_TYPE_TIMER_FIRED')!;
   const timerId = (fired.timerFiredEventAttributes as { timerId: string }).timerId;
-  const altered = without(history, (e) => [e.timerStartedEventAttributes, e.timerFiredEventAttributes].some((a) => (a as { timerId?: string } | undefined)?.timerId === timerId));
+  const altered = without(history, (e) =>
+    [e.timerStartedEventAttributes, e.timerFiredEventAttributes].some((a) => (a as { timerId?: string } | undefined)?.timerId === timerId),
+  );
   assert.is(altered.events.length, history.events.length - 2);
   const err = await replayError(altered, 'missing-timer');
   assert.instance(err, DeterminismViolationError);

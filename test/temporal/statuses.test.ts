@@ -21,7 +21,12 @@ const address = temporalAddress('run statuses in Temporal');
 
 const text = (id: string, template: string, extra: Record<string, unknown> = {}) => ({ id, kind: 'text.template', template, ...extra }) as GraphNode;
 const out = (id: string, from: string) => ({ id, kind: 'output', from }) as GraphNode;
-const delayRun = (seconds: number) => [text('a', 'x'), { id: 'wait', kind: 'delay', seconds, after: ['a'] } as GraphNode, text('b', 'y', { after: ['wait'] }), out('o', 'b')];
+const delayRun = (seconds: number) => [
+  text('a', 'x'),
+  { id: 'wait', kind: 'delay', seconds, after: ['a'] } as GraphNode,
+  text('b', 'y', { after: ['wait'] }),
+  out('o', 'b'),
+];
 const freshHandle = () => `status-${randomUUID().slice(0, 8)}`;
 /** Its only output comes from a json.parse of text that is not JSON: the run fails. */
 const PARSE_FAILS = [text('raw', 'not json'), { id: 'parsed', kind: 'json.parse', from: 'raw' } as GraphNode, out('o', 'parsed')];
@@ -130,12 +135,14 @@ if (address) {
   }
 
   test(
-    'reset to its first task, a completed run\'s new execution completes with RunStatus and RunOutcome, a failed one fails with its reason, a cancelled one closes Canceled',
+    "reset to its first task, a completed run's new execution completes with RunStatus and RunOutcome, a failed one fails with its reason, a cancelled one closes Canceled",
     countTemporal(async () => {
       await afterReset([text('t', 'x'), out('o', 't')], async (h, r) => {
         assert.is(r.status, 'COMPLETED');
         assert.is((await h.client.workflow.getHandle(r.runId).describe()).typedSearchAttributes.get(searchAttributes.runOutcome), 'completed');
-        assert.equal(await listed(h, `RunId="${r.newRunId}" AND RunStatus="completed" AND RunOutcome="completed" AND AccountHandle="${r.buyer}"`, r.runId), [r.runId]);
+        assert.equal(await listed(h, `RunId="${r.newRunId}" AND RunStatus="completed" AND RunOutcome="completed" AND AccountHandle="${r.buyer}"`, r.runId), [
+          r.runId,
+        ]);
       });
       await afterReset(PARSE_FAILS, async (h, r) => {
         assert.is(r.status, 'FAILED');
@@ -171,7 +178,8 @@ if (address) {
         // Nothing can change a closed execution's search attributes: the open-runs query needs the execution status.
         assert.equal(await listed(h, `ExecutionStatus="Terminated" AND RunStatus="suspended" AND AccountHandle="${buyer}"`, runId), [runId]);
         const open: string[] = [];
-        for await (const w of h.client.workflow.list({ query: `ExecutionStatus="Running" AND RunStatus="suspended" AND AccountHandle="${buyer}"` })) open.push(w.workflowId);
+        for await (const w of h.client.workflow.list({ query: `ExecutionStatus="Running" AND RunStatus="suspended" AND AccountHandle="${buyer}"` }))
+          open.push(w.workflowId);
         assert.equal(open, []);
       } finally {
         await h.close();

@@ -102,7 +102,12 @@ async function seed(o: { bobMax?: number } = {}): Promise<{ workflowId: string; 
     pricing: { stepUsd: '0.000100' },
     accounts: [
       { handle: 'alice', walletUsd: '10.000000', apiKeys: [{ secret: 'wr_alice_key', scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }] },
-      { handle: 'bob', walletUsd: '10.000000', maxConcurrentRuns: o.bobMax ?? null, apiKeys: [{ secret: 'wr_bob_key', scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }] },
+      {
+        handle: 'bob',
+        walletUsd: '10.000000',
+        maxConcurrentRuns: o.bobMax ?? null,
+        apiKeys: [{ secret: 'wr_bob_key', scopes: ['run:execute', 'run:read'], rateLimitPerMinute: 1000 }],
+      },
     ],
     workflows: [
       {
@@ -111,7 +116,18 @@ async function seed(o: { bobMax?: number } = {}): Promise<{ workflowId: string; 
         name: 'Temporal engine test',
         runModel: 'free',
         credentialMode: 'byok',
-        versions: [{ id: versionId, label: 'v1', graph: { nodes: [{ id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'x' }, { id: 'o', kind: 'output', from: 'llm' }] } }],
+        versions: [
+          {
+            id: versionId,
+            label: 'v1',
+            graph: {
+              nodes: [
+                { id: 'llm', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'x' },
+                { id: 'o', kind: 'output', from: 'llm' },
+              ],
+            },
+          },
+        ],
       },
     ],
   };
@@ -125,7 +141,9 @@ async function accept(deps: Deps, workflowId: string, who: 'bob' | 'alice' = 'bo
 }
 
 async function row(id: string) {
-  const [r] = await orm.em.fork().execute<Record<string, unknown>[]>('select status, phase, reason, engine, lease_owner, suspend_reason from runs where id = ?', [id]);
+  const [r] = await orm.em
+    .fork()
+    .execute<Record<string, unknown>[]>('select status, phase, reason, engine, lease_owner, suspend_reason from runs where id = ?', [id]);
   return r as { status: string; phase: string | null; reason: string | null; engine: string; lease_owner: string | null; suspend_reason: string | null };
 }
 
@@ -146,7 +164,9 @@ test('an accepted run with room is admitted first and its workflow started admit
   const id = await accept(deps, workflowId);
   await until('the admitted start', () => client.admitted.includes(id));
   await until('the run marked started', async () => (await row(id)).lease_owner !== null);
-  assert.equal(client.starts, [{ memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test', versionLabel: 'v1' }, admitted: true }]);
+  assert.equal(client.starts, [
+    { memo: { runId: id, accountHandle: 'bob', workflowId, versionId, workflowName: 'Temporal engine test', versionLabel: 'v1' }, admitted: true },
+  ]);
   assert.equal(client.admits, [], 'no admitted signal');
   const r = await row(id);
   assert.is(r.engine, 'temporal', 'the run is a Temporal run');
@@ -173,8 +193,15 @@ test('RUN_CAPACITY holds when several processes admit at once, and a run that en
   await new Promise((r) => setTimeout(r, 300));
   assert.is(admitted().length, 3);
   const firstTwo = ids.slice(0, 2);
-  assert.equal(admitted().filter((id) => !firstTwo.includes(id)), [ids[2]], 'the next in FIFO order');
-  assert.ok(processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]), 'the cancelled run\'s workflow was cancelled');
+  assert.equal(
+    admitted().filter((id) => !firstTwo.includes(id)),
+    [ids[2]],
+    'the next in FIFO order',
+  );
+  assert.ok(
+    processes[0]!.client.signals.some(([s, id]) => s === 'cancel' && id === ids[0]),
+    "the cancelled run's workflow was cancelled",
+  );
 });
 
 test('a per-account max_concurrent_runs is applied by the Temporal admission too', async () => {
@@ -208,8 +235,14 @@ test('the sweep starts the workflow of a run whose start was lost and re-signals
   const other = harness({}, { background: false, startGraceMs: 0 });
   await other.engine.start();
   await other.engine.sweep();
-  assert.equal(other.client.starts.map((s) => [s.memo.runId, s.admitted]), [[id, true]]);
-  assert.equal(other.client.admits.map((m) => m.runId), [id]);
+  assert.equal(
+    other.client.starts.map((s) => [s.memo.runId, s.admitted]),
+    [[id, true]],
+  );
+  assert.equal(
+    other.client.admits.map((m) => m.runId),
+    [id],
+  );
   r = await row(id);
   assert.is(r.lease_owner, TEMPORAL_STARTED_MARK);
   // A second sweep has nothing left to start (the run is marked); it may re-signal the still
@@ -306,7 +339,9 @@ test('an idle engine finds a run another process queued without a word at its fa
   await new Promise((r) => setTimeout(r, 100));
   // Accepted through a process whose engine neither admits nor starts it, nor tells the idle one.
   const silent = harness({}, { background: false });
-  const id = await startRun(silent.deps, await authenticateKey(silent.deps, 'Bearer wr_bob_key'), { body: { workflow: workflowId, inputs: {} } }).then((r) => r.run.id);
+  const id = await startRun(silent.deps, await authenticateKey(silent.deps, 'Bearer wr_bob_key'), { body: { workflow: workflowId, inputs: {} } }).then(
+    (r) => r.run.id,
+  );
   await until('the idle engine admits it', () => client.admitted.includes(id), 3_000);
 });
 

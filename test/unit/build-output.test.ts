@@ -13,7 +13,19 @@ import { writeParsedData } from '../../src/build/parsed-data.ts';
  * client package and the build scripts are not inputs.
  */
 
-const FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src/main.ts', 'src/http/docs/docs.css', 'src/client/src/index.ts', 'src/build/start.ts', 'workflows/index.ts', 'catalog/demo.yaml', 'openapi/openapi.yaml'];
+const FILES = [
+  'package.json',
+  'package-lock.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'src/main.ts',
+  'src/http/docs/docs.css',
+  'src/client/src/index.ts',
+  'src/build/start.ts',
+  'workflows/index.ts',
+  'catalog/demo.yaml',
+  'openapi/openapi.yaml',
+];
 const BEFORE = new Date('2026-01-01T00:00:00Z');
 const BUILT = new Date('2026-01-02T00:00:00Z');
 const AFTER = new Date('2026-01-03T00:00:00Z');
@@ -25,7 +37,14 @@ function project(): string {
     mkdirSync(join(root, dirname(file)), { recursive: true });
     writeFileSync(join(root, file), '');
   }
-  const folders = new Set(FILES.flatMap((f) => f.split('/').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('/'))));
+  const folders = new Set(
+    FILES.flatMap((f) =>
+      f
+        .split('/')
+        .slice(0, -1)
+        .map((_, i, parts) => parts.slice(0, i + 1).join('/')),
+    ),
+  );
   for (const path of [...FILES, ...folders]) utimesSync(join(root, path), BEFORE, BEFORE);
   utimesSync(join(root, 'dist/.built'), BUILT, BUILT);
   return root;
@@ -49,7 +68,15 @@ test('no stamp (no build, or one that did not finish) is stale', () =>
   }));
 
 test('a source, a copied file or a project file saved after the build makes it stale', () => {
-  for (const file of ['src/main.ts', 'src/http/docs/docs.css', 'workflows/index.ts', 'catalog/demo.yaml', 'openapi/openapi.yaml', 'package-lock.json', 'tsconfig.build.json']) {
+  for (const file of [
+    'src/main.ts',
+    'src/http/docs/docs.css',
+    'workflows/index.ts',
+    'catalog/demo.yaml',
+    'openapi/openapi.yaml',
+    'package-lock.json',
+    'tsconfig.build.json',
+  ]) {
     withProject((root) => {
       utimesSync(join(root, file), AFTER, AFTER);
       assert.is(outputIsStale(root), true, file);

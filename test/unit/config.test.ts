@@ -25,7 +25,12 @@ test('defaults match the contract when nothing is set', () => {
   assert.is(c.sseHeartbeatMs, 15000);
   assert.is(c.catalogFile, DEMO_CATALOG_FILE);
   assert.equal(c.temporal, {
-    address: 'localhost:7233', namespace: 'default', taskQueue: 'workflow-runs', worker: true, cli: undefined, connect: { attempts: 30, intervalMs: 2000 },
+    address: 'localhost:7233',
+    namespace: 'default',
+    taskQueue: 'workflow-runs',
+    worker: true,
+    cli: undefined,
+    connect: { attempts: 30, intervalMs: 2000 },
   });
   assert.is(loadConfig({ TEMPORAL_WORKER: 'off' }).temporal.worker, false, 'TEMPORAL_WORKER=off makes an API-only process');
   assert.is(c.webhookAllowInsecure, false);

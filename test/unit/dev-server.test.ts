@@ -21,10 +21,17 @@ t.before((ctx) => {
 t.after(({ dir }) => rmSync(dir, { recursive: true, force: true }));
 t.before.each(({ calls }) => writeFileSync(calls, ''));
 
-const ports = (calls: string) => readFileSync(calls, 'utf8').trim().split('\n').map((line) => line.match(/--port (\d+)/)?.[1]);
+const ports = (calls: string) =>
+  readFileSync(calls, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => line.match(/--port (\d+)/)?.[1]);
 
 t('on a port it picked, it is started again on another port, three times in all, and the error carries what the server said', async ({ cli, calls }) => {
-  const error = await startDevServer({ cli }).then(() => null, (e: unknown) => e as Error);
+  const error = await startDevServer({ cli }).then(
+    () => null,
+    (e: unknown) => e as Error,
+  );
   assert.ok(error, 'it never answered, so starting it fails');
   assert.match(error.message, /exited at start/);
   assert.match(error.message, /address already in use/);
@@ -34,7 +41,10 @@ t('on a port it picked, it is started again on another port, three times in all,
 });
 
 t('on a port it was given, it is not started again', async ({ cli, calls }) => {
-  const error = await startDevServer({ cli, port: 1 }).then(() => null, (e: unknown) => e as Error);
+  const error = await startDevServer({ cli, port: 1 }).then(
+    () => null,
+    (e: unknown) => e as Error,
+  );
   assert.match(String(error?.message), /exited at start.*address already in use/s);
   assert.equal(ports(calls), ['1']);
 });

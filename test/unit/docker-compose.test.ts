@@ -76,7 +76,8 @@ const steps = (s: Stage, keyword: string) => s.steps.filter(([k]) => k === keywo
 /** Seconds of a compose duration such as `40s` or `1m30s`. */
 function seconds(duration: string): number {
   let total = 0;
-  for (const [, n, unit] of duration.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s)/g)) total += Number(n) * { h: 3600, m: 60, s: 1, ms: 0.001 }[unit as 'h' | 'm' | 's' | 'ms'];
+  for (const [, n, unit] of duration.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s)/g))
+    total += Number(n) * { h: 3600, m: 60, s: 1, ms: 0.001 }[unit as 'h' | 'm' | 's' | 'ms'];
   return total;
 }
 
@@ -130,7 +131,11 @@ test('separate database roles: Temporal and the service each log in as their own
     assert.match(roles, new RegExp(`CREATE ROLE ${role}'`));
     assert.match(roles, new RegExp(`ALTER ROLE ${role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD`));
   }
-  for (const [db, owner] of [['temporal', 'temporal'], ['temporal_visibility', 'temporal'], ['workflow_runs', 'workflow']]) {
+  for (const [db, owner] of [
+    ['temporal', 'temporal'],
+    ['temporal_visibility', 'temporal'],
+    ['workflow_runs', 'workflow'],
+  ]) {
     assert.match(roles, `('${db}', '${owner}')`);
   }
   assert.match(roles, 'REVOKE ALL ON DATABASE temporal, temporal_visibility, workflow_runs FROM PUBLIC');
@@ -177,7 +182,8 @@ test('the image: a build stage compiles, the runtime stage takes production depe
   assert.match(steps(build!, 'RUN').join('\n'), /npm run build\b/);
   // What `npm run build` reads is in the build stage, and names that exist (a renamed folder fails here).
   const copied = steps(build!, 'COPY').flatMap((args) => args.split(/\s+/).slice(0, -1));
-  for (const path of [...SOURCE_DIRS, ...DATA_DIRS, 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json']) assert.ok(copied.includes(path), `the build stage copies ${path}`);
+  for (const path of [...SOURCE_DIRS, ...DATA_DIRS, 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json'])
+    assert.ok(copied.includes(path), `the build stage copies ${path}`);
   for (const path of copied) assert.ok(existsSync(path), `${path} exists`);
 
   // The runtime stage copies exactly: package.json (ESM), production node_modules, the compiled output.
@@ -195,7 +201,7 @@ test('the image: a build stage compiles, the runtime stage takes production depe
 
   const entrypoint = steps(runtime, 'ENTRYPOINT');
   assert.is(entrypoint.length, 1);
-  assert.equal(JSON.parse(entrypoint[0]!), ['node', ...NODE_FLAGS], 'node itself is the entry point (no npm, sh or tsx), with the production start\'s options');
+  assert.equal(JSON.parse(entrypoint[0]!), ['node', ...NODE_FLAGS], "node itself is the entry point (no npm, sh or tsx), with the production start's options");
   assert.equal(steps(runtime, 'CMD'), ['["dist/src/main.js"]']);
   assert.equal(steps(runtime, 'USER'), ['node'], 'non-root');
   assert.match(steps(runtime, 'ENV').join(' '), 'NODE_ENV=production');
@@ -215,7 +221,10 @@ test('no secret is baked in: each is required from the environment, and .env sta
   // No default value for any variable (`${VAR:-…}` / `${VAR-…}`), and no literal key or token.
   assert.not.match(text, /\$\{[A-Z_]+:?-/);
   assert.not.match(text, /0{32}/);
-  const lines = (file: string) => readFileSync(file, 'utf8').split('\n').map((l) => l.trim());
+  const lines = (file: string) =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
   assert.ok(lines('.gitignore').includes('.env'), '.env in .gitignore');
   assert.ok(lines('.dockerignore').includes('.env'), '.env in .dockerignore');
 });
@@ -234,7 +243,10 @@ test('named volumes only: nothing of the host is mounted', () => {
 test('npm start and npm run worker pass node the same options as the image', () => {
   const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts;
   assert.ok(NODE_FLAGS.length > 0);
-  for (const [name, entry] of [['start', 'src/main.js'], ['worker', 'src/worker.js']]) {
+  for (const [name, entry] of [
+    ['start', 'src/main.js'],
+    ['worker', 'src/worker.js'],
+  ]) {
     assert.is(scripts[name!], `exec node ${NODE_FLAGS.join(' ')} src/build/start.ts ${entry}`, name);
   }
 });

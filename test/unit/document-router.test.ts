@@ -61,17 +61,59 @@ t('a path that is a path item of its own takes only its methods: GET /runs/batch
 
 t('every documented route, its neighbours and odd paths match the same operation with the same parameters', (ctx) => {
   const paths = [
-    '/workflows', `/workflows/${ID}`, `/workflows/${ID}/versions`, `/workflows/${ID}/accept-update`, '/runs', `/runs/${ID}`,
-    `/runs/${ID}/cancel`, `/runs/${ID}/events`, `/runs/${ID}/stream`, '/openapi.json', '/', '', 'runs', '/runs/', `/runs/${ID}/`,
-    '/runs//events', '/runs/a%20b', '/runs/%E0%A4%A', '/runs/x/y/z', '/workflows/x/versions/extra', ' /runs ', '/runs?x=1',
-    `/runs/${ID}?a=b`, '/RUNS', '/runs/cancel', '/runs/batch', '/runs/replay', `/runs/${ID}/replay`, '/runs/events', '/runs/stream/stream',
+    '/workflows',
+    `/workflows/${ID}`,
+    `/workflows/${ID}/versions`,
+    `/workflows/${ID}/accept-update`,
+    '/runs',
+    `/runs/${ID}`,
+    `/runs/${ID}/cancel`,
+    `/runs/${ID}/events`,
+    `/runs/${ID}/stream`,
+    '/openapi.json',
+    '/',
+    '',
+    'runs',
+    '/runs/',
+    `/runs/${ID}/`,
+    '/runs//events',
+    '/runs/a%20b',
+    '/runs/%E0%A4%A',
+    '/runs/x/y/z',
+    '/workflows/x/versions/extra',
+    ' /runs ',
+    '/runs?x=1',
+    `/runs/${ID}?a=b`,
+    '/RUNS',
+    '/runs/cancel',
+    '/runs/batch',
+    '/runs/replay',
+    `/runs/${ID}/replay`,
+    '/runs/events',
+    '/runs/stream/stream',
   ];
   for (const path of paths) for (const prefix of ['/v1', '', '/v1x', '/v2']) for (const method of METHODS) same(ctx, method, `${prefix}${path}`);
   same(ctx, 'get', '/v1');
 });
 
 t('random paths built from the document’s segments match alike', (ctx) => {
-  const segment = fc.constantFrom('v1', 'runs', 'workflows', ID, 'events', 'cancel', 'batch', 'replay', 'stream', 'versions', 'accept-update', '', 'x', '%41', 'openapi.json');
+  const segment = fc.constantFrom(
+    'v1',
+    'runs',
+    'workflows',
+    ID,
+    'events',
+    'cancel',
+    'batch',
+    'replay',
+    'stream',
+    'versions',
+    'accept-update',
+    '',
+    'x',
+    '%41',
+    'openapi.json',
+  );
   fc.assert(
     fc.property(fc.constantFrom(...METHODS), fc.array(segment, { maxLength: 5 }), fc.boolean(), (method, parts, slash) => {
       same(ctx, method, `/v1/${parts.join('/')}${slash ? '/' : ''}`);
@@ -83,7 +125,9 @@ t('random paths built from the document’s segments match alike', (ctx) => {
 /** A parse as JSON text with its keys in order (the stock parse's query has a prototype, the adapter's and this router's none). */
 const asText = (parsed: unknown): string =>
   JSON.stringify(parsed, (_key, value: unknown) =>
-    value && typeof value === 'object' && !Array.isArray(value) ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : value,
+    value && typeof value === 'object' && !Array.isArray(value)
+      ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : value,
   );
 
 t('a request parses as the stock router parses it, however often and with whatever query', (ctx) => {
@@ -92,27 +136,33 @@ t('a request parses as the stock router parses it, however often and with whatev
   const headers = fc.dictionary(fc.constantFrom('Authorization', 'last-event-id', 'Cookie', 'cookie', 'X-Request-Id', 'prefer'), fc.string({ maxLength: 6 }));
   const paths = ['/v1/runs', `/v1/runs/${ID}`, '/v1/runs/a%20b', `/v1/runs/${ID}/events`, '/v1/workflows/x/versions', '/v1/nowhere'];
   fc.assert(
-    fc.property(fc.constantFrom(...paths), fc.constantFrom('get', 'POST'), headers, fc.array(fc.tuple(name, value), { maxLength: 4 }), (path, method, head, pairs) => {
-      const query = Object.create(null) as Record<string, string | string[]>;
-      for (const [key, v] of pairs) query[key] = v;
-      const request = { method, path, headers: head, query };
-      // Each router is given its own operation, as handleRequest gives it.
-      const same = (req: typeof request, routed: boolean) => {
-        const parse = (router: OpenAPIRouter) => asText(router.parseRequest(req, routed ? router.matchOperation(req) : undefined));
-        assert.is(parse(ctx.compiled), parse(ctx.stock), `${method} ${path}`);
-      };
-      // handleRequest's parses: before routing, routed, for validation (on a copy of the request).
-      for (const req of [request, request, { ...request }]) for (const routed of [false, true]) same(req, routed);
-      // Each parse is its own: coercing one (as validation does) leaves the next alone.
-      const first = ctx.compiled.parseRequest(request, ctx.compiled.matchOperation(request));
-      Object.assign(first.query as object, { limit: 7 });
-      Object.assign(first.params as object, { id: 'x' });
-      Object.assign(first.headers as object, { prefer: 1 });
-      same(request, true);
-      // A request whose query was replaced (the adapter empties it for lenient operations) parses its new query.
-      request.query = Object.create(null) as typeof query;
-      same(request, true);
-    }),
+    fc.property(
+      fc.constantFrom(...paths),
+      fc.constantFrom('get', 'POST'),
+      headers,
+      fc.array(fc.tuple(name, value), { maxLength: 4 }),
+      (path, method, head, pairs) => {
+        const query = Object.create(null) as Record<string, string | string[]>;
+        for (const [key, v] of pairs) query[key] = v;
+        const request = { method, path, headers: head, query };
+        // Each router is given its own operation, as handleRequest gives it.
+        const same = (req: typeof request, routed: boolean) => {
+          const parse = (router: OpenAPIRouter) => asText(router.parseRequest(req, routed ? router.matchOperation(req) : undefined));
+          assert.is(parse(ctx.compiled), parse(ctx.stock), `${method} ${path}`);
+        };
+        // handleRequest's parses: before routing, routed, for validation (on a copy of the request).
+        for (const req of [request, request, { ...request }]) for (const routed of [false, true]) same(req, routed);
+        // Each parse is its own: coercing one (as validation does) leaves the next alone.
+        const first = ctx.compiled.parseRequest(request, ctx.compiled.matchOperation(request));
+        Object.assign(first.query as object, { limit: 7 });
+        Object.assign(first.params as object, { id: 'x' });
+        Object.assign(first.headers as object, { prefer: 1 });
+        same(request, true);
+        // A request whose query was replaced (the adapter empties it for lenient operations) parses its new query.
+        request.query = Object.create(null) as typeof query;
+        same(request, true);
+      },
+    ),
     { numRuns: 300 },
   );
 });

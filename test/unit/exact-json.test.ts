@@ -6,7 +6,24 @@ import { jsonLimitProblem } from '../../src/domain/json-limits.ts';
 /** parseJson keeps numbers a double holds exactly and marks the others with their text. */
 
 test('numbers whose text a double holds exactly are plain numbers', () => {
-  for (const text of ['0', '-0', '1', '1.0', '1e2', '1E+2', '100e-2', '0.1', '0.30000000000000004', '-12.5', '9007199254740991', '1e21', '1.7976931348623157e308', '5e-324', '123456789012345680000000000000', '0.0000000000000001']) {
+  for (const text of [
+    '0',
+    '-0',
+    '1',
+    '1.0',
+    '1e2',
+    '1E+2',
+    '100e-2',
+    '0.1',
+    '0.30000000000000004',
+    '-12.5',
+    '9007199254740991',
+    '1e21',
+    '1.7976931348623157e308',
+    '5e-324',
+    '123456789012345680000000000000',
+    '0.0000000000000001',
+  ]) {
     const parsed = parseJson(`{"v":[${text}]}`) as { v: unknown[] };
     assert.type(parsed.v[0], 'number', text);
     assert.is(parsed.v[0], Number(text), text);
@@ -14,7 +31,16 @@ test('numbers whose text a double holds exactly are plain numbers', () => {
 });
 
 test('numbers a double does not hold exactly are InexactNumber with the text as sent', () => {
-  for (const text of ['1e400', '-1e400', '2e308', '1e-400', '123456789012345678901234567890', '9007199254740993', '0.10000000000000001', '1.00000000000000001']) {
+  for (const text of [
+    '1e400',
+    '-1e400',
+    '2e308',
+    '1e-400',
+    '123456789012345678901234567890',
+    '9007199254740993',
+    '0.10000000000000001',
+    '1.00000000000000001',
+  ]) {
     const parsed = parseJson(`{"a": {"b": [1, ${text}]}}`) as { a: { b: unknown[] } };
     assert.instance(parsed.a.b[1], InexactNumber, text);
     assert.is((parsed.a.b[1] as InexactNumber).source, text);

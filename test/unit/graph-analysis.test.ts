@@ -23,7 +23,11 @@ test('a frozen graph is analysed once: every call gives back the same analysis',
   const g = freezeGraph(graph());
   const first = analyseGraph(g);
   assert.is(analyseGraph(g), first);
-  assert.equal(first.nodes.map((n) => n.id), ['name', 'greet', 'check', 'call', 'out'], 'the first of a repeated id');
+  assert.equal(
+    first.nodes.map((n) => n.id),
+    ['name', 'greet', 'check', 'call', 'out'],
+    'the first of a repeated id',
+  );
   assert.equal(first.deps, [[], ['check', 'name'], ['name'], ['greet', 'name'], ['greet', 'call']]);
   assert.equal([...first.kindOf.keys()], ['name', 'greet', 'check', 'call', 'out']);
 });

@@ -17,7 +17,15 @@ const everyKind = (): Graph =>
       { id: 'site', kind: 'input.url', defaultValue: 'https://example.com' },
       { id: 'doc', kind: 'input.file' },
       { id: 'meta', kind: 'input.json', defaultValue: '{"a":1}' },
-      { id: 'tone', kind: 'input.dropdown', defaultValue: 'warm', options: [{ label: 'Warm', value: 'warm' }, { label: 'Cold', value: 'cold' }] },
+      {
+        id: 'tone',
+        kind: 'input.dropdown',
+        defaultValue: 'warm',
+        options: [
+          { label: 'Warm', value: 'warm' },
+          { label: 'Cold', value: 'cold' },
+        ],
+      },
       { id: 'is_warm', kind: 'condition', value: '{{tone}}', op: 'equals', operand: 'warm' },
       { id: 'hello', kind: 'text.template', template: 'Hi {{name}} x{{count}}', when: { node: 'is_warm', is: true } },
       { id: 'chat', kind: 'llm.chat', provider: 'openai', model: 'gpt-4o-mini', prompt: 'Say {{hello}} with key {{secret}}', system: 'be brief' },
@@ -26,7 +34,14 @@ const everyKind = (): Graph =>
       { id: 'wait', kind: 'delay', seconds: 0, after: ['chat'] },
       { id: 'fetch', kind: 'http.request', method: 'post', url: '{{site}}', headers: { Authorization: 'Bearer {{secret}}' }, body: '{{chat}}' },
       { id: 'parsed', kind: 'json.parse', from: 'fetch', after: ['wait'] },
-      { id: 'out', kind: 'output', from: 'parsed.items.0', name: 'first', type: 'json', integration: { provider: 'github', name: 'GitHub', makesChanges: false } },
+      {
+        id: 'out',
+        kind: 'output',
+        from: 'parsed.items.0',
+        name: 'first',
+        type: 'json',
+        integration: { provider: 'github', name: 'GitHub', makesChanges: false },
+      },
     ],
   }) as Graph;
 
@@ -41,7 +56,10 @@ test('an unknown kind is reported with the full path and the bad value', () => {
   const g = everyKind() as unknown as { nodes: Record<string, unknown>[] };
   g.nodes[3] = { id: 'notes', kind: 'llm.chatt' };
   const errors = one(g);
-  assert.ok(errors.some((e) => e.startsWith(`${P}.nodes[3].kind: unknown kind "llm.chatt"`)), errors.join('\n'));
+  assert.ok(
+    errors.some((e) => e.startsWith(`${P}.nodes[3].kind: unknown kind "llm.chatt"`)),
+    errors.join('\n'),
+  );
 });
 
 test('a graph that is not an object with a nodes array is rejected', () => {
@@ -80,10 +98,9 @@ test('a dropdown needs options and only a dropdown may have them', () => {
   assert.equal(withNode({ id: 'd', kind: 'input.dropdown', options: [] }), [`${P}.nodes[0].options: must be a non-empty array of { label, value }`]);
   assert.equal(withNode({ id: 'd', kind: 'input.dropdown', options: [{ label: 'A' }] }), [`${P}.nodes[0].options[0].value: is required`]);
   assert.equal(withNode({ id: 't', kind: 'input.text', options: [{ label: 'A', value: 'a' }] }), [`${P}.nodes[0].options: is only allowed on input.dropdown`]);
-  assert.equal(
-    withNode({ id: 'd', kind: 'input.dropdown', defaultValue: 'z', options: [{ label: 'A', value: 'a' }] }),
-    [`${P}.nodes[0].defaultValue: "z" is not one of the option values`],
-  );
+  assert.equal(withNode({ id: 'd', kind: 'input.dropdown', defaultValue: 'z', options: [{ label: 'A', value: 'a' }] }), [
+    `${P}.nodes[0].defaultValue: "z" is not one of the option values`,
+  ]);
   assert.equal(withNode({ id: 'n', kind: 'input.number', defaultValue: 'ten' }), [`${P}.nodes[0].defaultValue: must be a number`]);
   assert.equal(withNode({ id: 'n', kind: 'input.text', required: 'yes' }), [`${P}.nodes[0].required: must be a boolean`]);
 });
@@ -98,7 +115,9 @@ test('delay seconds must be a non-negative number', () => {
 test('http.request checks the method and that headers are a map of strings', () => {
   assert.equal(withNode({ id: 'h', kind: 'http.request', url: 'https://x', method: 7 }), [`${P}.nodes[0].method: must be a string`]);
   assert.match(withNode({ id: 'h', kind: 'http.request', url: 'https://x', method: 'FETCH' })[0]!, `${P}.nodes[0].method: unknown method "FETCH"`);
-  assert.equal(withNode({ id: 'h', kind: 'http.request', url: 'https://x', headers: ['a'] }), [`${P}.nodes[0].headers: must be a map of header names to string values`]);
+  assert.equal(withNode({ id: 'h', kind: 'http.request', url: 'https://x', headers: ['a'] }), [
+    `${P}.nodes[0].headers: must be a map of header names to string values`,
+  ]);
   assert.equal(withNode({ id: 'h', kind: 'http.request', url: 'https://x', headers: { 'X-N': 1 } }), [`${P}.nodes[0].headers.X-N: must be a string`]);
 });
 
@@ -109,7 +128,13 @@ test('unknown fields on a node are rejected so typos do not pass silently', () =
 });
 
 test('duplicate ids and ids outside the allowed charset are rejected', () => {
-  const errors = one({ nodes: [{ id: 'a', kind: 'input.text' }, { id: 'a', kind: 'input.text' }, { id: 'a.b', kind: 'input.text' }] });
+  const errors = one({
+    nodes: [
+      { id: 'a', kind: 'input.text' },
+      { id: 'a', kind: 'input.text' },
+      { id: 'a.b', kind: 'input.text' },
+    ],
+  });
   assert.equal(errors, [`${P}.nodes[1].id: duplicate id "a" (also nodes[0])`, `${P}.nodes[2].id: "a.b" may contain only letters, digits, "_" and "-"`]);
 });
 
@@ -132,7 +157,12 @@ test('references to unknown nodes are reported where they are made', () => {
 });
 
 test('when must name a condition node', () => {
-  const errors = one({ nodes: [{ id: 'a', kind: 'input.text' }, { id: 'b', kind: 'text.template', template: 'x', when: { node: 'a', is: true } }] });
+  const errors = one({
+    nodes: [
+      { id: 'a', kind: 'input.text' },
+      { id: 'b', kind: 'text.template', template: 'x', when: { node: 'a', is: true } },
+    ],
+  });
   assert.equal(errors, [`${P}.nodes[1].when.node: "a" is not a condition node`]);
   assert.equal(one({ nodes: [{ id: 'a', kind: 'input.text', when: { node: 'a' } }] })[0], `${P}.nodes[0].when.is: is required`);
 });
@@ -191,7 +221,10 @@ test('the input schema lists input nodes with only the fields they set', () => {
     type: 'dropdown',
     specId: 'input.dropdown',
     defaultValue: 'warm',
-    options: [{ label: 'Warm', value: 'warm' }, { label: 'Cold', value: 'cold' }],
+    options: [
+      { label: 'Warm', value: 'warm' },
+      { label: 'Cold', value: 'cold' },
+    ],
   });
   assert.ok(schema.every((f) => f.type === 'dropdown' || !('options' in f)));
 });

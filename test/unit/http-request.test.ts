@@ -154,7 +154,7 @@ test('a streamed response over 1 MiB fails while exactly 1 MiB is accepted', asy
   try {
     const ok = await executeHttpRequest(context({ url: `${s.url}/exact` }));
     assert.is(ok.status, 'completed');
-    assert.is(((ok as { value: string }).value).length, HTTP_MAX_RESPONSE_BYTES);
+    assert.is((ok as { value: string }).value.length, HTTP_MAX_RESPONSE_BYTES);
     assert.is(reasonOf(await executeHttpRequest(context({ url: `${s.url}/over` }))), 'the HTTP response exceeded the 1 MiB size limit');
     const ctx = context({ url: `${s.url}/huge` });
     assert.is(reasonOf(await executeHttpRequest(ctx)), 'the HTTP response exceeded the 1 MiB size limit');
@@ -187,7 +187,10 @@ test('redirects are followed, and a 303 after a POST continues as a GET without 
   try {
     const out = await executeHttpRequest(context({ method: 'POST', url: `${s.url}/submit`, headers: { 'content-type': 'text/plain' }, body: 'payload' }));
     assert.equal(out, { status: 'completed', value: 'GET body="" ct=none' });
-    assert.equal(s.seen.map((r) => `${r.method} ${r.path}`), ['POST /submit', 'GET /hop', 'GET /done']);
+    assert.equal(
+      s.seen.map((r) => `${r.method} ${r.path}`),
+      ['POST /submit', 'GET /hop', 'GET /done'],
+    );
   } finally {
     await s.close();
   }
@@ -217,7 +220,10 @@ test('more than five redirects fail the node', async () => {
 });
 
 test('a cross-origin redirect drops the Authorization and Cookie headers; a same-origin one keeps them', async () => {
-  const other = await serve({ '/landing': (req, res) => res.writeHead(200).end(`auth=${req.headers.authorization ?? 'none'} cookie=${req.headers.cookie ?? 'none'} x=${req.headers['x-keep']}`) });
+  const other = await serve({
+    '/landing': (req, res) =>
+      res.writeHead(200).end(`auth=${req.headers.authorization ?? 'none'} cookie=${req.headers.cookie ?? 'none'} x=${req.headers['x-keep']}`),
+  });
   const s = await serve({
     '/away': (_req, res) => res.writeHead(302, { location: `${other.url}/landing` }).end(),
     '/here': (_req, res) => res.writeHead(302, { location: `/landing` }).end(),
@@ -226,7 +232,10 @@ test('a cross-origin redirect drops the Authorization and Cookie headers; a same
   try {
     const headers = { Authorization: 'Bearer {{secret}}', Cookie: 'sid=1', 'X-Keep': 'yes' };
     const values = { secret: 'pw-123' };
-    assert.equal(await executeHttpRequest(context({ url: `${s.url}/away`, headers }, { values })), { status: 'completed', value: 'auth=none cookie=none x=yes' });
+    assert.equal(await executeHttpRequest(context({ url: `${s.url}/away`, headers }, { values })), {
+      status: 'completed',
+      value: 'auth=none cookie=none x=yes',
+    });
     assert.equal(await executeHttpRequest(context({ url: `${s.url}/here`, headers }, { values })), { status: 'completed', value: 'auth=Bearer pw-123' });
   } finally {
     await s.close();
@@ -251,7 +260,9 @@ test('a redirect to a private address is blocked when private networks are not a
   // The first hop is the local test server, let through by a pre-check that trusts only its origin;
   // every redirect target goes through the real guard.
   const targets = ['http://169.254.169.254/latest/meta-data/', 'http://10.0.0.5/', 'http://[::ffff:127.0.0.1]/', 'http://localhost:1/', 'http://192.168.1.1/'];
-  const s = await serve({ '/start': (req, res) => res.writeHead(302, { location: targets[Number(new URL(req.url!, 'http://x').searchParams.get('i'))]! }).end() });
+  const s = await serve({
+    '/start': (req, res) => res.writeHead(302, { location: targets[Number(new URL(req.url!, 'http://x').searchParams.get('i'))]! }).end(),
+  });
   try {
     const assertUrl = async (url: string) => {
       if (new URL(url).origin === s.origin) return;

@@ -33,15 +33,12 @@ const ok = (value: JsonValue): NodeResult => ({ status: 'completed', value });
 const fail = (reason: string): NodeResult => ({ status: 'failed', reason });
 const skipped = (reason: 'condition_false' | 'upstream_failed'): NodeResult => ({ status: 'skipped', reason });
 
-const text = (id: string, template: string, extra: Partial<GraphNode> = {}): GraphNode =>
-  ({ id, kind: 'text.template', template, ...extra }) as GraphNode;
+const text = (id: string, template: string, extra: Partial<GraphNode> = {}): GraphNode => ({ id, kind: 'text.template', template, ...extra }) as GraphNode;
 const input = (id: string, kind: (typeof INPUT_KINDS)[number] = 'input.text'): GraphNode => ({ id, kind });
 const cond = (id: string, value: string, op: ConditionOp, operand?: JsonValue, extra: Partial<GraphNode> = {}): GraphNode =>
   ({ id, kind: 'condition', value, op, ...(operand !== undefined ? { operand } : {}), ...extra }) as GraphNode;
-const out = (id: string, from: string, extra: Partial<GraphNode> = {}): GraphNode =>
-  ({ id, kind: 'output', from, ...extra }) as GraphNode;
-const delay = (id: string, seconds: number, extra: Partial<GraphNode> = {}): GraphNode =>
-  ({ id, kind: 'delay', seconds, ...extra }) as GraphNode;
+const out = (id: string, from: string, extra: Partial<GraphNode> = {}): GraphNode => ({ id, kind: 'output', from, ...extra }) as GraphNode;
+const delay = (id: string, seconds: number, extra: Partial<GraphNode> = {}): GraphNode => ({ id, kind: 'delay', seconds, ...extra }) as GraphNode;
 
 /** Applies a plan's actions to a state, the way an engine would (executes become running). */
 function apply(s: PlanInput, actions: Action[]): PlanInput {
@@ -70,10 +67,7 @@ function complete(s: PlanInput, nodeId: string, result: NodeResult): PlanInput {
  * Drives a run to its end: executes complete through `step` (default: render the template, or "ok"),
  * time jumps to the next timer when that is all the run waits for.
  */
-function drive(
-  initial: PlanInput,
-  step: (node: GraphNode, s: PlanInput) => NodeResult = defaultStep,
-): { state: PlanInput; plans: Plan[] } {
+function drive(initial: PlanInput, step: (node: GraphNode, s: PlanInput) => NodeResult = defaultStep): { state: PlanInput; plans: Plan[] } {
   let s = initial;
   const plans: Plan[] = [];
   for (let i = 0; i < 1000; i++) {
@@ -274,9 +268,7 @@ test('a zero-second delay starts and fires in the same plan', () => {
 test('a delay waits for its own dependencies before starting', () => {
   const graph = g(text('a', 'x'), delay('d', 5, { after: ['a'] }));
   assert.equal(types(plan(state(graph))), ['execute:a']);
-  assert.equal(plan(state(graph, { results: { a: ok('x') } })).actions, [
-    { type: 'start_timer', nodeId: 'd', dueAt: NOW + 5000 },
-  ]);
+  assert.equal(plan(state(graph, { results: { a: ok('x') } })).actions, [{ type: 'start_timer', nodeId: 'd', dueAt: NOW + 5000 }]);
 });
 
 test('a delay with a result starts no timer', () => {
@@ -490,23 +482,17 @@ test('condition_false skips cascade through a chain in one plan', () => {
 
 test('a when on a non-boolean completed value counts as no match', () => {
   const graph = g(text('t', 'x'), text('a', 'a', { when: { node: 't', is: true } }));
-  assert.equal(plan(state(graph, { results: { t: ok('true') } })).actions, [
-    { type: 'skip', nodeId: 'a', reason: 'condition_false' },
-  ]);
+  assert.equal(plan(state(graph, { results: { t: ok('true') } })).actions, [{ type: 'skip', nodeId: 'a', reason: 'condition_false' }]);
 });
 
 test('a node guarded by a condition that failed is skipped upstream_failed', () => {
   const graph = g(cond('c', 'x', 'equals', 'x'), text('a', 'a', { when: { node: 'c', is: true } }));
-  assert.equal(plan(state(graph, { results: { c: fail('bad') } })).actions, [
-    { type: 'skip', nodeId: 'a', reason: 'upstream_failed' },
-  ]);
+  assert.equal(plan(state(graph, { results: { c: fail('bad') } })).actions, [{ type: 'skip', nodeId: 'a', reason: 'upstream_failed' }]);
 });
 
 test('a node guarded by a skipped condition inherits the skip reason', () => {
   const graph = g(cond('c', 'x', 'equals', 'x'), text('a', 'a', { when: { node: 'c', is: false } }));
-  assert.equal(plan(state(graph, { results: { c: skipped('condition_false') } })).actions, [
-    { type: 'skip', nodeId: 'a', reason: 'condition_false' },
-  ]);
+  assert.equal(plan(state(graph, { results: { c: skipped('condition_false') } })).actions, [{ type: 'skip', nodeId: 'a', reason: 'condition_false' }]);
 });
 
 test('a matching when does not override a skipped dependency', () => {
@@ -543,9 +529,7 @@ test('upstream_failed wins over condition_false when both are among the dependen
 
 test('an upstream_failed skip propagates as upstream_failed', () => {
   const graph = g(text('a', 'a'), out('o', 'a'));
-  assert.equal(plan(state(graph, { results: { a: skipped('upstream_failed') } })).actions, [
-    { type: 'skip', nodeId: 'o', reason: 'upstream_failed' },
-  ]);
+  assert.equal(plan(state(graph, { results: { a: skipped('upstream_failed') } })).actions, [{ type: 'skip', nodeId: 'o', reason: 'upstream_failed' }]);
 });
 
 test('a failure in one branch does not stop the parallel branch', () => {
@@ -614,7 +598,10 @@ test('output fields take name and type from the node, else the id and the inferr
 test('outputs are listed in graph order, not in resolution order', () => {
   const graph = g(out('late', 't'), out('early', 'a'), input('a'), text('t', 't'));
   const p = plan(state(graph, { inputs: { a: 'A' }, results: { t: ok('T'), a: ok('A'), early: ok('A') } }));
-  assert.equal(p.finished?.outputs.map((o) => o.nodeId), ['late', 'early']);
+  assert.equal(
+    p.finished?.outputs.map((o) => o.nodeId),
+    ['late', 'early'],
+  );
 });
 
 test('a run with outputs and a failed step completes with issues', () => {
@@ -826,7 +813,10 @@ test('property: random DAGs with successful steps always finish with exactly one
       assert.is(p.finished.status, 'completed');
       assert.is(p.finished.outcome, 'completed');
       const completedOutputs = graph.nodes.filter((n) => n.kind === 'output' && s.results[n.id]?.status === 'completed');
-      assert.equal(p.finished.outputs.map((o) => o.nodeId), completedOutputs.map((n) => n.id));
+      assert.equal(
+        p.finished.outputs.map((o) => o.nodeId),
+        completedOutputs.map((n) => n.id),
+      );
       for (const n of graph.nodes) assert.not.equal(s.results[n.id], skipped('upstream_failed'));
     }),
     { numRuns: 300 },

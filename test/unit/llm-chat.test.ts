@@ -199,7 +199,10 @@ for (const provider of PROVIDERS) {
 }
 
 test('a 429 is reported as rate limiting and a 400 as a rejected request', async () => {
-  for (const [status, reason] of [[429, 'the model provider is rate limiting requests'], [400, 'the model provider rejected the request']] as const) {
+  for (const [status, reason] of [
+    [429, 'the model provider is rate limiting requests'],
+    [400, 'the model provider rejected the request'],
+  ] as const) {
     const stub = await startProviderStub({ failWith: status });
     try {
       const out = await executeLlmChat(context({ provider: 'openai', providers: providersFor(stub, 'openai') }));
@@ -292,7 +295,13 @@ test('an error thrown by the delta sink propagates instead of becoming a model f
   const stub = await startProviderStub();
   try {
     const boom = new Error('event store down');
-    const ctx = context({ provider: 'openrouter', providers: providersFor(stub, 'openrouter'), onDelta: () => { throw boom; } });
+    const ctx = context({
+      provider: 'openrouter',
+      providers: providersFor(stub, 'openrouter'),
+      onDelta: () => {
+        throw boom;
+      },
+    });
     const err = await rejection(executeLlmChat(ctx));
     assert.is(err, boom);
   } finally {

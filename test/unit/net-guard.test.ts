@@ -1,14 +1,7 @@
 import type dns from 'node:dns';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import {
-  assertPublicUrl,
-  BlockedAddressError,
-  guardedLookup,
-  HostLookupError,
-  isPublicAddress,
-  type LookupAddress,
-} from '../../src/security/net-guard.ts';
+import { assertPublicUrl, BlockedAddressError, guardedLookup, HostLookupError, isPublicAddress, type LookupAddress } from '../../src/security/net-guard.ts';
 
 /** A resolver that fails the test if it is asked anything: literal IPs must never need DNS. */
 const noDns = async (host: string): Promise<LookupAddress[]> => {

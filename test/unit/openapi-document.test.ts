@@ -448,15 +448,46 @@ test('realistic samples validate', () => {
     queue: { state: 'waiting', position: 2, etaSeconds: null },
     outputs: [],
   });
-  ok('Run', { ...sampleRun, status: 'suspended', suspended: true, outcome: null, completedAt: null, billingStatus: 'pending', displayedChargeUsd: null, outputs: [] });
-  ok('Run', { ...sampleRun, status: 'failed', reason: 'The model provider was unavailable.', outcome: null, billingStatus: 'not_charged', displayedChargeUsd: null });
+  ok('Run', {
+    ...sampleRun,
+    status: 'suspended',
+    suspended: true,
+    outcome: null,
+    completedAt: null,
+    billingStatus: 'pending',
+    displayedChargeUsd: null,
+    outputs: [],
+  });
+  ok('Run', {
+    ...sampleRun,
+    status: 'failed',
+    reason: 'The model provider was unavailable.',
+    outcome: null,
+    billingStatus: 'not_charged',
+    displayedChargeUsd: null,
+  });
   ok('WorkflowDetail', sampleDetail);
-  const detailOnly = new Set(['apiAccessAllowed', 'purchaseUrl', 'versionId', 'versionLabel', 'pinnedVersionId', 'activeVersionId', 'updateAvailable', 'inputCount', 'inputSchema', 'responseShape', 'exampleRequest']);
+  const detailOnly = new Set([
+    'apiAccessAllowed',
+    'purchaseUrl',
+    'versionId',
+    'versionLabel',
+    'pinnedVersionId',
+    'activeVersionId',
+    'updateAvailable',
+    'inputCount',
+    'inputSchema',
+    'responseShape',
+    'exampleRequest',
+  ]);
   const item = Object.fromEntries(Object.entries(sampleDetail).filter(([k]) => !detailOnly.has(k)));
   ok('WorkflowListItem', { ...item, runsCount: 12 });
   ok('WorkflowListPage', { workflows: [{ ...item, runsCount: null }], pagination: { offset: 0, limit: 20, hasMore: false } });
   ok('RunListItem', sampleListRow);
-  ok('RunListPage', { runs: [sampleListRow, { ...sampleListRow, status: 'completed', outcome: 'completed', billingStatus: 'settled', displayedChargeUsd: 0 }], pagination: { offset: 20, limit: 20, hasMore: true } });
+  ok('RunListPage', {
+    runs: [sampleListRow, { ...sampleListRow, status: 'completed', outcome: 'completed', billingStatus: 'settled', displayedChargeUsd: 0 }],
+    pagination: { offset: 20, limit: 20, hasMore: true },
+  });
   ok('AcceptedRun', sampleAccepted);
   ok('StartRunResponse', { run: sampleAccepted });
   ok('Error', sampleInputsError);
@@ -487,16 +518,34 @@ test('realistic samples validate', () => {
     versions: [{ id: VERSION_ID, label: 'v2', createdAt: '2026-11-01T00:00:00Z', isActive: true, isPinned: false, inputCount: 2 }],
     pagination: { offset: 0, limit: 20, hasMore: false },
   });
-  ok('AcceptUpdateResponse', { workflowId: WF_ID, previousVersionId: VERSION_ID, pinnedVersionId: VERSION_ID, activeVersionId: VERSION_ID, updateAvailable: false });
+  ok('AcceptUpdateResponse', {
+    workflowId: WF_ID,
+    previousVersionId: VERSION_ID,
+    pinnedVersionId: VERSION_ID,
+    activeVersionId: VERSION_ID,
+    updateAvailable: false,
+  });
   ok('StartRunRequest', { workflowId: WF_ID, inputs: {}, version: VERSION_ID, idempotencyKey: 'abc', extra: 1 });
   ok('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'https://cdn.example.com/a.png', mimeType: 'image/png', filename: 'a.png' });
   ok('WorkflowMedia', { __workflowMedia: true, kind: 'document', base64: 'aGVsbG8=', mimeType: 'application/pdf', filename: 'a.pdf' });
   ok('RunWebhookPayload', { type: 'run.completed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun });
   ok('RunCompletedWebhookPayload', { type: 'run.completed', timestamp: '2026-11-22T10:00:05Z', data: sampleRun });
-  ok('RunFailedWebhookPayload', { type: 'run.failed', timestamp: '2026-11-22T10:00:05Z', data: { ...sampleRun, status: 'failed', reason: 'boom', outcome: null } });
+  ok('RunFailedWebhookPayload', {
+    type: 'run.failed',
+    timestamp: '2026-11-22T10:00:05Z',
+    data: { ...sampleRun, status: 'failed', reason: 'boom', outcome: null },
+  });
   ok('StartRunRequest', {
     workflow: WF_ID,
-    inputs: { text: 'hi', n: 3, flag: true, nothing: null, list: [1], obj: { a: 1 }, doc: { __workflowMedia: true, kind: 'document', base64: 'aGVsbG8=', mimeType: 'application/pdf', filename: 'a.pdf' } },
+    inputs: {
+      text: 'hi',
+      n: 3,
+      flag: true,
+      nothing: null,
+      list: [1],
+      obj: { a: 1 },
+      doc: { __workflowMedia: true, kind: 'document', base64: 'aGVsbG8=', mimeType: 'application/pdf', filename: 'a.pdf' },
+    },
   });
 });
 
@@ -524,7 +573,17 @@ test('near misses are rejected', () => {
   bad('WorkflowDetail', noExample, 'detail fields are all required');
   bad('WorkflowInputField', { nodeId: 'a', name: 'A', type: 'text', options: [{ label: 'x', value: 'x' }] }, 'options only on dropdowns');
   bad('Error', { error: { code: 'invalid_request', message: 'x', details: [{ input: 'a', message: 'b' }] } }, 'details only for two codes');
-  bad('Error', { error: { code: 'invalid_inputs', message: 'x', details: [{ provider: 'GitHub', providerId: 'github', makesChanges: false, connectUrl: 'https://x.test/c' }] } }, 'input details only');
+  bad(
+    'Error',
+    {
+      error: {
+        code: 'invalid_inputs',
+        message: 'x',
+        details: [{ provider: 'GitHub', providerId: 'github', makesChanges: false, connectUrl: 'https://x.test/c' }],
+      },
+    },
+    'input details only',
+  );
   bad('Error', { error: { code: 'internal_error' } }, 'message is required');
   bad('Pagination', { offset: 0, limit: 51, hasMore: false }, 'limit over 50');
   bad('StartRunRequest', { inputs: {} }, 'no workflow');
@@ -535,7 +594,11 @@ test('near misses are rejected', () => {
   bad('StartRunRequest', { workflow: WF_ID, metadata: null }, 'metadata null');
   bad('StartRunRequest', { workflow: WF_ID, idempotencyKey: null }, 'idempotency key null');
   ok('StartRunRequest', { workflow: WF_ID, idempotencyKey: `${'😀'.repeat(253)} x` });
-  bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'https://a.test/x.png', base64: 'aGk=', mimeType: 'image/png', filename: 'x.png' }, 'url and base64 both');
+  bad(
+    'WorkflowMedia',
+    { __workflowMedia: true, kind: 'image', url: 'https://a.test/x.png', base64: 'aGk=', mimeType: 'image/png', filename: 'x.png' },
+    'url and base64 both',
+  );
   bad('WorkflowMedia', { __workflowMedia: true, kind: 'image', url: 'http://a.test/x.png', mimeType: 'image/png', filename: 'x.png' }, 'plain http');
   bad('RunEventsPage', { id: RUN_ID, events: [] }, 'hasMore is required');
 });

@@ -29,7 +29,10 @@ test('the OpenAPI enumerations of a run equal the typed lists of src/domain/run-
   assert.equal(enumOf(schemas.BillingStatus), [...BILLING_STATUSES]);
   assert.equal(enumOf(schemas.RunOutcome), [...OUTCOMES, null]);
   assert.equal(enumOf(schemas.RunQueue.properties.state), [...QUEUE_STATES]);
-  assert.equal(enumOf(schemas.RunWebhookPayload.properties.type), TERMINAL_STATUSES.map((status) => `run.${status}`));
+  assert.equal(
+    enumOf(schemas.RunWebhookPayload.properties.type),
+    TERMINAL_STATUSES.map((status) => `run.${status}`),
+  );
 });
 
 test('the OpenAPI enumerations of a workflow equal the entities’ lists', () => {
@@ -69,6 +72,5 @@ test('the OpenAPI document says each reserved code is reserved', () => {
   for (const code of RESERVED_ERROR_CODES) assert.ok(reservedPart.includes(`\`${code}\``), `ErrorCode's description lists ${code} as reserved`);
   assert.ok(RESERVED_ERROR_CODES.length > 0 || reservedPart === '', 'no code is described as reserved when none is');
 });
-
 
 test.run();

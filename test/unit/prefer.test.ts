@@ -6,11 +6,24 @@ import { parsePrefer, preferredWaitSeconds } from '../../src/http/prefer.ts';
 
 test('preferences are comma-separated, case-insensitive by name, first occurrence wins, parameters dropped', () => {
   const p = parsePrefer('respond-async, WAIT=10; foo=bar, wait=3, handling="lenient"');
-  assert.equal([...p], [['respond-async', ''], ['wait', '10'], ['handling', 'lenient']]);
+  assert.equal(
+    [...p],
+    [
+      ['respond-async', ''],
+      ['wait', '10'],
+      ['handling', 'lenient'],
+    ],
+  );
 });
 
 test('a quoted value may contain commas and semicolons', () => {
-  assert.equal([...parsePrefer('x="a, b; c", wait="7"')], [['x', 'a, b; c'], ['wait', '7']]);
+  assert.equal(
+    [...parsePrefer('x="a, b; c", wait="7"')],
+    [
+      ['x', 'a, b; c'],
+      ['wait', '7'],
+    ],
+  );
 });
 
 test('wait=N is whole seconds in 1..max; more is capped, anything else is ignored', () => {

@@ -10,7 +10,9 @@ import { readBody } from '../../src/http/respond.ts';
 
 type Outcome = { text: string } | { error: ApiError };
 
-const t = suite<{ server: Server; port: number; outcomes: Outcome[]; limit: number; readTwice: boolean; readAfterClose: boolean }>('Request bodies read with a size limit');
+const t = suite<{ server: Server; port: number; outcomes: Outcome[]; limit: number; readTwice: boolean; readAfterClose: boolean }>(
+  'Request bodies read with a size limit',
+);
 
 t.before(async (ctx) => {
   ctx.outcomes = [];

@@ -52,7 +52,7 @@ t('a value past half its time is answered at once while the next read runs in th
   begun[1]!.finish('v2');
   await tick();
   clock.now = 1050;
-  assert.is(await kept.get('k', read), 'v2', 'past the first value\'s time, the value read ahead is answered');
+  assert.is(await kept.get('k', read), 'v2', "past the first value's time, the value read ahead is answered");
   assert.is(begun.length, 2, 'and it is young enough to start no read');
 });
 

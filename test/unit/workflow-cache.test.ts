@@ -41,7 +41,7 @@ test('a kept read past half its time begins one read ahead, kept from when it be
   assert.is(c.get('a', 'w', 700)?.token, 't1', 'the kept read answers meanwhile');
   begun[0]!(read('t2'));
   await tick();
-  assert.is(c.get('a', 'w', 1400)?.token, 't2', 'past the first read\'s time, the read ahead answers');
+  assert.is(c.get('a', 'w', 1400)?.token, 't2', "past the first read's time, the read ahead answers");
   assert.is(c.get('a', 'w', 1500), undefined, 'it was kept from when it began');
   c.readAhead('b', 'w', ahead, 2000);
   assert.is(begun.length, 1, 'nothing kept, nothing read ahead');
@@ -74,7 +74,7 @@ test('a read ahead that no longer finds the workflow drops it; one that fails, l
   c.drop('b', 'w');
   finish(read('t6'));
   await tick();
-  assert.is(c.get('a', 'w', 3100)?.token, 't6', 'a drop of another caller\'s read cancels nothing here');
+  assert.is(c.get('a', 'w', 3100)?.token, 't6', "a drop of another caller's read cancels nothing here");
 });
 
 test.run();

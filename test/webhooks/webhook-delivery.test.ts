@@ -7,12 +7,7 @@ import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
 import { createLogger } from '../../src/logger.ts';
 import { Sealer } from '../../src/security/crypto.ts';
-import {
-  claimDueDeliveries,
-  deliverDueWebhooks,
-  WEBHOOK_BACKOFF_MS,
-  type WebhookDeps,
-} from '../../src/services/webhooks/deliver-webhooks.ts';
+import { claimDueDeliveries, deliverDueWebhooks, WEBHOOK_BACKOFF_MS, type WebhookDeps } from '../../src/services/webhooks/deliver-webhooks.ts';
 import { enqueueRunWebhooks } from '../helpers/outbox.ts';
 import { mapRunRow, toPublicRun } from '../../src/runs/run-row.ts';
 import { query } from '../../src/db/statement.ts';
@@ -351,8 +346,11 @@ test('a loopback endpoint is refused when private networks are not allowed', asy
   try {
     await seed(rx.url);
     const ipv6 = rx.url.replace('127.0.0.1', '[::1]');
-    await orm.em.fork().execute(`insert into webhook_endpoints (id, account_id, url, secret_ciphertext)
-      select ?, account_id, ?, secret_ciphertext from webhook_endpoints limit 1`, [randomUUID(), ipv6]);
+    await orm.em.fork().execute(
+      `insert into webhook_endpoints (id, account_id, url, secret_ciphertext)
+      select ?, account_id, ?, secret_ciphertext from webhook_endpoints limit 1`,
+      [randomUUID(), ipv6],
+    );
     const [{ account_id: accountId, run_id: runId }] = await orm.em
       .fork()
       .execute<{ account_id: string; run_id: string }[]>('select r.account_id, r.id as run_id from runs r limit 1');

@@ -12,7 +12,10 @@ export const AccountSchema = defineEntity({
     restricted: p.boolean().default(false),
     listingsPaused: p.boolean().default(false),
     maxConcurrentRuns: p.integer().nullable(),
-    connections: p.json<string[]>().default('[]').onCreate(() => []),
+    connections: p
+      .json<string[]>()
+      .default('[]')
+      .onCreate(() => []),
     createdAt: createdAt(),
   },
 });

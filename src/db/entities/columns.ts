@@ -26,7 +26,11 @@ const arrayElement = (value: unknown): string =>
   value === null || value === undefined ? 'NULL' : `"${String(value).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 
 export const money = () => p.decimal('string').precision(18).scale(6);
-export const createdAt = () => p.datetime().defaultRaw('now()').onCreate(() => new Date());
+export const createdAt = () =>
+  p
+    .datetime()
+    .defaultRaw('now()')
+    .onCreate(() => new Date());
 
 /**
  * A column of one of `values`, checked by its type: a domain over text that allows them

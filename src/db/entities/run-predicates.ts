@@ -32,8 +32,7 @@ export const admittedRun = (alias?: string): string => `${statusIs(alias, 'pendi
  */
 export const IN_FLIGHT = `status in ${sqlList(STARTED_STATUSES)} or (${admittedRun()})`;
 /** IN_FLIGHT of a statement's `runs` alias, parenthesised to combine. */
-export const inFlightRun = (alias?: string): string =>
-  `(${column(alias, 'status')} in ${sqlList(STARTED_STATUSES)} or (${admittedRun(alias)}))`;
+export const inFlightRun = (alias?: string): string => `(${column(alias, 'status')} in ${sqlList(STARTED_STATUSES)} or (${admittedRun(alias)}))`;
 
 /** Not terminal yet: the statuses a run can still leave. */
 export const liveRun = (alias?: string): string => `${column(alias, 'status')} in ${sqlList(LIVE_STATUSES)}`;

@@ -56,14 +56,20 @@ export const RunSchema = defineEntity({
     credentialMode: checkedByDomain(CREDENTIAL_MODES),
     inputs: p.json<Record<string, JsonValue>>(),
     progress: p.json<RunProgressState>(),
-    outputs: p.json<RunOutputField[]>().default('[]').onCreate(() => []),
+    outputs: p
+      .json<RunOutputField[]>()
+      .default('[]')
+      .onCreate(() => []),
     cancelRequested: p.boolean().default(false),
     lastSequence: p.integer().default(0),
     engine: p.string().default('embedded'),
     leaseOwner: p.string().nullable(),
     leaseUntil: p.datetime().nullable(),
     /** The caller's labels from POST /runs (src/domain/run-metadata.ts): shown on every view, filtered by GET /runs. */
-    metadata: p.json<Record<string, string>>().default('{}').onCreate(() => ({})),
+    metadata: p
+      .json<Record<string, string>>()
+      .default('{}')
+      .onCreate(() => ({})),
     /** The `Cancel-After` deadline: past it a run that is not terminal is cancelled (src/runs/cancel-run.ts). */
     deadline: p.datetime().nullable(),
     /** The run this one replays (POST /runs/{id}/replay: docs/design/runs-in-sets.md), or null. */

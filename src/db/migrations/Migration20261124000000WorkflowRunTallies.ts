@@ -10,11 +10,11 @@ export class Migration20261124000000WorkflowRunTallies extends Migration {
   override up(): void {
     this.addSql(
       `create table "workflow_run_tallies" ("workflow_id" uuid not null, "shard" smallint not null, ` +
-      `"runs" int not null default 0, primary key ("workflow_id", "shard"))`,
+        `"runs" int not null default 0, primary key ("workflow_id", "shard"))`,
     );
     this.addSql(
       `alter table "workflow_run_tallies" add constraint "workflow_run_tallies_workflow_id_foreign" foreign key ` +
-      `("workflow_id") references "workflows" ("id") on delete cascade`,
+        `("workflow_id") references "workflows" ("id") on delete cascade`,
     );
   }
 

@@ -13,7 +13,7 @@ export class Migration20261125000000ApiKeyRateWindows extends Migration {
     );
     this.addSql(
       `alter table "api_key_rate_windows" add constraint "api_key_rate_windows_api_key_id_foreign" foreign key ` +
-      `("api_key_id") references "api_keys" ("id") on update cascade on delete cascade`,
+        `("api_key_id") references "api_keys" ("id") on update cascade on delete cascade`,
     );
   }
 

@@ -11,7 +11,7 @@ export class Migration20261125120000SpendCapReservation extends Migration {
   override up(): void {
     this.addSql(
       `create or replace function "wr_reserve_spend_cap"("key" uuid, "since" timestamptz, "price" numeric, ` +
-      `"cap" numeric) returns int language plpgsql as $$ begin
+        `"cap" numeric) returns int language plpgsql as $$ begin
   perform 1 from api_keys where id = key for update;
   if (select coalesce(sum(cap_usd), 0) from runs where api_key_id = key and created_at >= since) + price > cap then
     raise exception using errcode = 'WR002', message = 'spend cap reached';

@@ -13,9 +13,7 @@ export class Migration20261126000000QueueLine extends Migration {
     this.addSql(`alter table "runs" add column "queue_seq" bigint null`);
     this.addSql(`create index "runs_queue_line_idx" on "runs" ("queue_seq", "queued_at", "id") where status = 'pending' and phase = 'queued'`);
     this.addSql(`create index "runs_queue_fresh_idx" on "runs" ("queued_at", "id") where status = 'pending' and phase = 'queued' and queue_seq is null`);
-    this.addSql(
-      `create index "runs_queue_left_idx" on "runs" ("queue_seq") where queue_seq is not null and (status <> 'pending' or phase <> 'queued')`,
-    );
+    this.addSql(`create index "runs_queue_left_idx" on "runs" ("queue_seq") where queue_seq is not null and (status <> 'pending' or phase <> 'queued')`);
     // The line replaces the acceptance-time order; the queue timeout reads runs_status_queued_idx.
     this.addSql(`drop index "runs_queue_idx"`);
   }

@@ -11,7 +11,7 @@ export class Migration20261126010000StreamSlots extends Migration {
     this.addSql(`create table "stream_slot_totals" ("holder" varchar(255) not null, "open" int not null, primary key ("holder"))`);
     this.addSql(
       `create table "stream_slot_leases" ("holder" varchar(255) not null, "process_id" varchar(255) not null, ` +
-      `"open" int not null, "lease_until" timestamptz not null, primary key ("holder", "process_id"))`,
+        `"open" int not null, "lease_until" timestamptz not null, primary key ("holder", "process_id"))`,
     );
     this.addSql(`create index "stream_slot_leases_process_idx" on "stream_slot_leases" ("process_id")`);
     this.addSql(`create index "stream_slot_leases_lease_idx" on "stream_slot_leases" ("lease_until")`);

@@ -12,8 +12,7 @@ export class Migration20261128010000RunEventsKey extends Migration {
     this.addSql(`alter table "run_events" drop constraint "run_events_pkey"`);
     this.addSql(`alter table "run_events" drop column "id"`);
     this.addSql(
-      `alter table "run_events" drop constraint "run_events_run_sequence_unique", ` +
-      `add constraint "run_events_pkey" primary key ("run_id", "sequence")`,
+      `alter table "run_events" drop constraint "run_events_run_sequence_unique", ` + `add constraint "run_events_pkey" primary key ("run_id", "sequence")`,
     );
   }
 

@@ -13,7 +13,7 @@ export class Migration20261129000000InFlightIndex extends Migration {
   override up(): void {
     this.addSql(
       `create index "runs_in_flight_idx" on "runs" ("account_id") where status in ('running', ` +
-      `'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))`,
+        `'suspended') or (status = 'pending' and phase in ('starting', 'preparing'))`,
     );
   }
 

@@ -14,8 +14,6 @@ export class Migration20261130000000RunEventsWithoutForeignKey extends Migration
   }
 
   override down(): void {
-    this.addSql(
-      `alter table "run_events" add constraint "run_events_run_id_foreign" foreign key ("run_id") references "runs" ("id") on delete cascade`,
-    );
+    this.addSql(`alter table "run_events" add constraint "run_events_run_id_foreign" foreign key ("run_id") references "runs" ("id") on delete cascade`);
   }
 }

@@ -41,8 +41,8 @@ end $$`);
     this.addSql(`drop function "run_events_insert"()`);
     this.addSql(
       `create table "run_events" ("run_id" uuid not null, "sequence" int not null, "type" varchar(255) not null, ` +
-      `"node_id" varchar(255) null, "data" jsonb not null, "ts" timestamptz not null default now(), ` +
-      `constraint "run_events_pkey" primary key ("run_id", "sequence"))`,
+        `"node_id" varchar(255) null, "data" jsonb not null, "ts" timestamptz not null default now(), ` +
+        `constraint "run_events_pkey" primary key ("run_id", "sequence"))`,
     );
     this.addSql(`insert into "run_events" ("run_id", "sequence", "type", "node_id", "data", "ts") ${RUN_EVENTS_VIEW}`);
     this.addSql(`drop table "run_event_batches"`);

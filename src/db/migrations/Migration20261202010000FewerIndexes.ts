@@ -19,7 +19,7 @@ export class Migration20261202010000FewerIndexes extends Migration {
     this.addSql(`drop index "idempotency_records_expires_at_index"`);
     this.addSql(
       `create index "runs_temporal_unstarted_idx" on "runs" ("created_at", ` +
-      `"id") where engine = 'temporal' and lease_owner is null and status in ('pending', 'running', 'suspended')`,
+        `"id") where engine = 'temporal' and lease_owner is null and status in ('pending', 'running', 'suspended')`,
     );
   }
 

@@ -18,7 +18,7 @@ export class Migration20261202020000LedgerWithoutAccountKey extends Migration {
   override down(): void {
     this.addSql(
       `alter table "ledger_entries" add constraint "ledger_entries_account_id_foreign" foreign key ("account_id") ` +
-      `references "accounts" ("id") on delete cascade`,
+        `references "accounts" ("id") on delete cascade`,
     );
   }
 }

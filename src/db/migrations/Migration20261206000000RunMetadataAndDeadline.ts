@@ -16,9 +16,7 @@ export class Migration20261206000000RunMetadataAndDeadline extends Migration {
       `create table "run_labels" ("account_id" uuid not null, "key" text not null, "value" text not null, ` +
         `"created_at" timestamptz not null, "run_id" uuid not null, primary key ("account_id", "key", "value", "created_at", "run_id"))`,
     );
-    this.addSql(
-      `create index "runs_deadline_idx" on "runs" ("deadline") where deadline is not null and status in ('pending', 'running', 'suspended')`,
-    );
+    this.addSql(`create index "runs_deadline_idx" on "runs" ("deadline") where deadline is not null and status in ('pending', 'running', 'suspended')`);
   }
 
   override down(): void {

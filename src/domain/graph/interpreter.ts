@@ -1,17 +1,7 @@
 import { analyseGraph } from './analysis.ts';
 import { parseFrom, readPath, renderTemplate, stringify } from './template.ts';
 import { isInputKind, isStepKind } from './types.ts';
-import type {
-  ConditionNode,
-  Graph,
-  GraphNode,
-  JsonValue,
-  NodeResult,
-  OutputNode,
-  RunOutputField,
-  SkipReason,
-  StepKind,
-} from './types.ts';
+import type { ConditionNode, Graph, GraphNode, JsonValue, NodeResult, OutputNode, RunOutputField, SkipReason, StepKind } from './types.ts';
 
 /**
  * The graph interpreter: a pure, deterministic function from (graph, run state) to what happens next.
@@ -153,8 +143,7 @@ export function plan(input: PlanInput): Plan {
     }
   }
 
-  const finished =
-    nodes.every((n) => results.has(n.id)) && running.size === 0 && timers.size === 0 ? finish(nodes, results) : null;
+  const finished = nodes.every((n) => results.has(n.id)) && running.size === 0 && timers.size === 0 ? finish(nodes, results) : null;
 
   let waiting: Plan['waiting'] = null;
   if (actions.length === 0 && !finished) {
@@ -218,8 +207,7 @@ function jsonEqual(a: JsonValue | undefined, b: JsonValue | undefined): boolean 
   return ak.length === Object.keys(b).length && ak.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
 }
 
-const isScalar = (v: JsonValue | undefined): v is string | number | boolean =>
-  typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+const isScalar = (v: JsonValue | undefined): v is string | number | boolean => typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
 
 function parseArray(text: string): JsonValue[] | null {
   const t = text.trim();
@@ -243,9 +231,7 @@ function textEquals(text: string, operand: JsonValue | undefined): boolean {
 function textContains(text: string, operand: JsonValue | undefined): boolean {
   const items = parseArray(text);
   if (items) {
-    return items.some(
-      (item) => jsonEqual(item, operand ?? null) || (isScalar(item) && isScalar(operand) && stringify(item) === stringify(operand)),
-    );
+    return items.some((item) => jsonEqual(item, operand ?? null) || (isScalar(item) && isScalar(operand) && stringify(item) === stringify(operand)));
   }
   return text.includes(stringify(operand));
 }

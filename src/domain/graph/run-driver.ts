@@ -45,7 +45,6 @@ export type RunMove =
   /** Running, or admitted and not started (the driver starts it with its first write): drive it. */
   | { kind: 'advance' };
 
-
 export function nextRunMove(run: RunFacts, now: number): RunMove {
   if (run.status === null || isTerminal(run.status)) return { kind: 'end' };
   if (run.status === 'pending') {

@@ -44,9 +44,7 @@ export function stringify(value: JsonValue | undefined): string {
 }
 
 export function renderTemplate(template: string, lookup: (nodeId: string) => JsonValue | undefined): string {
-  return template.replace(REFERENCE, (_all, node: string, path: string) =>
-    stringify(readPath(lookup(node), path ? path.slice(1).split('.') : [])),
-  );
+  return template.replace(REFERENCE, (_all, node: string, path: string) => stringify(readPath(lookup(node), path ? path.slice(1).split('.') : [])));
 }
 
 /** The template-bearing fields of a node, by field name; used to find references and to render. */

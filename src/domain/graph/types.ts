@@ -94,10 +94,7 @@ export interface Graph {
 export type SkipReason = 'condition_false' | 'upstream_failed';
 
 /** What the engine has recorded about a node that has finished. */
-export type NodeResult =
-  | { status: 'completed'; value: JsonValue }
-  | { status: 'failed'; reason: string }
-  | { status: 'skipped'; reason: SkipReason };
+export type NodeResult = { status: 'completed'; value: JsonValue } | { status: 'failed'; reason: string } | { status: 'skipped'; reason: SkipReason };
 
 export interface RunOutputField {
   nodeId: string;

@@ -104,10 +104,7 @@ export function validateGraph(graph: unknown, path: string): string[] {
     const valueRef = (field: string, target: string, context = '') => {
       if (!ref(field, target, context)) return;
       if (byId.get(target)!.kind === 'input.password' && typeof node.kind === 'string' && PASSWORD_FORBIDDEN.has(node.kind)) {
-        err(
-          `${at}.${field}`,
-          `password input ${q(target)} cannot be used by ${node.kind}; password values may only be used by http.request and llm.chat`,
-        );
+        err(`${at}.${field}`, `password input ${q(target)} cannot be used by ${node.kind}; password values may only be used by http.request and llm.chat`);
       }
     };
 

@@ -106,8 +106,7 @@ export class EmbeddedEngine implements EnginePort {
     this.#stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
     this.#capacity = opts.capacity ?? deps.config.runCapacity;
     this.#admission = new AdmissionPump({
-      round: (expireQueued) =>
-        admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, lease: this.#holder, expireQueued }),
+      round: (expireQueued) => admitQueuedRunsDetailed(this.#deps, { capacity: this.#capacity, engine: this.name, lease: this.#holder, expireQueued }),
       admitted: (r) => {
         for (const st of r.states) this.#startDriver(st.runId, st);
       },
@@ -333,7 +332,11 @@ export class EmbeddedEngine implements EnginePort {
       for (;;) {
         let outcome: LoopOutcome;
         try {
-          outcome = await traceRun(() => readRunTraceContext(this.#deps, d.runId), d.runId, () => this.#runLoop(d));
+          outcome = await traceRun(
+            () => readRunTraceContext(this.#deps, d.runId),
+            d.runId,
+            () => this.#runLoop(d),
+          );
           backoff = 0;
         } catch (err) {
           if (d.lost || this.#state === 'halted') return;

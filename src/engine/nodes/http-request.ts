@@ -176,8 +176,7 @@ async function request(ctx: NodeExecutionContext, deps: HttpRequestDeps): Promis
     if (blocked) return failed(blocked.message);
     const lookup = findInChain(
       error,
-      (e): e is Error =>
-        e instanceof HostLookupError || (e as { code?: unknown }).code === 'ENOTFOUND' || (e as { code?: unknown }).code === 'EAI_AGAIN',
+      (e): e is Error => e instanceof HostLookupError || (e as { code?: unknown }).code === 'ENOTFOUND' || (e as { code?: unknown }).code === 'EAI_AGAIN',
     );
     if (lookup) return failed('the host name of the URL could not be resolved');
     return failed('the HTTP request could not be completed (connection failed)');

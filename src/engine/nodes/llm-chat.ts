@@ -86,7 +86,10 @@ function payloadReason(value: Record<string, unknown>): string | null {
   const inner = value.error && typeof value.error === 'object' ? (value.error as Record<string, unknown>) : value;
   const code = typeof inner.code === 'number' ? inner.code : typeof inner.status === 'number' ? inner.status : undefined;
   if (code !== undefined && code >= 400) return statusReason(code);
-  const tag = [inner.type, inner.code, inner.status].filter((v) => typeof v === 'string').join(' ').toLowerCase();
+  const tag = [inner.type, inner.code, inner.status]
+    .filter((v) => typeof v === 'string')
+    .join(' ')
+    .toLowerCase();
   if (!tag) return null;
   if (/auth|permission|api_key|unauthenticated|forbidden/.test(tag)) return REASONS.credentials;
   if (/rate|quota|resource_exhausted|too_many/.test(tag)) return REASONS.rateLimited;
@@ -172,8 +175,8 @@ async function chat(ctx: NodeExecutionContext): Promise<NodeOutcome> {
     return failed('the service has no endpoint configured for azure_openai');
   }
 
-  const prompt = ctx.render((node).prompt);
-  const system = (node).system !== undefined ? ctx.render((node).system) : undefined;
+  const prompt = ctx.render(node.prompt);
+  const system = node.system !== undefined ? ctx.render(node.system) : undefined;
 
   let languageModel: LanguageModel;
   try {

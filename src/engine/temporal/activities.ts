@@ -82,11 +82,7 @@ export function createActivities(deps: RunsDeps, hooks: ActivityHooks = {}) {
       outcome: string | null;
       suspend_reason: string | null;
       resume_ms: string | number | null;
-    }>(
-      fork(deps),
-      RUN_SCHEDULE,
-      [runId],
-    );
+    }>(fork(deps), RUN_SCHEDULE, [runId]);
     if (!r) return null;
     return {
       status: r.status,

@@ -27,7 +27,6 @@ export function temporalPriority(accountHandle: string, flow: RunFlow): Priority
   const priorityKey = PRIORITY_KEYS[flow.priority ?? 1] ?? 3;
   if (!flow.concurrencyKey) return { priorityKey };
   const plain = `${accountHandle}/${flow.concurrencyKey}`;
-  const fairnessKey =
-    Buffer.byteLength(plain) <= MAX_FAIRNESS_KEY_BYTES ? plain : `sha256:${createHash('sha256').update(plain).digest('hex').slice(0, 48)}`;
+  const fairnessKey = Buffer.byteLength(plain) <= MAX_FAIRNESS_KEY_BYTES ? plain : `sha256:${createHash('sha256').update(plain).digest('hex').slice(0, 48)}`;
   return { priorityKey, fairnessKey, fairnessWeight: 1 };
 }

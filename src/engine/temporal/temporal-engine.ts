@@ -14,7 +14,12 @@ import { query } from '../../db/statement.ts';
 import { SweepSchedule } from '../sweep-schedule.ts';
 import type { RunPhase } from '../../domain/run-status.ts';
 import {
-  MARK_TEMPORAL_STARTED, STALLED_TEMPORAL_RUNS, TEMPORAL_RUN_MEMOS, TEMPORAL_RUNS_LIVE, UNHEARD_RESUMES, UNSTARTED_TEMPORAL_RUNS,
+  MARK_TEMPORAL_STARTED,
+  STALLED_TEMPORAL_RUNS,
+  TEMPORAL_RUN_MEMOS,
+  TEMPORAL_RUNS_LIVE,
+  UNHEARD_RESUMES,
+  UNSTARTED_TEMPORAL_RUNS,
 } from '../../sql/temporal-runs.ts';
 
 /**
@@ -288,7 +293,7 @@ export class TemporalEngine implements EnginePort {
 
   async #signalQuietly(runId: string): Promise<void> {
     await this.client.signal(runId, 'credentialsSupplied').catch((err: unknown) => {
-      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, 'could not signal a run\'s workflow to look at its run again');
+      this.#deps.log.warn({ err, runId, accountId: knownRunAccount(runId) }, "could not signal a run's workflow to look at its run again");
     });
   }
 
@@ -434,11 +439,7 @@ export class TemporalEngine implements EnginePort {
       priority: number | string;
       concurrency_key: string | null;
     };
-    const rows = await query<Row>(
-      fork(this.#deps),
-      TEMPORAL_RUN_MEMOS,
-      [runIds],
-    );
+    const rows = await query<Row>(fork(this.#deps), TEMPORAL_RUN_MEMOS, [runIds]);
     return rows.map((r) => ({
       runId: String(r.id),
       accountHandle: String(r.handle),

@@ -31,11 +31,30 @@ export type WebhookEndpointView = Omit<WebhookEndpoint, 'secretCiphertext'>;
 export type WebhookDeliveryView = WebhookDelivery & { endpointUrl: string };
 
 const API_KEY_FIELDS = [
-  'id', 'accountId', 'prefix', 'scopes', 'rateLimitPerMinute', 'spendCapWindow', 'spendCapUsd', 'expiresAt', 'revoked', 'createdAt',
+  'id',
+  'accountId',
+  'prefix',
+  'scopes',
+  'rateLimitPerMinute',
+  'spendCapWindow',
+  'spendCapUsd',
+  'expiresAt',
+  'revoked',
+  'createdAt',
 ] as const satisfies readonly (keyof ApiKey)[];
 const ENDPOINT_FIELDS = ['id', 'accountId', 'url', 'events', 'createdAt'] as const satisfies readonly (keyof WebhookEndpoint)[];
 const DELIVERY_FIELDS = [
-  'id', 'endpointId', 'runId', 'eventType', 'status', 'attempts', 'nextAttemptAt', 'lastStatusCode', 'lastError', 'createdAt', 'deliveredAt',
+  'id',
+  'endpointId',
+  'runId',
+  'eventType',
+  'status',
+  'attempts',
+  'nextAttemptAt',
+  'lastStatusCode',
+  'lastError',
+  'createdAt',
+  'deliveredAt',
 ] as const satisfies readonly (keyof WebhookDelivery)[];
 
 export async function accountsByIds(em: Em, ids: readonly string[]): Promise<Map<string, Account>> {

@@ -13,9 +13,29 @@ import { groupPages, pagesOf, pushTo, uuids, type ChildPageKey } from './pages.t
 
 /** The properties a Run on the graph is built from (never its inputs, progress or lease). */
 const RUN_FIELDS = [
-  'id', 'accountId', 'workflowId', 'versionId', 'status', 'phase', 'reason', 'suspendReason', 'outcome', 'billingStatus',
-  'chargeUsd', 'outputs', 'createdAt', 'queuedAt', 'startedAt', 'completedAt', 'lastSequence', 'metadata', 'deadline',
-  'replayOf', 'scheduledFor', 'priority', 'concurrencyKey',
+  'id',
+  'accountId',
+  'workflowId',
+  'versionId',
+  'status',
+  'phase',
+  'reason',
+  'suspendReason',
+  'outcome',
+  'billingStatus',
+  'chargeUsd',
+  'outputs',
+  'createdAt',
+  'queuedAt',
+  'startedAt',
+  'completedAt',
+  'lastSequence',
+  'metadata',
+  'deadline',
+  'replayOf',
+  'scheduledFor',
+  'priority',
+  'concurrencyKey',
 ] as const satisfies readonly (keyof Run)[];
 
 type RunFields = Pick<Run, (typeof RUN_FIELDS)[number]>;

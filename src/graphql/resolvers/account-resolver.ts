@@ -45,7 +45,7 @@ export class AccountResolver {
     return ctx.loaders.webhookEndpoints.load(a.id);
   }
 
-  @FieldResolver(() => [WebhookDeliveryType], { description: 'Webhook deliveries to any of the account\'s endpoints, newest first.' })
+  @FieldResolver(() => [WebhookDeliveryType], { description: "Webhook deliveries to any of the account's endpoints, newest first." })
   webhookDeliveries(@Root() a: Account, @Args(() => PageArgs) { offset, limit }: PageArgs, @Ctx() ctx: GraphqlContext) {
     return ctx.loaders.webhookDeliveries.load({ parentId: a.id, ...page(offset, limit) });
   }

@@ -21,7 +21,7 @@ async function reload(ctx: GraphqlContext, id: string): Promise<RunRecord> {
 
 @Resolver(() => RunType)
 export class RunResolver {
-  @Query(() => RunType, { nullable: true, description: 'Any account\'s run by id; null when unknown.' })
+  @Query(() => RunType, { nullable: true, description: "Any account's run by id; null when unknown." })
   run(@Arg('id', () => ID) id: string, @Ctx() ctx: GraphqlContext): Promise<RunRecord | null> {
     return ctx.loaders.run.load(id.toLowerCase());
   }
@@ -42,7 +42,7 @@ export class RunResolver {
   }
 
   @Mutation(() => RunType, {
-    description: 'Cancels any account\'s run (REST cancel rules: terminal runs are returned unchanged; CANCEL_UNAVAILABLE while settling).',
+    description: "Cancels any account's run (REST cancel rules: terminal runs are returned unchanged; CANCEL_UNAVAILABLE while settling).",
   })
   async cancelRun(@Arg('id', () => ID) id: string, @Ctx() ctx: GraphqlContext): Promise<RunRecord> {
     await cancelRun(ctx.deps, null, id);

@@ -9,7 +9,7 @@ import { RunEventType } from '../types/objects.ts';
 export class RunEventsSubscriptionResolver {
   @Subscription(() => RunEventType, {
     description:
-      'A run\'s events after afterSequence (default 0: from the start), replayed then live, in order, without gaps or duplicates; ' +
+      "A run's events after afterSequence (default 0: from the start), replayed then live, in order, without gaps or duplicates; " +
       'completes after the terminal event (at once for a finished run already past the cursor).',
     subscribe: ({ args, context }) => {
       const ctx = context as GraphqlContext;

@@ -26,7 +26,7 @@ export class WorkflowResolver {
   }
 
   @Mutation(() => WorkflowType, {
-    description: 'Re-pins the account\'s purchase to the active version (REST accept-update). FORBIDDEN without a purchase.',
+    description: "Re-pins the account's purchase to the active version (REST accept-update). FORBIDDEN without a purchase.",
   })
   async acceptWorkflowUpdate(
     @Args(() => AcceptWorkflowUpdateArgs) { workflowId, accountHandle }: AcceptWorkflowUpdateArgs,

@@ -1,13 +1,6 @@
 import 'reflect-metadata';
 import { registerEnumType } from 'type-graphql';
-import {
-  CREDENTIAL_MODES,
-  LEDGER_KINDS,
-  LISTINGS,
-  RUN_MODELS,
-  SPEND_WINDOWS,
-  WEBHOOK_DELIVERY_STATUSES,
-} from '../../db/entities/index.ts';
+import { CREDENTIAL_MODES, LEDGER_KINDS, LISTINGS, RUN_MODELS, SPEND_WINDOWS, WEBHOOK_DELIVERY_STATUSES } from '../../db/entities/index.ts';
 import * as values from '../../domain/run-status.ts';
 
 /**

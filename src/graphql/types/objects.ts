@@ -39,7 +39,7 @@ export class RunQueueType {
   @Field(() => Int, { nullable: true }) etaSeconds!: number | null;
 }
 
-@ObjectType('RunEvent', { description: 'One entry of a run\'s event log (REST RunEvent).' })
+@ObjectType('RunEvent', { description: "One entry of a run's event log (REST RunEvent)." })
 export class RunEventType {
   @Field(() => ID) runId!: string;
   @Field(() => String) type!: string;
@@ -65,7 +65,7 @@ export class RunType {
   @Field(() => BillingStatus) billingStatus!: BillingStatus;
   @Field(() => Outcome, { nullable: true }) outcome!: Outcome | null;
   @Field(() => JsonScalar, { description: 'RunOutputField[] exactly as REST returns it; [] until outputs exist.' }) outputs!: unknown;
-  @Field(() => JsonScalar, { description: 'The caller\'s metadata (string keys to string values) exactly as REST returns it; {} when none.' })
+  @Field(() => JsonScalar, { description: "The caller's metadata (string keys to string values) exactly as REST returns it; {} when none." })
   metadata!: Record<string, string>;
   @Field(() => DateTimeScalar, { nullable: true, description: 'When the run is cancelled unless it ended (Cancel-After), or null.' })
   deadline!: string | null;
@@ -73,7 +73,7 @@ export class RunType {
   @Field(() => DateTimeScalar, { nullable: true, description: 'A delayed start (Start-After, startAt): when the run enters the queue; null: at acceptance.' })
   scheduledFor!: string | null;
   @Field(() => String, { description: 'high, normal or low: admission takes higher first (docs/design/flow-control.md).' }) priority!: string;
-  @Field(() => String, { nullable: true, description: 'The caller\'s concurrency key (its customer or tenant), or null.' }) concurrencyKey!: string | null;
+  @Field(() => String, { nullable: true, description: "The caller's concurrency key (its customer or tenant), or null." }) concurrencyKey!: string | null;
   @Field(() => ID) accountId!: string;
   @Field(() => String) accountHandle!: string;
   @Field(() => DateTimeScalar) createdAt!: string;
@@ -86,7 +86,7 @@ export class RunPage {
   @Field(() => Pagination) pagination!: Pagination;
 }
 
-@ObjectType('Workflow', { description: 'A workflow as the catalog defines it (not a caller\'s view).' })
+@ObjectType('Workflow', { description: "A workflow as the catalog defines it (not a caller's view)." })
 @Directive('@key(fields: "id")')
 export class WorkflowType {
   @Field(() => ID) id!: string;

@@ -27,12 +27,12 @@ export class ReplayRunsArgs {
   @Field(() => ID, { description: "The API key the replays are started for: its account's runs, its spend cap." }) apiKeyId!: string;
   @Field(() => JsonScalar, { description: 'RunFilter as REST takes it.' }) filter!: unknown;
   @Field(() => String, { nullable: true }) cursor?: string | null;
-  @Field(() => JsonScalar, { nullable: true, description: 'Inputs merged over each run\'s (password inputs must be given again).' }) inputs?: unknown;
+  @Field(() => JsonScalar, { nullable: true, description: "Inputs merged over each run's (password inputs must be given again)." }) inputs?: unknown;
   @Field(() => Boolean, { nullable: true, defaultValue: false, description: "Run the workflow's current version, not the run's." })
   currentVersion?: boolean | null;
 }
 
-@ObjectType('ReplayItem', { description: 'One run\'s replay: the new run\'s id, or the error the single replay gives.' })
+@ObjectType('ReplayItem', { description: "One run's replay: the new run's id, or the error the single replay gives." })
 export class ReplayItemType {
   @Field(() => Int) index!: number;
   @Field(() => ID, { nullable: true }) runId!: string | null;

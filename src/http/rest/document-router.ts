@@ -32,13 +32,19 @@ const escapeRegExp = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\]/g,
 
 function compile(operation: Operation): Route {
   const path = operation.path;
-  const pattern = new RegExp(`^${path.replace(/\{[^}]+\}/g, '\0').split('\0').map(escapeRegExp).join('[^/]+')}$`);
+  const pattern = new RegExp(
+    `^${path
+      .replace(/\{[^}]+\}/g, '\0')
+      .split('\0')
+      .map(escapeRegExp)
+      .join('[^/]+')}$`,
+  );
   const capture = new RegExp(`^${path.replace(/\{[A-Za-z0-9_-]+\}/g, '([^\\/]*)')}$`);
-  const names = [...path.matchAll(/\{([A-Za-z0-9_-]+)\}/g)].map((m) => m[1]!);
+  const names = [...path.matchAll(/\{([A-Za-z0-9_-]+)\}/g)].map((m) => m[1]);
   const params = (relative: string) => {
     const values = capture.exec(relative);
     const out: Record<string, string> = {};
-    if (values) for (let i = 0; i < names.length; i++) out[names[i]!] = decodeURIComponent(values[i + 1]!);
+    if (values) for (let i = 0; i < names.length; i++) out[names[i]] = decodeURIComponent(values[i + 1]);
     return out;
   };
   return { operation, pattern, literal: path.replace(/\{.*?\}/g, '').length, params };
@@ -81,11 +87,12 @@ export class DocumentRouter extends OpenAPIRouter {
       const path = this.normalizePath(rawPath);
       for (const operation of this.#operations) if (operation.path === path && operation.method === method) return operation;
       if (this.#paths.has(path)) refusal = '405-methodNotAllowed: this method is not registered for the route';
-      else for (const route of this.#routes) {
-        if (!route.pattern.test(path)) continue;
-        if (route.operation.method === method) return route.operation;
-        refusal = '405-methodNotAllowed: this method is not registered for the route';
-      }
+      else
+        for (const route of this.#routes) {
+          if (!route.pattern.test(path)) continue;
+          if (route.operation.method === method) return route.operation;
+          refusal = '405-methodNotAllowed: this method is not registered for the route';
+        }
     }
     if (strict) throw new Error(refusal);
     return undefined;

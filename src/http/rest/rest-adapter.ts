@@ -154,21 +154,30 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
   api.router = api.validator.router = new DocumentRouter({ definition: api.definition, apiRoot: API_ROOT, ignoreTrailingSlashes: false });
   // An operation's validators are compiled by its first request (`quick`): a process compiles the
   // validators of the operations it serves, not of every one at start.
-  const lenient = new Set(api.getOperations().filter((op) => !op.responses?.['400']).map((op) => op.operationId));
+  const lenient = new Set(
+    api
+      .getOperations()
+      .filter((op) => !op.responses?.['400'])
+      .map((op) => op.operationId),
+  );
 
-  http.mount(API_ROOT, (req, res, ctx) => {
-    try {
-      // Path parameters are percent-decoded by the router, which throws on a malformed escape ("%E0%A4%A").
-      decodeURIComponent(ctx.path);
-    } catch {
-      throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
-    }
-    const query = queryOf(ctx.url.searchParams);
-    // A HEAD of the document is answered as its GET (Node sends no body).
-    const method = req.method === 'HEAD' && ctx.path === DOCUMENT_PATH ? 'get' : (req.method ?? 'GET');
-    const request: Request = { method, path: ctx.path, query: query as Request['query'], headers: req.headers as Record<string, string | string[]> };
-    return api.handleRequest(request, { req, res, ctx, request });
-  }, '');
+  http.mount(
+    API_ROOT,
+    (req, res, ctx) => {
+      try {
+        // Path parameters are percent-decoded by the router, which throws on a malformed escape ("%E0%A4%A").
+        decodeURIComponent(ctx.path);
+      } catch {
+        throw new ApiError('not_found', `no route for ${req.method} ${ctx.path}`);
+      }
+      const query = queryOf(ctx.url.searchParams);
+      // A HEAD of the document is answered as its GET (Node sends no body).
+      const method = req.method === 'HEAD' && ctx.path === DOCUMENT_PATH ? 'get' : (req.method ?? 'GET');
+      const request: Request = { method, path: ctx.path, query: query as Request['query'], headers: req.headers as Record<string, string | string[]> };
+      return api.handleRequest(request, { req, res, ctx, request });
+    },
+    '',
+  );
 }
 
 /**

@@ -288,7 +288,12 @@ export class PostgresRunEventBus implements RunEventBus {
     this.#lastNotifyAt = performance.now();
     const payloads: string[] = [];
     for (let i = 0; i < batch.length; i += ITEMS_PER_NOTIFICATION) {
-      payloads.push(batch.slice(i, i + ITEMS_PER_NOTIFICATION).map(([id, seq]) => `${id}:${seq}`).join(','));
+      payloads.push(
+        batch
+          .slice(i, i + ITEMS_PER_NOTIFICATION)
+          .map(([id, seq]) => `${id}:${seq}`)
+          .join(','),
+      );
     }
     this.#flushing = client
       .query(named(NOTIFY_EACH, [RUN_EVENTS_CHANNEL, payloads]))

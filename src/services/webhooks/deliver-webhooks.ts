@@ -218,7 +218,7 @@ async function send(deps: WebhookDeps, d: ClaimedDelivery, opts: DeliverOptions)
 
   const result = await post(url, headers, d.body, {
     timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
-    lookup: allowPrivateNetwork ? undefined : (guardedLookup),
+    lookup: allowPrivateNetwork ? undefined : guardedLookup,
     signal: opts.signal,
   });
   if (result.kind === 'aborted') return result;
@@ -259,10 +259,7 @@ async function recordOutcome(deps: WebhookDeps, d: ClaimedDelivery, o: Exclude<O
   return { result: 'retry', lag: null };
 }
 
-type PostResult =
-  | { kind: 'response'; statusCode: number }
-  | { kind: 'error'; error: string; blocked: boolean }
-  | { kind: 'aborted' };
+type PostResult = { kind: 'response'; statusCode: number } | { kind: 'error'; error: string; blocked: boolean } | { kind: 'aborted' };
 
 /**
  * One POST with node:http(s): no redirects followed (a 3xx is a failed attempt), a fresh connection

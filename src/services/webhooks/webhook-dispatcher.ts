@@ -137,12 +137,15 @@ export class WebhookDispatcher {
     if (next === Infinity || next >= this.#retryAt) return;
     clearTimeout(this.#retryTimer);
     this.#retryAt = next;
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#retryAt = Infinity;
-      this.notify();
-      this.#armRetry();
-    }, next - now + 5);
+    this.#retryTimer = setTimeout(
+      () => {
+        this.#retryTimer = undefined;
+        this.#retryAt = Infinity;
+        this.notify();
+        this.#armRetry();
+      },
+      next - now + 5,
+    );
     this.#retryTimer.unref();
   }
 

@@ -46,43 +46,40 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     }
     const headers: IncomingHttpHeaders = { ...req.headers, host: upstream.host };
     if (fault.kind === 'forward') for (const h of fault.dropHeaders ?? []) delete headers[h];
-    const up = http.request(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
-      (upRes) => {
-        if (fault.kind === 'lose-response') {
-          upRes.resume();
-          upRes.on('end', () => req.socket.destroy());
+    const up = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers }, (upRes) => {
+      if (fault.kind === 'lose-response') {
+        upRes.resume();
+        upRes.on('end', () => req.socket.destroy());
+        return;
+      }
+      res.writeHead(upRes.statusCode!, upRes.headers);
+      if (fault.kind === 'forward') {
+        upRes.pipe(res);
+        return;
+      }
+      let events = 0;
+      let text = '';
+      let cut = false;
+      upRes.on('data', (chunk: Buffer) => {
+        if (cut) return;
+        if (events >= fault.afterEvents) {
+          // Half of the next chunk (a frame cut in two), then the connection drops once the client
+          // had time to read what came before (a reset discards what it has not read yet).
+          cut = true;
+          upRes.destroy();
+          res.write(chunk.subarray(0, Math.max(1, Math.floor(chunk.length / 2))), () => setTimeout(() => req.socket.destroy(), 100));
           return;
         }
-        res.writeHead(upRes.statusCode!, upRes.headers);
-        if (fault.kind === 'forward') {
-          upRes.pipe(res);
-          return;
+        res.write(chunk);
+        text += chunk.toString('utf8');
+        let end: number;
+        while ((end = text.indexOf('\n\n')) >= 0) {
+          if (text.slice(0, end).startsWith('id:')) events++;
+          text = text.slice(end + 2);
         }
-        let events = 0;
-        let text = '';
-        let cut = false;
-        upRes.on('data', (chunk: Buffer) => {
-          if (cut) return;
-          if (events >= fault.afterEvents) {
-            // Half of the next chunk (a frame cut in two), then the connection drops once the client
-            // had time to read what came before (a reset discards what it has not read yet).
-            cut = true;
-            upRes.destroy();
-            res.write(chunk.subarray(0, Math.max(1, Math.floor(chunk.length / 2))), () => setTimeout(() => req.socket.destroy(), 100));
-            return;
-          }
-          res.write(chunk);
-          text += chunk.toString('utf8');
-          let end: number;
-          while ((end = text.indexOf('\n\n')) >= 0) {
-            if (text.slice(0, end).startsWith('id:')) events++;
-            text = text.slice(end + 2);
-          }
-        });
-        upRes.on('end', () => res.end());
-      },
-    );
+      });
+      upRes.on('end', () => res.end());
+    });
     up.on('error', () => req.socket.destroy());
     up.end(Buffer.concat(chunks));
   });

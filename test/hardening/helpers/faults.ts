@@ -82,7 +82,12 @@ export interface Reply {
 }
 
 /** One request; never throws (a failed connection is status -1, with the error as text). */
-export async function request(url: string, method: string, path: string, o: { key?: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Reply> {
+export async function request(
+  url: string,
+  method: string,
+  path: string,
+  o: { key?: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<Reply> {
   const headers: Record<string, string> = { ...o.headers };
   if (o.key) headers.authorization = `Bearer ${o.key}`;
   if (o.body !== undefined) headers['content-type'] = 'application/json';
@@ -131,12 +136,26 @@ export interface EventRow {
  */
 export function assertRunLog(runId: string, events: EventRow[], terminal: string, nodes: { started: string[]; completed: string[] }): void {
   const seqs = events.map((e) => e.sequence);
-  assert.equal(seqs, events.map((_, i) => i + 1), `run ${runId}: event sequences are not 1..n: ${seqs.join(',')}`);
+  assert.equal(
+    seqs,
+    events.map((_, i) => i + 1),
+    `run ${runId}: event sequences are not 1..n: ${seqs.join(',')}`,
+  );
   const terminals = events.filter((e) => ['run.completed', 'run.failed', 'run.cancelled'].includes(e.type));
-  assert.equal(terminals.map((e) => e.type), [terminal], `run ${runId}: terminal events ${terminals.map((e) => e.type).join(',') || 'none'}`);
+  assert.equal(
+    terminals.map((e) => e.type),
+    [terminal],
+    `run ${runId}: terminal events ${terminals.map((e) => e.type).join(',') || 'none'}`,
+  );
   assert.is(events.at(-1)!.type, terminal, `run ${runId}: the terminal event is not the last one`);
-  for (const [type, expected] of [['node.started', nodes.started], ['node.completed', nodes.completed]] as const) {
-    const seen = events.filter((e) => e.type === type).map((e) => e.nodeId!).sort();
+  for (const [type, expected] of [
+    ['node.started', nodes.started],
+    ['node.completed', nodes.completed],
+  ] as const) {
+    const seen = events
+      .filter((e) => e.type === type)
+      .map((e) => e.nodeId!)
+      .sort();
     assert.equal(seen, [...expected].sort(), `run ${runId}: ${type} for [${seen.join(',')}], expected each of [${expected.join(',')}] once`);
   }
 }

@@ -35,7 +35,13 @@ function run(cmd: string, args: string[], opts: { uid?: number; gid?: number; ti
     execFile(
       cmd,
       args,
-      { uid: opts.uid, gid: opts.gid, timeout: opts.timeoutMs ?? 60_000, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C', LC_ALL: 'C' }, cwd: tmpdir() },
+      {
+        uid: opts.uid,
+        gid: opts.gid,
+        timeout: opts.timeoutMs ?? 60_000,
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C', LC_ALL: 'C' },
+        cwd: tmpdir(),
+      },
       (err, stdout, stderr) => (err ? reject(new Error(`${cmd} ${args.join(' ')}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout + stderr)),
     );
   });
@@ -46,7 +52,9 @@ function findBinDir(): string | null {
   const candidates: string[] = [];
   for (const dir of (process.env.PATH ?? '').split(':')) if (dir) candidates.push(dir);
   if (existsSync('/usr/lib/postgresql')) {
-    const versions = readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    const versions = readdirSync('/usr/lib/postgresql')
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
     for (const v of versions) candidates.push(`/usr/lib/postgresql/${v}/bin`);
   }
   for (const dir of candidates) {
@@ -89,7 +97,8 @@ export async function freePort(): Promise<number> {
 /** Why no private cluster can be made on this machine, or null when one can. */
 export function whyNoPrivatePostgres(): string | null {
   if (!findBinDir()) return 'no PostgreSQL server binaries (initdb, pg_ctl, postgres) on PATH or in /usr/lib/postgresql/*/bin';
-  if (process.getuid?.() === 0 && !lookupUser('postgres')) return 'running as root (initdb refuses root) and there is no "postgres" user to run the private cluster as';
+  if (process.getuid?.() === 0 && !lookupUser('postgres'))
+    return 'running as root (initdb refuses root) and there is no "postgres" user to run the private cluster as';
   return null;
 }
 
@@ -112,11 +121,18 @@ export async function privatePostgres(): Promise<PrivatePostgres | string> {
     await run(
       join(bin, 'pg_ctl'),
       [
-        '-D', data, '-l', logFile, '-w', '-t', '60',
+        '-D',
+        data,
+        '-l',
+        logFile,
+        '-w',
+        '-t',
+        '60',
         // fsync=off: a process crash (stop -m immediate) keeps every write in the OS page cache, which is
         // what this cluster is for; only an OS crash would need fsync. synchronous_commit stays on, so a
         // commit the service saw is in the WAL before the server is killed.
-        '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=16MB -c max_connections=40`,
+        '-o',
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=16MB -c max_connections=40`,
         'start',
       ],
       as,

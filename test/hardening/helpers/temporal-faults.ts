@@ -102,7 +102,12 @@ export async function waitTerminal(orm: Orm, runIds: string[], ms: number, why: 
     250,
   ).catch((err) => {
     const open = runIds.filter((id) => !['completed', 'failed', 'cancelled'].includes(last.get(id) ?? ''));
-    throw new Error(`${(err as Error).message}; not ended: ${open.slice(0, 10).map((id) => `${id} (${last.get(id)})`).join(', ')}${why()}`);
+    throw new Error(
+      `${(err as Error).message}; not ended: ${open
+        .slice(0, 10)
+        .map((id) => `${id} (${last.get(id)})`)
+        .join(', ')}${why()}`,
+    );
   });
 }
 
@@ -138,7 +143,11 @@ export async function assertCompletedOnce(
   assert.is(micros(r!.cap_usd), expected.charge, `run ${runId}: the spend-cap reservation is not the charge`);
   assert.is(Number(r!.steps_executed), expected.steps, `run ${runId}: steps counted`);
   const outputs = (typeof r!.outputs === 'string' ? JSON.parse(r!.outputs) : r!.outputs) as { value: unknown }[];
-  assert.equal(outputs.map((o) => o.value), [expected.output], `run ${runId}: outputs`);
+  assert.equal(
+    outputs.map((o) => o.value),
+    [expected.output],
+    `run ${runId}: outputs`,
+  );
   const events = (await em.execute<Rows>('select sequence, type, node_id from run_events where run_id = ? order by sequence', [runId])).map(
     (e): EventRow => ({ sequence: Number(e.sequence), type: String(e.type), nodeId: (e.node_id as string | null) ?? null }),
   );
@@ -146,7 +155,11 @@ export async function assertCompletedOnce(
   const ledger = await em.execute<Rows>('select kind, amount_usd from ledger_entries where run_id = ? order by id', [runId]);
   assert.equal(
     ledger.map((l) => [l.kind, micros(l.amount_usd)]),
-    [['hold', -(expected.hold ?? expected.charge)], ['release', expected.hold ?? expected.charge], ['charge', -expected.charge]],
+    [
+      ['hold', -(expected.hold ?? expected.charge)],
+      ['release', expected.hold ?? expected.charge],
+      ['charge', -expected.charge],
+    ],
     `run ${runId}: ledger rows`,
   );
 }

@@ -9,7 +9,7 @@ import { engineCases, getRun, scenario, settle, withE2e } from './helpers/harnes
  */
 
 for (const engine of engineCases('rest e2e: batch')) {
-  scenario(engine, 'a batch\'s accepted runs complete; its refused item starts nothing; its replay answers the same runs', async () => {
+  scenario(engine, "a batch's accepted runs complete; its refused item starts nothing; its replay answers the same runs", async () => {
     await withE2e(engine, {}, async (e) => {
       const body = {
         runs: [
@@ -23,7 +23,10 @@ for (const engine of engineCases('rest e2e: batch')) {
       assert.is(res.body.accepted, 2);
       assert.is(res.body.items[1].error.code, 'invalid_inputs');
       const [owls, , bees] = res.body.items;
-      for (const [item, topic] of [[owls, 'owls'], [bees, 'bees']] as const) {
+      for (const [item, topic] of [
+        [owls, 'owls'],
+        [bees, 'bees'],
+      ] as const) {
         const run = await settle(e, item.run.id);
         assert.is(run.status, 'completed', JSON.stringify(run));
         assert.equal(run.outputs, [{ nodeId: 'out', name: 'Summary', type: 'text', value: `About ${topic}` }]);

@@ -36,8 +36,19 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
       assert.equal(run.outputs, [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'About owls' }]);
       const events = await runEvents(e, run.id);
       assertLogSound(events);
-      assert.equal(shape(events), ['run.queued', 'run.preparing', 'run.started', 'node.started:say', 'node.completed:say', 'node.completed:out', 'run.completed']);
-      const text = events.filter((ev) => ev.type === 'node.output.delta' && ev.nodeId === 'say').map((ev) => ev.data.text).join('');
+      assert.equal(shape(events), [
+        'run.queued',
+        'run.preparing',
+        'run.started',
+        'node.started:say',
+        'node.completed:say',
+        'node.completed:out',
+        'run.completed',
+      ]);
+      const text = events
+        .filter((ev) => ev.type === 'node.output.delta' && ev.nodeId === 'say')
+        .map((ev) => ev.data.text)
+        .join('');
       assert.is(text, 'About owls');
       assert.equal(await wallet(e, 'bob'), { balance: '5.000000', held: '0.000000' }, 'the wallet is not touched');
       const [b] = await e.t.deps.orm.em.fork().execute<{ runs_left: number }[]>(`select runs_left from bundles`);
@@ -47,7 +58,7 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
       const shown = await e.t.call('GET', `/runs/${run.id}`);
       const envelope = `{"type":"run.completed","timestamp":${JSON.stringify(hook.timestamp)},"data":${shown.text}}`;
       assert.is(hook.raw, envelope, 'the body carries the bytes GET /runs/{id} answers');
-      assert.ok(Date.parse(hook.timestamp) >= Date.parse(run.completedAt), 'the timestamp is the run\'s end, not before it');
+      assert.ok(Date.parse(hook.timestamp) >= Date.parse(run.completedAt), "the timestamp is the run's end, not before it");
     });
   });
 
@@ -71,13 +82,22 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
         const id = (await e.t.call('POST', '/runs', { body: { workflow: W_LLM, inputs: {} } })).body.run.id;
         const run = await settle(e, id);
         assert.is(run.status, 'completed', run.reason);
-        assert.equal(run.outputs.map((o: any) => o.value), ['Owls hunt at night.']);
+        assert.equal(
+          run.outputs.map((o: any) => o.value),
+          ['Owls hunt at night.'],
+        );
         // 0.25 + two steps + 11 input tokens at 0.15 and 7 output tokens at 0.60 per million.
         assert.is(run.displayedChargeUsd, 0.250206);
         assert.equal(await wallet(e, 'bob'), { balance: '4.749794', held: '0.000000' });
         const events = await runEvents(e, id);
         assertLogSound(events);
-        assert.is(events.filter((ev) => ev.type === 'node.output.delta' && ev.nodeId === 'llm').map((ev) => ev.data.text).join(''), 'Owls hunt at night.');
+        assert.is(
+          events
+            .filter((ev) => ev.type === 'node.output.delta' && ev.nodeId === 'llm')
+            .map((ev) => ev.data.text)
+            .join(''),
+          'Owls hunt at night.',
+        );
         assert.is(stub.requests.length, 1, 'one provider call');
       });
     } finally {
@@ -96,7 +116,10 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
       assert.is(run.billingStatus, 'not_charged');
       assert.is(run.displayedChargeUsd, null);
       assert.equal(await wallet(e, 'carol'), { balance: '0.000100', held: '0.000000' });
-      assert.not.ok((await runEvents(e, run.id, 'wr_test_carol')).some((ev) => ev.type === 'node.started'), 'no step ran');
+      assert.not.ok(
+        (await runEvents(e, run.id, 'wr_test_carol')).some((ev) => ev.type === 'node.started'),
+        'no step ran',
+      );
       assert.equal((await signedHook(e, run.id, 'run.failed')).data, run);
     });
   });
@@ -129,7 +152,10 @@ for (const engine of engineCases('rest e2e: lifecycle')) {
       const events = await runEvents(e, id);
       assertLogSound(events);
       assert.equal(events.find((ev) => ev.type === 'node.failed')?.data, { reason: 'invalid JSON in parsed' });
-      assert.equal(events.filter((ev) => ev.type === 'node.skipped').map((ev) => [ev.nodeId, ev.data.reason]), [['out_parsed', 'upstream_failed']]);
+      assert.equal(
+        events.filter((ev) => ev.type === 'node.skipped').map((ev) => [ev.nodeId, ev.data.reason]),
+        [['out_parsed', 'upstream_failed']],
+      );
       assert.equal(await wallet(e, 'bob'), { balance: '4.999800', held: '0.000000' });
       const hook = await signedHook(e, id, 'run.completed');
       assert.equal(hook.data, run);

@@ -118,7 +118,11 @@ for (const engine of engineCases('rest e2e: Prefer wait')) {
         }
         socket.destroy();
         await sleep(200);
-        assert.equal([...open.values()].filter((n) => n !== 0), [], 'no listener left after the hang-up');
+        assert.equal(
+          [...open.values()].filter((n) => n !== 0),
+          [],
+          'no listener left after the hang-up',
+        );
         assert.is(received.length, 0, 'nothing was answered before the hang-up');
         // The run goes on; a replay of the same request finds it and waits for its end.
         const replay = await post(e, W_DELAY, { 'idempotency-key': 'hang-up', prefer: 'wait=10' });

@@ -44,7 +44,10 @@ for (const engine of engineCases('rest e2e: queue')) {
       const ids = await Promise.all(keys.map((key) => startRun(e, W_DELAY, {}, key)));
       const runs = [];
       for (const [i, id] of ids.entries()) runs.push(await settle(e, id, keys[i]));
-      assert.equal(runs.map((r) => r.status), Array(9).fill('completed'));
+      assert.equal(
+        runs.map((r) => r.status),
+        Array(9).fill('completed'),
+      );
       // Flight intervals [startedAt, completedAt): at any start, at most two others are in flight.
       for (const r of runs) {
         const at = ms(r.startedAt);

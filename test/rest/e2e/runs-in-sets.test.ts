@@ -3,7 +3,20 @@ import { Client, Connection } from '@temporalio/client';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { W_LONG_DELAY, W_SUMMARY, W_TYPED } from './helpers/catalog.ts';
-import { assertStaysPut, engineCases, getRun, hookTypes, scenario, settle, signedHook, waitRun, waitStatus, wallet, withE2e, type E2e } from './helpers/harness.ts';
+import {
+  assertStaysPut,
+  engineCases,
+  getRun,
+  hookTypes,
+  scenario,
+  settle,
+  signedHook,
+  waitRun,
+  waitStatus,
+  wallet,
+  withE2e,
+  type E2e,
+} from './helpers/harness.ts';
 import { waitFor } from '../../helpers/wait-for.ts';
 
 /**
@@ -71,7 +84,11 @@ for (const engine of engineCases('rest e2e: runs in sets')) {
 
         if (engine.name === 'temporal') {
           for (const id of [suspended, running, ...queued]) {
-            await waitFor(`the workflow of ${id} closed as Canceled`, async () => (await workflowStatus(engine.address!, id)) === 'CANCELLED', engine.timeoutMs);
+            await waitFor(
+              `the workflow of ${id} closed as Canceled`,
+              async () => (await workflowStatus(engine.address!, id)) === 'CANCELLED',
+              engine.timeoutMs,
+            );
           }
         }
       });
@@ -87,7 +104,10 @@ for (const engine of engineCases('rest e2e: runs in sets')) {
       await settle(e, original);
       const refused = await e.t.call('POST', `/runs/${original}/replay`, { body: {} });
       assert.is(refused.status, 400, refused.text);
-      assert.equal(refused.body.error.details.map((d: { input: string }) => d.input), ['token']);
+      assert.equal(
+        refused.body.error.details.map((d: { input: string }) => d.input),
+        ['token'],
+      );
       const res = await e.t.call('POST', `/runs/${original}/replay`, { body: { inputs: { token: 'again' } } });
       assert.is(res.status, 202, res.text);
       const replay = await settle(e, res.body.run.id);

@@ -2,7 +2,19 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startProviderStub } from '../../helpers/provider-stub.ts';
 import { W_STORY } from './helpers/catalog.ts';
-import { assertLogSound, engineCases, openaiEnv, runEvents, scenario, settle, signedHook, startRun, withE2e, type E2e, type EngineCase } from './helpers/harness.ts';
+import {
+  assertLogSound,
+  engineCases,
+  openaiEnv,
+  runEvents,
+  scenario,
+  settle,
+  signedHook,
+  startRun,
+  withE2e,
+  type E2e,
+  type EngineCase,
+} from './helpers/harness.ts';
 import { followStream, spawnWorker } from './helpers/sse.ts';
 
 /**
@@ -23,18 +35,32 @@ async function streamWholeRun(e: E2e, engine: EngineCase): Promise<void> {
   assert.ok(['pending', 'running'].includes(stream.snapshot.status), `opened while the run was in flight (${stream.snapshot.status})`);
   const log = await runEvents(e, id);
   assertLogSound(log);
-  assert.equal(stream.frames.map((f) => f.event), log, 'the stream is the log: every event, in order, once');
-  assert.equal(stream.frames.map((f) => f.id), log.map((ev) => String(ev.sequence)), 'SSE ids are the sequences');
+  assert.equal(
+    stream.frames.map((f) => f.event),
+    log,
+    'the stream is the log: every event, in order, once',
+  );
+  assert.equal(
+    stream.frames.map((f) => f.id),
+    log.map((ev) => String(ev.sequence)),
+    'SSE ids are the sequences',
+  );
   const types = stream.frames.map((f) => f.type);
   assert.equal(types.slice(0, 3), ['run.queued', 'run.preparing', 'run.started']);
   assert.ok(types.indexOf('run.suspended') < types.indexOf('run.resumed'), 'the timer suspension, live');
   assert.equal(stream.frames.find((f) => f.type === 'run.suspended')!.event.data, { status: 'suspended', reason: 'wait_timer' });
-  const text = stream.frames.filter((f) => f.type === 'node.output.delta' && f.event.nodeId === 'llm').map((f) => f.event.data.text).join('');
+  const text = stream.frames
+    .filter((f) => f.type === 'node.output.delta' && f.event.nodeId === 'llm')
+    .map((f) => f.event.data.text)
+    .join('');
   assert.is(text, CHUNKS.join(''));
   assert.is(types.at(-1), 'run.completed');
   const run = await settle(e, id);
   assert.is(run.status, 'completed');
-  assert.equal(run.outputs.map((o: any) => o.value), [CHUNKS.join('')]);
+  assert.equal(
+    run.outputs.map((o: any) => o.value),
+    [CHUNKS.join('')],
+  );
   assert.equal((await signedHook(e, id, 'run.completed')).data, run);
 }
 

@@ -52,7 +52,10 @@ for (const engine of engineCases('rest e2e: resumed SSE streams')) {
       const id = await startRun(e, W_LONG_DELAY);
       const again = cursors.map((cursor) => resumeSse(e.t.base, id, cursor, 'wr_test_bob', false));
       try {
-        assert.equal(await Promise.all(again.map((s) => s.status)), cursors.map(() => 200));
+        assert.equal(
+          await Promise.all(again.map((s) => s.status)),
+          cursors.map(() => 200),
+        );
       } finally {
         for (const s of again) s.close();
       }
@@ -71,7 +74,11 @@ for (const engine of engineCases('rest e2e: resumed SSE streams')) {
         sse.close();
         assert.ok(ended, `cursor ${cursor}: still open after 3 s`);
         assert.ok(Date.now() - at < 3000);
-        assert.equal(sse.frames.map((f) => f.type), ['snapshot'], `cursor ${cursor}`);
+        assert.equal(
+          sse.frames.map((f) => f.type),
+          ['snapshot'],
+          `cursor ${cursor}`,
+        );
         assert.is(sse.frames[0]!.data.status, 'completed');
       }
     });

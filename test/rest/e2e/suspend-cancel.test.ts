@@ -110,7 +110,10 @@ for (const engine of engineCases('rest e2e: suspensions and cancel')) {
         assert.equal(supplied, { id, status: 'RUNNING', suspended: false }, 'the answer already shows the run resumed');
         const run = await settle(e, id);
         assert.is(run.status, 'completed');
-        assert.equal(run.outputs.map((o: any) => o.value), ['Hi there']);
+        assert.equal(
+          run.outputs.map((o: any) => o.value),
+          ['Hi there'],
+        );
         assert.is(run.displayedChargeUsd, 0.2502, 'price + two steps; BYOK usage is on the buyer');
         assert.is(stub.requests.length, 1);
         assert.is(stub.requests[0]!.headers.authorization, 'Bearer sk-buyer-key');
@@ -207,7 +210,10 @@ for (const engine of engineCases('rest e2e: suspensions and cancel')) {
       await cancelAndCheck(e, id, before);
       await assertStaysPut(e, id, 3_500); // past the delay's due time
       await assertEndsCancelled(e, id);
-      assert.not.ok((await runEvents(e, id)).some((ev) => ev.nodeId === 'b'), 'nothing after the delay ran');
+      assert.not.ok(
+        (await runEvents(e, id)).some((ev) => ev.nodeId === 'b'),
+        'nothing after the delay ran',
+      );
     });
   });
 }

@@ -29,7 +29,10 @@ export async function batch(io: Io, file: string, opts: BatchOpts): Promise<numb
   for (let start = 0, n = 0; start < items.length; start += BATCH, n++) {
     const chunk = items.slice(start, start + BATCH);
     const key = opts.idempotencyKey ? `${opts.idempotencyKey}:${n}` : undefined;
-    const answer = await client.startRuns(chunk.map((i) => i.run), { idempotencyKey: key, cancelAfter: opts.cancelAfter, startAfter: opts.startAfter });
+    const answer = await client.startRuns(
+      chunk.map((i) => i.run),
+      { idempotencyKey: key, cancelAfter: opts.cancelAfter, startAfter: opts.startAfter },
+    );
     for (const outcome of answer.items) {
       const line = chunk[outcome.index]!.line;
       if ('error' in outcome) refused++;

@@ -24,7 +24,7 @@ const json = (io: Io, value: unknown) => print(io, JSON.stringify(value, null, 2
 
 export async function workflowsList(io: Io, opts: { json?: boolean; limit?: string; offset?: string; q?: string }): Promise<number> {
   const page = await clientFrom(io.env).listWorkflows({ limit: int(opts.limit, 50), offset: int(opts.offset, 0), ...(opts.q ? { q: opts.q } : {}) });
-  if (opts.json) return json(io, page), EXIT.ok;
+  if (opts.json) return (json(io, page), EXIT.ok);
   const rows = page.workflows.map((w) => [w.id, w.name, w.userAccess, usd(w.displayedRunPriceUsd), w.apiRunnableNow ? 'yes' : 'no']);
   print(io, table(['ID', 'NAME', 'ACCESS', 'PRICE', 'RUNNABLE'], rows));
   if (page.pagination.hasMore) print(io, `… more: --offset ${page.pagination.offset + page.pagination.limit}`);
@@ -33,7 +33,7 @@ export async function workflowsList(io: Io, opts: { json?: boolean; limit?: stri
 
 export async function workflowsShow(io: Io, id: string, opts: { json?: boolean }): Promise<number> {
   const w = await withWorkflow(id, () => clientFrom(io.env).getWorkflow(id));
-  if (opts.json) return json(io, w), EXIT.ok;
+  if (opts.json) return (json(io, w), EXIT.ok);
   print(io, `${w.name}  (${w.id})`);
   if (w.description) print(io, w.description);
   print(
@@ -195,7 +195,7 @@ export async function runsList(io: Io, opts: RunsListOpts): Promise<number> {
     ...(opts.until ? { createdBefore: opts.until } : {}),
   };
   const page = await clientFrom(io.env).listRuns(query);
-  if (opts.json) return json(io, page), EXIT.ok;
+  if (opts.json) return (json(io, page), EXIT.ok);
   const rows = page.runs.map((r) => [r.id, r.status, r.workflowId ?? '—', r.startedAt ?? '—', charge(r)]);
   print(io, table(['ID', 'STATUS', 'WORKFLOW', 'STARTED', 'CHARGE'], rows));
   if (page.pagination.hasMore) print(io, `… more: --offset ${page.pagination.offset + page.pagination.limit}`);
@@ -211,21 +211,27 @@ export async function runsGet(io: Io, id: string, opts: { json?: boolean }): Pro
 
 export async function runsEvents(io: Io, id: string, opts: { json?: boolean; after?: string }): Promise<number> {
   const events = await clientFrom(io.env).listRunEvents(id, { afterSequence: int(opts.after, 0) });
-  if (opts.json) return json(io, events), EXIT.ok;
-  print(io, table(['SEQ', 'TS', 'TYPE', 'NODE', 'DATA'], events.map((e) => [String(e.sequence), e.ts, e.type, e.nodeId ?? '', JSON.stringify(e.data)])));
+  if (opts.json) return (json(io, events), EXIT.ok);
+  print(
+    io,
+    table(
+      ['SEQ', 'TS', 'TYPE', 'NODE', 'DATA'],
+      events.map((e) => [String(e.sequence), e.ts, e.type, e.nodeId ?? '', JSON.stringify(e.data)]),
+    ),
+  );
   return EXIT.ok;
 }
 
 export async function runsCancel(io: Io, id: string, opts: { json?: boolean }): Promise<number> {
   const r = await clientFrom(io.env).cancelRun(id);
-  if (opts.json) return json(io, r), EXIT.ok;
+  if (opts.json) return (json(io, r), EXIT.ok);
   print(io, r.cancelRequested ? `run ${r.id} cancelled` : `run ${r.id} was already ${r.status}; nothing to cancel`);
   return EXIT.ok;
 }
 
 export async function runsReschedule(io: Io, id: string, startAt: string, opts: { json?: boolean }): Promise<number> {
   const r = await clientFrom(io.env).rescheduleRun(id, startAt);
-  if (opts.json) return json(io, r), EXIT.ok;
+  if (opts.json) return (json(io, r), EXIT.ok);
   print(io, `run ${r.id} starts at ${r.scheduledFor}`);
   return EXIT.ok;
 }

@@ -37,7 +37,7 @@ export async function runsCancelMany(io: Io, opts: CancelManyOpts): Promise<numb
     total.alreadyTerminal += page.alreadyTerminal;
     cursor = page.nextCursor ?? undefined;
   } while (cursor);
-  if (opts.json) return print(io, JSON.stringify({ dryRun: Boolean(opts.dryRun), ...total }, null, 2)), EXIT.ok;
+  if (opts.json) return (print(io, JSON.stringify({ dryRun: Boolean(opts.dryRun), ...total }, null, 2)), EXIT.ok);
   const verb = opts.dryRun ? 'would cancel' : 'cancelled';
   print(io, `${total.matched} runs matched: ${verb} ${total.cancelled}, ${total.alreadyTerminal} already ended`);
   return EXIT.ok;
@@ -64,7 +64,7 @@ export async function runsReplay(io: Io, id: string, opts: ReplayOpts): Promise<
     ...(metadata ? { metadata } : {}),
     ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}),
   });
-  if (opts.json) return print(io, JSON.stringify(started, null, 2)), EXIT.ok;
+  if (opts.json) return (print(io, JSON.stringify(started, null, 2)), EXIT.ok);
   print(io, `run ${started.id} replays ${id}${started.replayed ? ' (already started under this key)' : ''}: ${started.statusUrl}`);
   return EXIT.ok;
 }

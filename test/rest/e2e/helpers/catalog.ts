@@ -61,7 +61,13 @@ export const E2E_WORKFLOWS = [
   wf(
     W_LIMIT,
     'Too much compute',
-    [text('s1', 'one'), text('s2', '{{s1}} two'), text('s3', '{{s2}} three'), text('s4', '{{s3}} four'), { id: 'out', kind: 'output', from: 's4', name: 'Count' }],
+    [
+      text('s1', 'one'),
+      text('s2', '{{s1}} two'),
+      text('s3', '{{s2}} three'),
+      text('s4', '{{s3}} four'),
+      { id: 'out', kind: 'output', from: 's4', name: 'Count' },
+    ],
     { computeLimitUsd: '0.000250' },
   ),
   wf(W_ISSUES, 'Half broken', [

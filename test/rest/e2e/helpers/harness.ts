@@ -193,11 +193,16 @@ export async function runEvents(e: E2e, id: string, key = 'wr_test_bob'): Promis
 }
 
 /** Event types and node ids, deltas left out: the shape both engines must produce. */
-export const shape = (events: PublicEvent[]) => events.filter((ev) => ev.type !== 'node.output.delta').map((ev) => `${ev.type}${ev.nodeId ? `:${ev.nodeId}` : ''}`);
+export const shape = (events: PublicEvent[]) =>
+  events.filter((ev) => ev.type !== 'node.output.delta').map((ev) => `${ev.type}${ev.nodeId ? `:${ev.nodeId}` : ''}`);
 
 /** Sequences 1..n, each node event at most once per node. */
 export function assertLogSound(events: PublicEvent[]): void {
-  assert.equal(events.map((ev) => ev.sequence), events.map((_, i) => i + 1), 'sequences are 1..n without gaps');
+  assert.equal(
+    events.map((ev) => ev.sequence),
+    events.map((_, i) => i + 1),
+    'sequences are 1..n without gaps',
+  );
   for (const type of ['node.started', 'node.completed', 'node.failed', 'node.skipped']) {
     const ids = events.filter((ev) => ev.type === type).map((ev) => ev.nodeId);
     assert.equal(ids.length, new Set(ids).size, `each ${type} at most once per node`);
@@ -206,10 +211,12 @@ export function assertLogSound(events: PublicEvent[]): void {
 
 /** The account's wallet, read from the database (the public API does not show balances). */
 export async function wallet(e: E2e, handle: string): Promise<{ balance: string; held: string }> {
-  const [w] = await e.t.deps.orm.em.fork().execute<{ balance_usd: string; held_usd: string }[]>(
-    'select w.balance_usd, w.held_usd from wallets w join accounts a on a.id = w.account_id where a.handle = ?',
-    [handle],
-  );
+  const [w] = await e.t.deps.orm.em
+    .fork()
+    .execute<{ balance_usd: string; held_usd: string }[]>(
+      'select w.balance_usd, w.held_usd from wallets w join accounts a on a.id = w.account_id where a.handle = ?',
+      [handle],
+    );
   return { balance: String(w!.balance_usd), held: String(w!.held_usd) };
 }
 

@@ -41,7 +41,9 @@ export function followStream(e: E2e, runId: string, timeoutMs: number, key = 'wr
   return new Promise<Stream>((resolve, reject) => {
     const timer = setTimeout(() => {
       es.close();
-      reject(new Error(`[${e.engine.name}] the stream of ${runId} saw no terminal event in ${timeoutMs} ms (got ${stream.frames.map((f) => f.type).join(', ')})`));
+      reject(
+        new Error(`[${e.engine.name}] the stream of ${runId} saw no terminal event in ${timeoutMs} ms (got ${stream.frames.map((f) => f.type).join(', ')})`),
+      );
     }, timeoutMs);
     es.addEventListener('open', () => stream.opens++);
     es.addEventListener('snapshot', (ev: MessageEvent) => {
