@@ -29,16 +29,14 @@ async function emit(t: TestApp, runId: string, events: { type: string; nodeId?: 
 }
 
 async function finish(t: TestApp, runId: string) {
-  const last = await t.deps.orm.em
-    .fork()
-    .transactional((tx) =>
-      finishRun(tx as never, runId, {
-        status: 'completed',
-        outcome: 'completed',
-        outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }],
-        charge: 'full',
-      }),
-    );
+  const last = await t.deps.orm.em.fork().transactional((tx) =>
+    finishRun(tx as never, runId, {
+      status: 'completed',
+      outcome: 'completed',
+      outputs: [{ nodeId: 'out', name: 'Summary', type: 'text', value: 'done' }],
+      charge: 'full',
+    }),
+  );
   t.deps.bus.publish(runId, last!.last);
 }
 
