@@ -98,11 +98,13 @@ async function openStream(t: TestApp, runId: string, key: string): Promise<{ sta
 
 s("API1 another account's run is 404 on every run route, exactly like a run that does not exist", async ({ t, bobRun }) => {
   const runOps = OPERATIONS.filter((o) => o.template.startsWith('/runs/{'));
-  assert.equal(runOps.map((o) => o.id).sort(), ['cancelRun', 'getRun', 'listRunEvents', 'replayRun', 'streamRun']);
+  assert.equal(runOps.map((o) => o.id).sort(), ['cancelRun', 'getRun', 'listRunEvents', 'replayRun', 'rescheduleRun', 'streamRun']);
+  const later = { startAt: new Date(Date.now() + 3_600_000).toISOString() };
   for (const key of ['wr_test_alice', 'wr_test_carol', 'wr_test_pat', DAVE_KEY, FUZZ_KEY]) {
     for (const op of runOps) {
-      const theirs = await t.call(op.method, pathOf(op.template, bobRun), { key });
-      const missing = await t.call(op.method, pathOf(op.template, NOT_A_RUN), { key });
+      const body = op.id === 'rescheduleRun' ? later : undefined;
+      const theirs = await t.call(op.method, pathOf(op.template, bobRun), { key, body });
+      const missing = await t.call(op.method, pathOf(op.template, NOT_A_RUN), { key, body });
       assert.is(theirs.status, 404, `${key} ${op.id}`);
       // No oracle: the answer for someone else's run is the answer for no run at all.
       assert.equal(theirs.body, missing.body, `${key} ${op.id}`);
@@ -449,13 +451,17 @@ s('API5 every operation enforces the scopes the document lists for it (any-of)',
   let checked = 0;
   for (const op of OPERATIONS.filter((o) => o.scopes.length)) {
     for (const [key, held] of keys) {
-      const fresh = (await t.call('POST', '/runs', { key: 'wr_test_bob', body: { workflow: W.summary, inputs: { topic: 'scope' } } })).body.run.id;
+      // A run to reschedule waits for a later start; any other run is queued at once.
+      const later = new Date(Date.now() + 3_600_000).toISOString();
+      const start = { workflow: W.summary, inputs: { topic: 'scope' }, ...(op.id === 'rescheduleRun' ? { startAt: later } : {}) };
+      const fresh = (await t.call('POST', '/runs', { key: 'wr_test_bob', body: start })).body.run.id;
       const path = pathOf(op.template, op.template.startsWith('/workflows/') ? W.summary : fresh);
       const bodies: Record<string, unknown> = {
         startRun: { workflow: W.summary, inputs: { topic: 'scope' } },
         startRuns: { runs: [{ workflow: W.summary, inputs: { topic: 'scope' } }] },
         cancelRuns: { ids: [fresh] },
         replayRuns: { ids: [fresh] },
+        rescheduleRun: { startAt: later },
       };
       const body = bodies[op.id];
       const res =
@@ -719,6 +725,7 @@ s('API8 a 5xx on any operation is the bare internal_error envelope: no stack, no
         startRuns: { runs: [{ workflow: W.summary }] },
         cancelRuns: { ids: [NOT_A_RUN] },
         replayRuns: { ids: [NOT_A_RUN] },
+        rescheduleRun: { startAt: new Date(Date.now() + 3_600_000).toISOString() },
       };
       const res = await t.call(op.method, path, { key: 'wr_test_bob', body: bodies[op.id] });
       assert.is(res.status, 500, op.id);
