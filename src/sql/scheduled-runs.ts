@@ -28,7 +28,7 @@ due as materialized (
    where ${scheduledRun()} and scheduled_for <= clock_timestamp() and engine = $1
    order by scheduled_for, id limit $2
    for update skip locked),
-entering as (
+entering as materialized (
   select n.id, ${fairPass('n')} as fair_pass
     from (select due.*, row_number() over (order by due.scheduled_for, due.id) as ord from due) n)
 update runs r set phase = 'queued', queued_at = clock_timestamp(), updated_at = clock_timestamp(), fair_pass = entering.fair_pass
