@@ -57,7 +57,9 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
       // A plain require, evaluated here and not at the bundle's start (see above); the module path is the one
       // Temporal documents for bundling these interceptors with workflows.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const openTelemetry: { interceptors: typeof OpenTelemetryInterceptors } = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js');
+      const openTelemetry = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js') as {
+        interceptors: typeof OpenTelemetryInterceptors;
+      };
       traced = openTelemetry.interceptors() as typeof traced;
       return (traced!.inbound[0] as unknown as { execute: Call }).execute(input, next);
     },

@@ -1,6 +1,7 @@
 import { toDb } from '../domain/money.ts';
 import type { Pricing } from './pricing.ts';
 import type { CatalogWorkflow } from './schema.ts';
+import type { WorkflowColumns } from '../sql/catalog-workflows.ts';
 
 /** How the catalog loader compares and writes fields: money as stored, key prefixes, a workflow's columns. */
 
@@ -19,21 +20,21 @@ export function keyPrefix(secret: string): string {
 }
 
 export function workflowFields(w: CatalogWorkflow, activeVersionId: string) {
-  const values = [
-    w.name,
-    w.description,
-    w.serviceCode,
-    w.runModel,
-    w.priceUsd,
-    w.listing,
-    w.unlock,
-    w.apiAccess,
-    w.credentialMode,
-    w.computeLimitUsd,
-    activeVersionId,
-  ];
+  const columns: WorkflowColumns = {
+    name: w.name,
+    description: w.description,
+    service_code: w.serviceCode,
+    run_model: w.runModel,
+    price_usd: w.priceUsd,
+    listing: w.listing,
+    unlock: w.unlock,
+    api_access: w.apiAccess,
+    credential_mode: w.credentialMode,
+    compute_limit_usd: w.computeLimitUsd,
+    active_version_id: activeVersionId,
+  };
   return {
-    values,
+    columns,
     differsFrom(row: Record<string, unknown>): boolean {
       return (
         row.name !== w.name ||

@@ -30,6 +30,7 @@ import {
   CATALOG_UPDATE_WEBHOOK_ENDPOINT,
   CATALOG_WEBHOOK_ENDPOINT,
   LOCK_CATALOG_LOAD,
+  type ApiKeyColumns,
 } from '../sql/catalog-accounts.ts';
 import {
   CATALOG_INSERT_VERSION,
@@ -224,19 +225,20 @@ class Loader {
     const flow = [k.highPriority, k.maxConcurrentPerConcurrencyKey];
     if (!row) {
       const id = randomUUID();
-      await this.q(CATALOG_INSERT_API_KEY, [
+      const columns: ApiKeyColumns = {
         id,
-        accountId,
-        hash,
-        keyPrefix(k.secret),
-        JSON.stringify(k.scopes),
-        k.rateLimitPerMinute,
-        capWindow,
-        capUsd,
-        expires,
-        k.revoked,
-        k.runBudgetPerMinute,
-      ]);
+        account_id: accountId,
+        key_hash: hash,
+        prefix: keyPrefix(k.secret),
+        scopes: k.scopes,
+        rate_limit_per_minute: k.rateLimitPerMinute,
+        run_budget_per_minute: k.runBudgetPerMinute,
+        spend_cap_window: capWindow,
+        spend_cap_usd: capUsd,
+        expires_at: expires,
+        revoked: k.revoked,
+      };
+      await this.q(CATALOG_INSERT_API_KEY, [columns]);
       await this.q(CATALOG_API_KEY_FLOW, [id, ...flow]);
       this.report.apiKeys.created++;
       return;
@@ -367,10 +369,10 @@ class Loader {
 
       const fields = workflowFields(w, activeVersionId);
       if (!row) {
-        await this.q(CATALOG_INSERT_WORKFLOW, [workflowId, ownerId, ...fields.values]);
+        await this.q(CATALOG_INSERT_WORKFLOW, [{ id: workflowId, owner_id: ownerId, ...fields.columns }]);
         this.report.workflows.created++;
       } else if (fields.differsFrom(row)) {
-        await this.q(CATALOG_UPDATE_WORKFLOW, [...fields.values, workflowId]);
+        await this.q(CATALOG_UPDATE_WORKFLOW, [{ id: workflowId, ...fields.columns }]);
         this.report.workflows.updated++;
       } else this.report.workflows.unchanged++;
 

@@ -24,7 +24,9 @@ export const FEDERATION_LINK = 'extend schema @link(url: "https://specs.apollo.d
 /** Service errors become GraphQL errors with a code, for every resolver (see errors.ts). */
 const ErrorCodes: MiddlewareFn<GraphqlContext> = async (_data, next) => {
   try {
-    return await next();
+    // type-graphql types a resolver's answer `any`; it is passed on untouched.
+    const answer: unknown = await next();
+    return answer;
   } catch (err) {
     throw toGraphQLError(err);
   }

@@ -49,7 +49,7 @@ const httpChildren = new Map<string, Map<number, HttpChild>>();
 
 function httpChild(route: string, method: string | undefined, status: number): HttpChild {
   let byRoute = httpChildren.get(route);
-  if (!byRoute) httpChildren.set(route, (byRoute = new Map()));
+  if (!byRoute) httpChildren.set(route, (byRoute = new Map<number, HttpChild>()));
   let m = METHODS.indexOf(method ?? '');
   if (m < 0) m = METHODS.length;
   const key = m * 1000 + status;

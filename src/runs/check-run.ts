@@ -101,7 +101,7 @@ async function resolveVersion(em: StatementEm, a: WorkflowAccess, requested: str
   if (!isUuid(requested)) throw unusable();
   const allowed = a.isOwner ? true : a.row.pinnedVersionId ? requested === a.row.pinnedVersionId : requested === a.row.activeVersionId;
   if (!allowed) throw unusable();
-  const versions = (memo.versions ??= new Map());
+  const versions = (memo.versions ??= new Map<string, Promise<Awaited<ReturnType<typeof findVersion>>>>());
   let found = versions.get(`${a.row.id}:${requested}`);
   if (!found) versions.set(`${a.row.id}:${requested}`, (found = findVersion(em, a.row.id, requested)));
   const v = await found;

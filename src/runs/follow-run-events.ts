@@ -33,7 +33,7 @@ let clock = 0;
  */
 function readPage(deps: Pick<Deps, 'orm'>, runId: string, after: number, knows: number): SharedRead {
   let reads = inflight.get(deps.orm);
-  if (!reads) inflight.set(deps.orm, (reads = new Map()));
+  if (!reads) inflight.set(deps.orm, (reads = new Map<string, SharedRead>()));
   const key = `${runId}:${after}`;
   const running = reads.get(key);
   if (running && running.knows >= knows) return running;

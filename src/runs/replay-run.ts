@@ -124,7 +124,7 @@ async function replaySet(deps: Deps, principal: Principal, body: unknown, draw?:
     ).map((r) => [r.id, r]),
   );
   const order = selection.kind === 'ids' ? selection.ids.map((id) => id.toLowerCase()) : selected.runs.map((r) => r.id);
-  const items: ReplayItem[] = new Array(order.length);
+  const items = new Array<ReplayItem>(order.length);
   const toStart: { index: number; body: Record<string, unknown>; replayOf: string }[] = [];
   for (const [index, id] of order.entries()) {
     try {

@@ -47,10 +47,10 @@ export const statusesOfListStatus = (status: string): RunStatus[] => (status ===
 
 function statusesOf(value: unknown): RunStatus[] | null {
   if (value === undefined || value === null) return null;
-  const list = Array.isArray(value) ? value : [value];
-  const wrong = list.find((s) => typeof s !== 'string' || !(LIST_STATUSES as readonly string[]).includes(s));
-  if (list.length === 0 || wrong !== undefined) throw invalidRequest(`filter.status must be a list of: ${LIST_STATUSES.join(', ')}`);
-  return [...new Set(list.flatMap((s: string) => statusesOfListStatus(s)))];
+  const list: readonly unknown[] = Array.isArray(value) ? value : [value];
+  const statuses = list.filter((s): s is string => typeof s === 'string' && (LIST_STATUSES as readonly string[]).includes(s));
+  if (list.length === 0 || statuses.length !== list.length) throw invalidRequest(`filter.status must be a list of: ${LIST_STATUSES.join(', ')}`);
+  return [...new Set(statuses.flatMap(statusesOfListStatus))];
 }
 
 function workflowOf(value: unknown): string | null {

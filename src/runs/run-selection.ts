@@ -3,7 +3,7 @@ import { ApiError, invalidRequest } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 import { query } from '../db/statement.ts';
-import { ACCOUNT_RUN_STATUSES, MATCH_RUNS, MATCH_RUNS_BY_LABEL } from '../sql/runs.ts';
+import { ACCOUNT_RUN_STATUSES, MATCH_RUNS, MATCH_RUNS_BY_LABEL, labelOf, type RunListCall } from '../sql/runs.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import { fork, type RunsDeps } from './deps.ts';
 import { parseRunFilter, type RunFilter } from './run-filter.ts';
@@ -20,6 +20,13 @@ import { parseRunFilter, type RunFilter } from './run-filter.ts';
 export const MAX_RUNS_PER_CALL = 1000;
 
 export type RunSelection = { kind: 'ids'; ids: string[] } | { kind: 'filter'; filter: RunFilter; cursor: Keyset | null; fingerprint: string };
+
+/** A row of MATCH_RUNS: a run and its creation instant as the keyset's text. */
+interface MatchedRun {
+  id: string;
+  status: RunStatus;
+  created_key: string;
+}
 
 interface Keyset {
   at: string;
@@ -71,16 +78,23 @@ export async function selectRuns(deps: RunsDeps, accountId: string, selection: R
     return { runs, notFound: selection.ids.filter((id) => !found.has(id.toLowerCase())), nextCursor: null };
   }
   const { filter, cursor } = selection;
-  const values = [accountId, filter.statuses, filter.workflow, limit + 1, cursor?.at ?? null, filter.createdAfter, filter.createdBefore, cursor?.id ?? null];
-  const pairs = Object.entries(filter.metadata);
-  const [first] = pairs;
-  const rows = first
-    ? await query(em, MATCH_RUNS_BY_LABEL, [...values, first[0], first[1], JSON.stringify(filter.metadata)])
-    : await query(em, MATCH_RUNS, values);
+  const call: RunListCall = {
+    account_id: accountId,
+    statuses: filter.statuses,
+    workflow_id: filter.workflow,
+    created_after: filter.createdAfter,
+    created_before: filter.createdBefore,
+    max_rows: limit + 1,
+    metadata: filter.metadata,
+    past_created: cursor?.at ?? null,
+    past_id: cursor?.id ?? null,
+  };
+  const label = labelOf(filter.metadata);
+  const rows = await query<MatchedRun>(em, label ? MATCH_RUNS_BY_LABEL : MATCH_RUNS, [{ ...call, ...label }]);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
-  const nextCursor = rows.length > limit && last ? cursorOf({ at: String(last.created_key), id: String(last.id) }, selection.fingerprint) : null;
-  return { runs: page.map((r) => ({ id: String(r.id), status: r.status as RunStatus })), notFound: [], nextCursor };
+  const nextCursor = rows.length > limit && last ? cursorOf({ at: last.created_key, id: last.id }, selection.fingerprint) : null;
+  return { runs: page.map((r) => ({ id: r.id, status: r.status })), notFound: [], nextCursor };
 }
 
 /** A cursor: the keyset and the fingerprint of the filter it continues, as base64url JSON. */

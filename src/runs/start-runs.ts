@@ -73,7 +73,7 @@ interface Item {
 
 /** Starts the runs `bodies` (each what POST /runs takes) and answers each one's outcome, in order. */
 export async function startRuns(deps: Deps, principal: Principal, bodies: readonly unknown[], opts: StartRunsOptions): Promise<RunOutcome[]> {
-  const outcomes: RunOutcome[] = new Array(bodies.length);
+  const outcomes = new Array<RunOutcome>(bodies.length);
   const refuse = refuser(outcomes);
   let items = parseItems(deps, principal, bodies, opts, refuse);
   // Only statements outside a transaction (the acceptance opens its own): no fork, no entity manager to build.
@@ -101,7 +101,7 @@ export async function quoteStartRuns(
   bodies: readonly unknown[],
   opts: StartRunsOptions,
 ): Promise<{ outcomes: QuoteOutcome[]; totalUsd: number }> {
-  const outcomes: QuoteOutcome[] = new Array(bodies.length);
+  const outcomes = new Array<QuoteOutcome>(bodies.length);
   const refuse = refuser(outcomes);
   const em = outsideTransaction(deps.orm);
   const calls = await checkItems(em, deps, principal, parseItems(deps, principal, bodies, opts, refuse), opts, {}, 1, refuse);

@@ -82,15 +82,31 @@ export const CATALOG_UPDATE_PROVIDER_KEY = statement('catalog_update_provider_ke
 /** $1 key hash. */
 export const CATALOG_API_KEY_BY_HASH = statement('catalog_api_key_by_hash', `select * from api_keys where key_hash = $1`, [ApiKeySchema]);
 
-/**
- * $1 id, $2 account id, $3 key hash, $4 prefix, $5 scopes (JSON text), $6 rate limit per minute,
- * $7 spend cap window, $8 spend cap, $9 expiry (ISO text or null), $10 revoked, $11 run budget per minute.
- */
+/** A new API key of the catalog (CATALOG_INSERT_API_KEY), by column; money as exact decimal text, the expiry as an ISO instant. */
+export interface ApiKeyColumns {
+  id: string;
+  account_id: string;
+  key_hash: string;
+  prefix: string;
+  scopes: readonly string[];
+  rate_limit_per_minute: number;
+  run_budget_per_minute: number;
+  spend_cap_window: string | null;
+  spend_cap_usd: string | null;
+  expires_at: string | null;
+  revoked: boolean;
+}
+
+/** $1 JSON: ApiKeyColumns. */
 export const CATALOG_INSERT_API_KEY = statement(
   'catalog_insert_api_key',
   `insert into api_keys (id, account_id, key_hash, prefix, scopes, rate_limit_per_minute, spend_cap_window, spend_cap_usd, expires_at, revoked, created_at,
                          run_budget_per_minute)
-   values ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6, $7, $8::numeric, $9::timestamptz, $10, now(), $11)`,
+   select k.id, k.account_id, k.key_hash, k.prefix, k.scopes, k.rate_limit_per_minute, k.spend_cap_window, k.spend_cap_usd, k.expires_at, k.revoked, now(),
+          k.run_budget_per_minute
+     from jsonb_to_record($1::jsonb)
+          as k(id uuid, account_id uuid, key_hash text, prefix text, scopes jsonb, rate_limit_per_minute int, spend_cap_window text, spend_cap_usd numeric,
+               expires_at timestamptz, revoked boolean, run_budget_per_minute int)`,
   [ApiKeySchema],
 );
 

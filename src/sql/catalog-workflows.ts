@@ -19,25 +19,44 @@ export const CATALOG_WORKFLOWS_BY_NAME = statement(
 /** $1 workflow id. */
 export const CATALOG_WORKFLOW_ID = statement('catalog_workflow_id', `select id from workflows where id = $1::uuid`, [WorkflowSchema]);
 
-/**
- * $1 id, $2 owner id, then the fields of catalog-fields.ts `workflowFields`: $3 name, $4 description,
- * $5 service code, $6 run model, $7 price, $8 listing, $9 unlock, $10 API access, $11 credential mode,
- * $12 compute limit, $13 active version id.
- */
+/** The columns of a workflow the catalog sets (src/catalog/catalog-fields.ts `workflowFields`), by name; money as exact decimal text. */
+export interface WorkflowColumns {
+  name: string;
+  description: string | null;
+  service_code: string | null;
+  run_model: string;
+  price_usd: string;
+  listing: string;
+  unlock: boolean;
+  api_access: boolean;
+  credential_mode: string;
+  compute_limit_usd: string | null;
+  active_version_id: string;
+}
+
+/** WorkflowColumns as the columns of `jsonb_to_record`. */
+const WORKFLOW_COLUMNS = `name text, description text, service_code text, run_model text, price_usd numeric, listing text, unlock boolean,
+                         api_access boolean, credential_mode text, compute_limit_usd numeric, active_version_id uuid`;
+
+/** $1 JSON: WorkflowColumns with the workflow's `id` and `owner_id`. */
 export const CATALOG_INSERT_WORKFLOW = statement(
   'catalog_insert_workflow',
   `insert into workflows (id, owner_id, name, description, service_code, run_model, price_usd, listing, unlock, api_access,
                           credential_mode, compute_limit_usd, active_version_id, runs_count, created_at)
-   values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7::numeric, $8, $9, $10, $11, $12::numeric, $13::uuid, 0, now())`,
+   select w.id, w.owner_id, w.name, w.description, w.service_code, w.run_model, w.price_usd, w.listing, w.unlock, w.api_access,
+          w.credential_mode, w.compute_limit_usd, w.active_version_id, 0, now()
+     from jsonb_to_record($1::jsonb) as w(id uuid, owner_id uuid, ${WORKFLOW_COLUMNS})`,
   [WorkflowSchema],
 );
 
-/** $1–$11 the fields of `workflowFields` (as CATALOG_INSERT_WORKFLOW's $3–$13), $12 workflow id. */
+/** $1 JSON: WorkflowColumns with the workflow's `id`. */
 export const CATALOG_UPDATE_WORKFLOW = statement(
   'catalog_update_workflow',
-  `update workflows set name = $1, description = $2, service_code = $3, run_model = $4, price_usd = $5::numeric, listing = $6, unlock = $7,
-                        api_access = $8, credential_mode = $9, compute_limit_usd = $10::numeric, active_version_id = $11::uuid
-    where id = $12::uuid`,
+  `update workflows set name = w.name, description = w.description, service_code = w.service_code, run_model = w.run_model, price_usd = w.price_usd,
+                        listing = w.listing, unlock = w.unlock, api_access = w.api_access, credential_mode = w.credential_mode,
+                        compute_limit_usd = w.compute_limit_usd, active_version_id = w.active_version_id
+     from jsonb_to_record($1::jsonb) as w(id uuid, ${WORKFLOW_COLUMNS})
+    where workflows.id = w.id`,
   [WorkflowSchema],
 );
 

@@ -54,81 +54,139 @@ export const RUN_SCHEDULE = statement(
   [RunSchema],
 );
 
-/** The list's time range on table or alias `t`: $6, $7 created at or after, before (or null: unbounded), as a range of an index. */
-const createdWithin = (t: string) => `${t}.created_at >= coalesce($6::timestamptz, '-infinity') and ${t}.created_at < coalesce($7::timestamptz, 'infinity')`;
+/**
+ * The call of the list and match statements below: their one parameter ($1, JSON) with named fields.
+ * Each statement reads it as `call`, one row; a field is read through `arg`, a scalar subquery the
+ * planner runs once before the scan (an InitPlan) and then uses as a parameter, so the account, the
+ * pair and the time range still bound the index scan and the index still gives the order (joining
+ * `call` would put its row first and need a sort).
+ */
+export interface RunListCall {
+  account_id: string;
+  /** Statuses, or null: any. */
+  statuses: readonly string[] | null;
+  /** A workflow id, or null: any. */
+  workflow_id: string | null;
+  /** Created at or after, before (UTC instants as Postgres reads them), or null: unbounded. */
+  created_after: string | null;
+  created_before: string | null;
+  /** At most this many rows, after the first `skip_rows` (the lists). */
+  max_rows: number;
+  skip_rows?: number;
+  /** The pairs the run's metadata must hold (`{}`: any), and the one of them the *_BY_LABEL statements walk `run_labels` by. */
+  metadata?: Readonly<Record<string, string>>;
+  label_key?: string;
+  label_value?: string;
+  /** The concurrency key of LIST_RUNS_BY_CONCURRENCY_KEY. */
+  concurrency_key?: string;
+  /** Where the last call of a match's walk ended (its last run's creation instant and id), or null: from the newest. */
+  past_created?: string | null;
+  past_id?: string | null;
+}
 
-/** The list's other filters on alias `r`: $2 statuses or null (any), $3 workflow or null (any). */
-const statusAndWorkflow = (r: string) => `($2::text[] is null or ${r}.status = any($2::text[])) and ($3::uuid is null or ${r}.workflow_id = $3::uuid)`;
+/** The pair a *_BY_LABEL statement walks `run_labels` by: the first of `metadata`'s, or undefined when it has none. */
+export function labelOf(metadata: Readonly<Record<string, string>>): Pick<RunListCall, 'label_key' | 'label_value'> | undefined {
+  const [label] = Object.entries(metadata).map(([key, value]) => ({ label_key: key, label_value: value }));
+  return label;
+}
+
+const LIST_CALL = `call as materialized (
+  select * from jsonb_to_record($1::jsonb)
+         as call(account_id uuid, statuses text[], workflow_id uuid, created_after timestamptz, created_before timestamptz, max_rows int, skip_rows int,
+                 metadata jsonb, label_key text, label_value text, concurrency_key text, past_created timestamptz, past_id uuid))`;
+
+/** A field of `call`, as a value computed once before the scan. */
+const arg = (field: keyof RunListCall) => `(select ${field} from call)`;
+
+/** The list's time range on table or alias `t`, as a range of an index. */
+const createdWithin = (t: string) =>
+  `${t}.created_at >= coalesce(${arg('created_after')}, '-infinity') and ${t}.created_at < coalesce(${arg('created_before')}, 'infinity')`;
+
+/**
+ * The list's other filters on alias `r`: the statuses (cast: `any` of a bare subquery would compare
+ * with each of its rows) and the workflow.
+ */
+const statusAndWorkflow = (r: string) =>
+  `(${arg('statuses')} is null or ${r}.status = any(${arg('statuses')}::text[]))
+   and (${arg('workflow_id')} is null or ${r}.workflow_id = ${arg('workflow_id')})`;
 
 /** The list item's columns (RUN_COLUMNS without outputs, which a list item has none of) of alias `r`. */
 const listColumns = (r: string) => runColumnsOf(r).replace(`${r}.outputs, `, '');
 
+/** The pair a *_BY_LABEL statement walks `run_labels` (alias `label`) by, and every pair the run's (alias `r`) metadata must hold. */
+const labelled = `label.account_id = ${arg('account_id')} and label.key = ${arg('label_key')} and label.value = ${arg('label_value')}
+      and ${createdWithin('label')} and r.metadata @> ${arg('metadata')} and ${statusAndWorkflow('r')}`;
+
+/** A page of a list. */
+const PAGE = `limit ${arg('max_rows')} offset ${arg('skip_rows')}`;
+
 /**
- * An account's runs, newest first (src/runs/list-runs.ts): $1 account, $4 limit, $5 offset, the filters of
- * createdWithin (a range of runs_account_created_idx) and statusAndWorkflow.
+ * An account's runs, newest first (src/runs/list-runs.ts): a RunListCall's account, time range (a
+ * range of runs_account_created_idx), statuses, workflow and page.
  */
 export const LIST_RUNS = statement(
   'list_runs',
-  `select ${listColumns('r')} from runs r
-    where r.account_id = $1 and ${createdWithin('r')} and ${statusAndWorkflow('r')}
-    order by r.created_at desc, r.id desc limit $4 offset $5`,
+  `with ${LIST_CALL}
+  select ${listColumns('r')} from runs r
+    where r.account_id = ${arg('account_id')} and ${createdWithin('r')} and ${statusAndWorkflow('r')}
+    order by r.created_at desc, r.id desc ${PAGE}`,
   [RunSchema],
 );
 
 /**
- * LIST_RUNS of the runs whose metadata holds every pair of $10 (JSON), walking the account's runs with
- * the pair $8 = $9 (one of them) in `run_labels`' order, which is the list's: a page reads as many
- * rows as an unfiltered one (docs/design/run-metadata.md#filters).
+ * LIST_RUNS of the runs whose metadata holds every pair of the call's `metadata`, walking the account's
+ * runs with the pair `label_key` = `label_value` (one of them) in `run_labels`' order, which is the list's:
+ * a page reads as many rows as an unfiltered one (docs/design/run-metadata.md#filters).
  */
 export const LIST_RUNS_BY_LABEL = statement(
   'list_runs_by_label',
-  `select ${listColumns('r')} from run_labels label join runs r on r.id = label.run_id
-    where label.account_id = $1 and label.key = $8 and label.value = $9
-      and ${createdWithin('label')} and r.metadata @> $10::jsonb and ${statusAndWorkflow('r')}
-    order by label.created_at desc, label.run_id desc limit $4 offset $5`,
+  `with ${LIST_CALL}
+  select ${listColumns('r')} from run_labels label join runs r on r.id = label.run_id
+    where ${labelled}
+    order by label.created_at desc, label.run_id desc ${PAGE}`,
   [RunSchema, RunLabelSchema],
 );
 
 /**
- * LIST_RUNS of the runs started with one concurrency key, walking runs_concurrency_key_created_idx in the
- * list's order: $8 is JSON `{ "concurrencyKey", "metadata" }`, the key and the pairs the metadata must hold
- * (`{}`: any).
+ * LIST_RUNS of the runs started with the call's `concurrency_key` whose metadata holds every pair of its
+ * `metadata` (`{}`: any), walking runs_concurrency_key_created_idx in the list's order.
  */
 export const LIST_RUNS_BY_CONCURRENCY_KEY = statement(
   'list_runs_by_concurrency_key',
-  `select ${listColumns('r')} from runs r
-    where r.account_id = $1 and r.concurrency_key is not null and r.concurrency_key = $8::jsonb->>'concurrencyKey'
-      and ${createdWithin('r')} and r.metadata @> ($8::jsonb->'metadata') and ${statusAndWorkflow('r')}
-    order by r.created_at desc, r.id desc limit $4 offset $5`,
+  `with ${LIST_CALL}
+  select ${listColumns('r')} from runs r
+    where r.account_id = ${arg('account_id')} and r.concurrency_key is not null and r.concurrency_key = ${arg('concurrency_key')}
+      and ${createdWithin('r')} and r.metadata @> ${arg('metadata')} and ${statusAndWorkflow('r')}
+    order by r.created_at desc, r.id desc ${PAGE}`,
   [RunSchema],
 );
 
 /** A run's creation instant as text to the microsecond (UTC), the keyset of a filter's walk (src/runs/run-selection.ts). */
 const createdKey = (t: string) => `to_char(${t}.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`;
 
-/** Past the keyset ($5 created_at, $8 id: where the last call of a walk ended, or null: from the newest) on alias `t`'s `created_at`, `id`. */
-const pastKeyset = (t: string, id: string) => `($5::timestamptz is null or (${t}.created_at, ${id}) < ($5::timestamptz, $8::uuid))`;
+/** Past the call's keyset (`past_created`, `past_id`; null: from the newest) on alias `t`'s `created_at` and the run id `id`. */
+const pastKeyset = (t: string, id: string) => `(${arg('past_created')} is null or (${t}.created_at, ${id}) < (${arg('past_created')}, ${arg('past_id')}))`;
 
 /**
  * The runs a bulk call's filter matches (src/runs/run-selection.ts), in the list's order, from a keyset
- * on: LIST_RUNS's filters ($1 account, $2 statuses, $3 workflow, $6, $7 the time range), $4 at most,
- * $5 and $8 the keyset (pastKeyset). Each run's id, status and created_key.
+ * on: LIST_RUNS's filters, at most `max_rows`, past the keyset (pastKeyset). Each run's id, status and created_key.
  */
 export const MATCH_RUNS = statement(
   'match_runs',
-  `select r.id, r.status, ${createdKey('r')} from runs r
-    where r.account_id = $1 and ${createdWithin('r')} and ${statusAndWorkflow('r')} and ${pastKeyset('r', 'r.id')}
-    order by r.created_at desc, r.id desc limit $4`,
+  `with ${LIST_CALL}
+  select r.id, r.status, ${createdKey('r')} from runs r
+    where r.account_id = ${arg('account_id')} and ${createdWithin('r')} and ${statusAndWorkflow('r')} and ${pastKeyset('r', 'r.id')}
+    order by r.created_at desc, r.id desc limit ${arg('max_rows')}`,
   [RunSchema],
 );
 
-/** MATCH_RUNS of the runs whose metadata holds every pair of $11 (JSON), walking `run_labels` by the pair $9 = $10 as LIST_RUNS_BY_LABEL does. */
+/** MATCH_RUNS of the runs whose metadata holds every pair of the call's `metadata`, walking `run_labels` as LIST_RUNS_BY_LABEL does. */
 export const MATCH_RUNS_BY_LABEL = statement(
   'match_runs_by_label',
-  `select r.id, r.status, ${createdKey('r')} from run_labels label join runs r on r.id = label.run_id
-    where label.account_id = $1 and label.key = $9 and label.value = $10
-      and ${createdWithin('label')} and r.metadata @> $11::jsonb and ${statusAndWorkflow('r')} and ${pastKeyset('label', 'label.run_id')}
-    order by label.created_at desc, label.run_id desc limit $4`,
+  `with ${LIST_CALL}
+  select r.id, r.status, ${createdKey('r')} from run_labels label join runs r on r.id = label.run_id
+    where ${labelled} and ${pastKeyset('label', 'label.run_id')}
+    order by label.created_at desc, label.run_id desc limit ${arg('max_rows')}`,
   [RunSchema, RunLabelSchema],
 );
 

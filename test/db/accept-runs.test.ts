@@ -8,7 +8,7 @@ import { outsideTransaction, query, statement } from '../../src/db/statement.ts'
 import { timeOrderedUuid } from '../../src/domain/ids.ts';
 import { ACCEPT_RUNS, acceptRunsValues, type AcceptedRow, type RunAcceptance } from '../../src/sql/accept-runs.ts';
 import { viewTokenOf } from '../../src/sql/workflows.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 
 /**
  * POST /runs's acceptance as one statement over arrays (src/sql/accept-runs.ts): a batch of calls
@@ -105,18 +105,7 @@ async function build(orm: Orm, w: World): Promise<Built> {
   const b: Built = { account: randomUUID(), keys: [], workflow: randomUUID(), version: randomUUID(), token: '', names: new Map() };
   b.names.set(b.account, 'account');
   await exec(orm, 'insert into accounts (id, handle) values (?, ?)', [b.account, `a${b.account.slice(0, 8)}`]);
-  await exec(
-    orm,
-    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode, api_access)
-     values (?, ?, 'w', 'per_run', 'public', 'service_hosted', true)`,
-    [b.workflow, b.account],
-  );
-  await exec(orm, `insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-    b.version,
-    b.workflow,
-    'x'.repeat(64),
-  ]);
-  await exec(orm, 'update workflows set active_version_id = ? where id = ?', [b.version, b.workflow]);
+  await insertWorkflow(orm.em.fork(), { id: b.workflow, ownerId: b.account, versionId: b.version, runModel: 'per_run', active: true });
   for (const [i, k] of w.keys.entries()) {
     const id = randomUUID();
     b.keys.push(id);

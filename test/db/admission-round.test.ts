@@ -9,7 +9,7 @@ import { numberQueuedRuns } from '../../src/runs/queue-line.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { NUMBER_QUEUED_RUNS } from '../../src/sql/queue-line.ts';
 import { GATE_CTE } from '../../src/sql/queue-line.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
@@ -33,15 +33,7 @@ const em = (orm: Orm) => orm.em.fork() as unknown as Em;
 async function account(orm: Orm, limit: number | null = null): Promise<{ accountId: string; versionId: string; workflowId: string }> {
   const f = { accountId: randomUUID(), workflowId: randomUUID(), versionId: randomUUID() };
   await em(orm).execute('insert into accounts (id, handle, max_concurrent_runs) values (?, ?, ?)', [f.accountId, `a${f.accountId.slice(0, 8)}`, limit]);
-  await em(orm).execute(
-    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`,
-    [f.workflowId, f.accountId],
-  );
-  await em(orm).execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-    f.versionId,
-    f.workflowId,
-    'x'.repeat(64),
-  ]);
+  await insertWorkflow(em(orm), { id: f.workflowId, ownerId: f.accountId, versionId: f.versionId });
   return f;
 }
 

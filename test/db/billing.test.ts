@@ -4,7 +4,7 @@ import * as assert from 'uvu/assert';
 import type { Em, Orm } from '../../src/db/orm.ts';
 import { fundRun, INSUFFICIENT_FUNDS } from '../../src/billing/fund-run.ts';
 import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 import { RUNS_COUNT_SQL } from '../../src/catalog/workflow-access.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
@@ -30,15 +30,7 @@ async function fixture(em: Em, walletUsd: string): Promise<Fixture> {
   const f = { accountId: randomUUID(), workflowId: randomUUID(), versionId: randomUUID(), runId: randomUUID() };
   await em.execute(`insert into accounts (id, handle) values (?, ?)`, [f.accountId, `a${f.accountId.slice(0, 8)}`]);
   await em.execute(`insert into wallets (account_id, balance_usd) values (?, ?)`, [f.accountId, walletUsd]);
-  await em.execute(`insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'free', 'public', 'service_hosted')`, [
-    f.workflowId,
-    f.accountId,
-  ]);
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-    f.versionId,
-    f.workflowId,
-    'x'.repeat(64),
-  ]);
+  await insertWorkflow(em, { id: f.workflowId, ownerId: f.accountId, versionId: f.versionId });
   await insertRun(em, f, f.runId);
   return f;
 }

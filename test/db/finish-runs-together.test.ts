@@ -8,7 +8,7 @@ import { usd } from '../../src/domain/money.ts';
 import { runEnding } from '../../src/runs/finish-run.ts';
 import { FINISH_RUNS, finishRunsValues, type RunEnding } from '../../src/sql/finish-runs.ts';
 import { FUND_RUNS, fundRunsValues } from '../../src/sql/fund-runs.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 
 /**
  * The money of runs is the same whatever path and batching end them. FINISH_RUNS with many runs computed
@@ -106,15 +106,7 @@ async function build(orm: Orm, spec: { accounts: AccountSpec[]; runs: RunSpec[] 
     if (a.wallet !== null) await em.execute('insert into wallets (account_id, balance_usd, held_usd) values (?, ?, ?)', [accountId, a.wallet, a.held]);
     for (const bundled of [true, false]) {
       const [workflowId, versionId] = [randomUUID(), randomUUID()];
-      await em.execute(
-        `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
-        [workflowId, accountId],
-      );
-      await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-        versionId,
-        workflowId,
-        'x'.repeat(64),
-      ]);
+      await insertWorkflow(em, { id: workflowId, ownerId: accountId, versionId, runModel: 'per_run' });
       if (bundled && a.bundleRuns !== 0) {
         await em.execute(`insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 2, ?, 0.02)`, [
           randomUUID(),

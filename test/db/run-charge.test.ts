@@ -9,7 +9,7 @@ import { finishRun, type Finish } from '../../src/runs/finish-run.ts';
 import { failForComputeLimit } from '../../src/runs/record-step.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
 import { FINISH_RUNS } from '../../src/sql/finish-runs.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 import { replaceFunctions } from '../helpers/sql-functions.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
@@ -63,15 +63,7 @@ async function fixture(orm: Orm, o: { admitted?: boolean; bundle?: boolean; hook
     o.admitted || o.bundle ? '5.000000' : '4.750000',
     heldByRun,
   ]);
-  await em.execute(
-    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
-    [workflowId, accountId],
-  );
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-    versionId,
-    workflowId,
-    'x'.repeat(64),
-  ]);
+  await insertWorkflow(em, { id: workflowId, ownerId: accountId, versionId, runModel: 'per_run' });
   if (bundleId) {
     await em.execute(`insert into bundles (id, account_id, workflow_id, version_id, runs_total, runs_left, usd_per_run) values (?, ?, ?, ?, 1, ?, 0.02)`, [
       bundleId,

@@ -8,7 +8,7 @@ import { completeRun } from '../../src/runs/complete-run.ts';
 import type { RunsDeps } from '../../src/runs/deps.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
 import { runMeta } from '../../src/runs/run-state.ts';
-import { resetDb, testOrm } from '../helpers/db.ts';
+import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 import { replaceFunctions } from '../helpers/sql-functions.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 
@@ -41,15 +41,7 @@ async function admitted(orm: Orm, balance: string, price: string): Promise<{ run
   const [accountId, workflowId, versionId, runId] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
   await em.execute('insert into accounts (id, handle) values (?, ?)', [accountId, `a${accountId.slice(0, 8)}`]);
   await em.execute('insert into wallets (account_id, balance_usd) values (?, ?)', [accountId, balance]);
-  await em.execute(
-    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode) values (?, ?, 'w', 'per_run', 'public', 'service_hosted')`,
-    [workflowId, accountId],
-  );
-  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
-    versionId,
-    workflowId,
-    'x'.repeat(64),
-  ]);
+  await insertWorkflow(em, { id: workflowId, ownerId: accountId, versionId, runModel: 'per_run' });
   await em.execute(
     `insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, displayed_price_usd, creator_price_usd, step_usd,
                        compute_limit_usd, credential_mode, inputs, progress, last_sequence)

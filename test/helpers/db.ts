@@ -35,3 +35,32 @@ export async function closeTestOrm(): Promise<void> {
   if (shared) await (await shared).close(true);
   shared = undefined;
 }
+
+/** What insertWorkflow needs of an entity manager: MikroORM's `execute`, with `?` placeholders. */
+interface Executes {
+  execute(sql: string, params: unknown[]): Promise<unknown>;
+}
+
+/** The db tests' workflow: named `w`, listed publicly, run on the service's credentials, with one version `v1` (an empty graph). */
+export interface TestWorkflow {
+  id: string;
+  ownerId: string;
+  versionId: string;
+  /** `free` unless given. */
+  runModel?: 'free' | 'per_run';
+  /** The version is the workflow's active one (else it has none). */
+  active?: boolean;
+}
+
+/** Inserts the workflow and its version. */
+export async function insertWorkflow(em: Executes, w: TestWorkflow): Promise<void> {
+  await em.execute(
+    `insert into workflows (id, owner_id, name, run_model, listing, credential_mode, active_version_id) values (?, ?, 'w', ?, 'public', 'service_hosted', ?)`,
+    [w.id, w.ownerId, w.runModel ?? 'free', w.active ? w.versionId : null],
+  );
+  await em.execute(`insert into workflow_versions (id, workflow_id, label, graph, graph_hash) values (?, ?, 'v1', '{"nodes":[]}', ?)`, [
+    w.versionId,
+    w.id,
+    'x'.repeat(64),
+  ]);
+}

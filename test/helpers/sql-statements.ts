@@ -24,3 +24,16 @@ export async function sqlStatements(): Promise<Statement[]> {
   }
   return [...found];
 }
+
+/** The most positional parameters a statement takes: a call of more travels as one JSON parameter with named fields (`jsonb_to_record($1)`). */
+export const MAX_POSITIONAL_PARAMETERS = 8;
+
+/** How many positional parameters a statement's text takes: its highest `$n`. */
+export function positionalParameters(text: string): number {
+  return Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+}
+
+/** The statements that take more than MAX_POSITIONAL_PARAMETERS, as `name ($n)`. */
+export function overParameterised(statements: readonly Statement[]): string[] {
+  return statements.filter((s) => positionalParameters(s.text) > MAX_POSITIONAL_PARAMETERS).map((s) => `${s.name} ($${positionalParameters(s.text)})`);
+}

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { root, sqlStatements, tsFiles } from '../helpers/sql-statements.ts';
+import { overParameterised, root, sqlStatements, tsFiles } from '../helpers/sql-statements.ts';
 
 /**
  * The SQL statements of src/sql/ (src/db/statement.ts): a statement's name is its prepared-statement
@@ -35,6 +35,13 @@ test('statement texts use $1…$n, each number at least once, and no ? placehold
     for (let i = 1; i <= max; i++) assert.ok(numbers.has(i), `${s.name}: $${i} is never used (up to $${max})`);
     assert.not.match(s.text, /(^|[\s(,=])\?(?=[\s,)]|::|$)/, `${s.name} has a ? placeholder`);
   }
+});
+
+test('no statement takes more than 8 positional parameters: a larger call is one JSON parameter with named fields', async () => {
+  const placeholders = (n: number) => Array.from({ length: n }, (_, i) => `$${i + 1}`).join(', ');
+  const made = (n: number) => ({ name: `made_of_${n}`, text: `select * from wr_made(${placeholders(n)})` });
+  assert.equal(overParameterised([made(8), made(9)]), ['made_of_9 ($9)'], 'the check tells eight from nine');
+  assert.equal(overParameterised(await sqlStatements()), []);
 });
 
 test.run();

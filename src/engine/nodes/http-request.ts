@@ -59,7 +59,7 @@ async function readLimited(res: Response, limit: number): Promise<string> {
     throw new RequestFailure('the HTTP response exceeded the 1 MiB size limit');
   }
   if (!res.body) return '';
-  const reader = res.body.getReader();
+  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
   const decoder = new TextDecoder('utf-8');
   let size = 0;
   let text = '';

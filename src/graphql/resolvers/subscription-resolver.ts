@@ -13,7 +13,9 @@ export class RunEventsSubscriptionResolver {
       'completes after the terminal event (at once for a finished run already past the cursor).',
     subscribe: ({ args, context }) => {
       const ctx = context as GraphqlContext;
-      return runEventStream(ctx.deps, args.runId as string, args.afterSequence as number | null | undefined);
+      // type-graphql types a subscription's arguments `any`; the schema has checked them against RunEventsSubscriptionArgs.
+      const { runId, afterSequence } = args as RunEventsSubscriptionArgs;
+      return runEventStream(ctx.deps, runId, afterSequence);
     },
   })
   runEvents(@Root() event: StreamedRunEvent, @Args(() => RunEventsSubscriptionArgs) _args: RunEventsSubscriptionArgs): StreamedRunEvent {

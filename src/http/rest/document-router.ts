@@ -131,7 +131,8 @@ function copyQuery(query: Record<string, unknown>): Record<string, unknown> {
   const copy = Object.create(null) as Record<string, unknown>;
   for (const name of Object.keys(query)) {
     const value = query[name];
-    copy[name] = Array.isArray(value) ? [...value] : value !== null && typeof value === 'object' ? Object.assign(Object.create(null), value) : value;
+    if (Array.isArray(value)) copy[name] = [...(value as readonly unknown[])];
+    else copy[name] = value !== null && typeof value === 'object' ? Object.assign(Object.create(null), value) : value;
   }
   return copy;
 }

@@ -38,8 +38,11 @@ interface Parameter {
   schema?: { type?: string; minimum?: number; maximum?: number; enum?: string[]; format?: string; pattern?: string };
 }
 
+/** What validationError reads of a request: openapi-backend types its query and headers `any` (they are the request's as parsed). */
+export type ValidatedContext = Context<unknown, unknown, Record<string, unknown>, Partial<Record<string, string | string[]>>>;
+
 /** The error a failed validation answers, for openapi-backend's `validationFail`. */
-export function validationError(api: Context): ApiError {
+export function validationError(api: ValidatedContext): ApiError {
   const operation = api.operation;
   const parameters = (operation.parameters ?? []) as Parameter[];
   const failure = (api.validation.errors ?? [])[0] as ErrorObject | undefined;
@@ -56,7 +59,7 @@ export function validationError(api: Context): ApiError {
   // The document's pattern is the whole rule; the refusal says which part was missed.
   if (where === 'header' && name === 'cancel-after') return cancelAfterRefusal(String(api.request.headers['cancel-after'] ?? ''));
   if (where === 'header' && name === 'start-after') return startAfterRefusal(String(api.request.headers['start-after'] ?? ''));
-  const given = (api.request.query as Record<string, unknown>)[name];
+  const given = api.request.query[name];
   // A member of an object parameter (`metadata[KEY]`): its value, or its key (propertyNames).
   const key = member === undefined ? failure?.propertyName : decodePointer(member);
   if (key !== undefined && where === 'query') {

@@ -16,7 +16,7 @@ import { operations } from './handlers.ts';
 import { DocumentRouter } from './document-router.ts';
 import { HeartbeatTicker } from './heartbeat-ticker.ts';
 import { header, type RestCall } from './rest-call.ts';
-import { integerTextError, requestAjv, validationError } from './request-validation.ts';
+import { integerTextError, requestAjv, validationError, type ValidatedContext } from './request-validation.ts';
 
 /**
  * The /v1 facade (docs/architecture.md, "A REST request"). openapi-backend routes every request by
@@ -127,7 +127,7 @@ export async function mountRest(http: HttpServer, deps: Deps): Promise<void> {
       unauthorizedHandler(api: Context) {
         throw (api.security?.bearerAuth as { error?: ApiError } | undefined)?.error ?? new ApiError('unauthorized', 'missing or invalid API key');
       },
-      async validationFail(api: Context) {
+      async validationFail(api: ValidatedContext) {
         throw await refused(api, validationError(api));
       },
       async preOperationHandler(api: Context, { req, ctx }: Exchange) {
@@ -190,7 +190,7 @@ export function queryOf(params: URLSearchParams): Record<string, unknown> {
   const query = Object.create(null) as Record<string, unknown>;
   const add = (into: Record<string, unknown>, name: string, value: string) => {
     const prior = into[name];
-    into[name] = prior === undefined ? value : [...(Array.isArray(prior) ? prior : [prior]), value];
+    into[name] = prior === undefined ? value : [...(Array.isArray(prior) ? (prior as readonly unknown[]) : [prior]), value];
   };
   for (const [name, value] of params) {
     const member = /^([A-Za-z]+)\[(.*)\]$/s.exec(name);
