@@ -14,6 +14,8 @@ export interface QueueSnapshot {
   oldestSeconds: number;
   /** Runs queued per priority class (high, normal, low). */
   queuedByPriority: [number, number, number];
+  /** The concurrency key whose oldest queued run waited longest (among the line's first runs read), if any. */
+  longestWaitingKey: { account: string; concurrencyKey: string; seconds: number } | null;
 }
 
 /** Reads the queue's snapshot from the shared database (the runs module's statement). */
@@ -78,6 +80,19 @@ new Gauge({
     const q = await snapshot();
     if (!q) return this.reset();
     PRIORITIES.forEach((priority, cls) => this.set({ priority }, q.queuedByPriority[cls]));
+  },
+});
+new Gauge({
+  name: 'wr_concurrency_key_longest_wait_seconds',
+  help: 'The concurrency key waiting longest: the age of its oldest queued run, labelled with its account and key; no series when no keyed run is queued',
+  labelNames: ['account', 'concurrency_key'] as const,
+  registers: [registry],
+  async collect() {
+    const q = await snapshot();
+    // One series at most: the key it names changes as the queue moves, so the last one is dropped first.
+    this.reset();
+    const k = q?.longestWaitingKey;
+    if (k) this.set({ account: k.account, concurrency_key: k.concurrencyKey }, k.seconds);
   },
 });
 new Gauge({

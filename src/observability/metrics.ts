@@ -127,6 +127,25 @@ export function observeStep(kind: string, seconds: number): void {
   child.observe(seconds);
 }
 
+const queueWait = new Histogram({
+  name: 'wr_run_queue_wait_seconds',
+  help: 'Time a run waited in the queue, from queued to admitted, by priority and whether it had a concurrency key (counted by the admitting process)',
+  labelNames: ['priority', 'keyed'] as const,
+  // Up to QUEUE_MAX_WAIT_SECONDS' default (900), past which a queued run fails instead of being admitted.
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900],
+  registers: [registry],
+});
+const queueWaitChildren = new Map<string, ReturnType<typeof queueWait.labels>>();
+
+/** A run admitted after `seconds` in the queue; `priority` is its class's name (high, normal, low). */
+export function observeQueueWait(priority: string, keyed: boolean, seconds: number): void {
+  if (!enabled || !Number.isFinite(seconds)) return;
+  const k = `${priority}/${keyed}`;
+  let child = queueWaitChildren.get(k);
+  if (!child) queueWaitChildren.set(k, (child = queueWait.labels(priority, String(keyed))));
+  child.observe(Math.max(0, seconds));
+}
+
 /** Times a synchronous step computation `fn(a, b)` (no closure per call). */
 export function timeSyncStep<A, B, R>(kind: string, fn: (a: A, b: B) => R, a: A, b: B): R {
   if (!enabled) return fn(a, b);

@@ -5,6 +5,8 @@ import { publishTerminal } from './fenced-write.ts';
 import { finishRuns, runEnding } from './finish-run.ts';
 import { CREDENTIALS_TIMEOUT_REASON, QUEUE_TIMEOUT_REASON } from '../domain/run-status.ts';
 import { stateFromRow, type RunState } from './run-state.ts';
+import { priorityOfClass } from '../domain/run-flow-control.ts';
+import { observeQueueWait } from '../observability/metrics.ts';
 
 /** Admission: queued runs become admitted (phase `starting`) within RUN_CAPACITY, in the line's order. */
 
@@ -53,6 +55,7 @@ export async function admitQueuedRunsDetailed(deps: RunsDeps, args: AdmitArgs): 
   const em = fork(deps);
   const round = admitted(await query(em, ADMIT_QUEUED, admitValues(roundArgs(args))));
   if (round.rows.length === 0) return { admitted: [], states: [], more: round.more, expiredWaits };
+  for (const r of round.rows) observeQueueWait(priorityOfClass(Number(r.queued_priority)), r.queued_keyed === true, Number(r.queued_seconds));
   const states = await Promise.all(round.rows.map((r) => stateFromRow(em, String(r.id), r)));
   return { admitted: states.map((st) => st.runId), states, more: round.more, expiredWaits };
 }

@@ -1,5 +1,5 @@
 import { statement } from '../db/statement.ts';
-import { RunSchema } from '../db/entities/index.ts';
+import { AccountSchema, RunSchema } from '../db/entities/index.ts';
 import { inFlightRun, queuedRun } from '../db/entities/run-predicates.ts';
 
 /** The runs queued per class, each counted up to $1 (`queued_0` … `queued_2`). */
@@ -12,6 +12,8 @@ const QUEUED_BY_CLASS = [0, 1, 2]
  * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
  * age of the oldest queued run in seconds (0 when the queue is empty), and the runs queued per priority
  * class (`queued_0` high, `queued_1` normal, `queued_2` low: runs_queue_fair_idx, each counted up to $1).
+ * Then the concurrency key waiting longest: the account and key of the oldest keyed run among the line's
+ * first $1 runs, and its age (null when none), which names one key whatever the number of keys.
  *
  * The in-flight predicate is admission's (src/db/entities/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its head come from the line's partial index
@@ -24,6 +26,14 @@ export const QUEUE_SNAPSHOT = statement(
     (select count(*) from (select 1 from runs where ${queuedRun()} limit $1::bigint) q)::int as queued,
     ${QUEUED_BY_CLASS},
     coalesce(extract(epoch from clock_timestamp() -
-      (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
-  [RunSchema],
+      (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest,
+    longest.handle as longest_key_account, longest.concurrency_key as longest_key,
+    extract(epoch from clock_timestamp() - longest.queued_at)::float8 as longest_key_seconds
+  from (select 1) as one_row left join lateral (
+    select account.handle, head.concurrency_key, head.queued_at
+      from (select account_id, concurrency_key, queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit $1::bigint) head
+      join accounts account on account.id = head.account_id
+     where head.concurrency_key is not null
+     order by head.queued_at limit 1) longest on true`,
+  [RunSchema, AccountSchema],
 );

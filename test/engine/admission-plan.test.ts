@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
 import { NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
-import { ADMIT_FAIR_BODY } from '../../src/db/migrations/Migration20261208000000RunPriorityAndFairness.ts';
+import { ADMIT_WAIT_BODY } from '../../src/db/migrations/Migration20261209040000AdmissionWait.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
@@ -19,7 +19,7 @@ const SETTING = statement('test_scan_settings', `select current_setting('enable_
 /** A function's query as a statement of its own: its arguments become parameters, as plpgsql binds them. */
 const functionQuery = (body: string, params: [string, string][]) =>
   params.reduce((text, [name, param]) => text.replace(new RegExp(`\\b${name}\\b`, 'g'), param), /return query\s+([\s\S]*);\s*end$/.exec(body)![1]!);
-const ROUND_QUERY = functionQuery(ADMIT_FAIR_BODY, [
+const ROUND_QUERY = functionQuery(ADMIT_WAIT_BODY, [
   ['round_capacity', '$1::int'],
   ['round_engine', '$2::text'],
   ['queue_window', '$3::int'],

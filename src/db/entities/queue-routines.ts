@@ -1,7 +1,8 @@
 import { Routine } from '@mikro-orm/core';
-import { ADMIT_QUEUED_RETURNS, NUMBER_QUEUED_BODY, NUMBER_QUEUED_RETURNS } from '../migrations/Migration20261204000000AdmissionFunctions.ts';
+import { NUMBER_QUEUED_BODY, NUMBER_QUEUED_RETURNS } from '../migrations/Migration20261204000000AdmissionFunctions.ts';
 import { QUEUE_PLACE_BODY } from '../migrations/Migration20261206000000QueuePlace.ts';
-import { ADMIT_FAIR_BODY, FAIR_PLACE_BODY } from '../migrations/Migration20261208000000RunPriorityAndFairness.ts';
+import { FAIR_PLACE_BODY } from '../migrations/Migration20261208000000RunPriorityAndFairness.ts';
+import { ADMIT_WAIT_BODY, ADMIT_WAIT_RETURNS } from '../migrations/Migration20261209040000AdmissionWait.ts';
 
 /**
  * The queue's database functions, declared with the text of the migrations that created them (which
@@ -21,8 +22,8 @@ export const AdmitQueuedRoutine = new Routine({
     lease_holder: { type: 'text' },
     lease_seconds: { type: 'float8' },
   },
-  returns: { runtimeType: 'object', columnType: ADMIT_QUEUED_RETURNS },
-  body: ADMIT_FAIR_BODY,
+  returns: { runtimeType: 'object', columnType: ADMIT_WAIT_RETURNS },
+  body: ADMIT_WAIT_BODY,
 });
 
 /** `wr_number_queued(batch_size)`: numbers the queue's unnumbered runs (src/runs/queue-line.ts). */
