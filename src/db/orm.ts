@@ -24,7 +24,7 @@ export type Em = PgEntityManager;
 
 export interface DbOptions {
   databaseUrl?: string;
-  /** src/sql statements as named prepared statements on a server (default true; src/db/statement.ts). */
+  /** src/sql statements as named prepared statements on a server (default true; src/db/server-orm.ts). */
   preparedStatements?: boolean;
   /** Directory of the embedded database; `memory://` keeps it in memory (tests). */
   dataDir?: string;
