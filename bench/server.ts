@@ -10,6 +10,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { openOrm } from '../src/db/orm.ts';
+import { observeQueryLog } from '../src/db/query-log.ts';
 import { NullEngine } from '../src/runs/engine-port.ts';
 import { createLogger } from '../src/logger.ts';
 import { observeResponse, runAccepted, setMetricsEnabled } from '../src/observability/metrics.ts';
@@ -97,9 +98,7 @@ async function main(): Promise<void> {
     }
     return k;
   };
-  const logger = orm.config.getLogger() as { logQuery: (ctx: { query: string; took?: number }) => void };
-  const logQuery = logger.logQuery.bind(logger);
-  logger.logQuery = (ctx) => {
+  observeQueryLog(orm, (ctx) => {
     if (sql.mode !== 'off' && !ctx.query.includes(HARNESS)) {
       sql.statements++;
       if (sql.mode === 'kinds') {
@@ -112,8 +111,7 @@ async function main(): Promise<void> {
         }
       }
     }
-    logQuery(ctx);
-  };
+  });
 
   const app = await createApp({ config, orm, log, engine: opts.engine === 'null' ? () => new NullEngine() : undefined });
   const appUrl = await app.listen();

@@ -1,4 +1,3 @@
-import type { interceptors as OpenTelemetryInterceptors } from '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js';
 import type { WorkflowInterceptors, WorkflowInterceptorsFactory } from '@temporalio/workflow';
 
 /**
@@ -54,11 +53,12 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
     ...forward(first('inbound'), INBOUND),
     execute(input: { headers: Record<string, unknown> }, next: (input: unknown) => unknown) {
       if (!(TRACE_HEADER in input.headers)) return next(input);
-      // A plain require, evaluated here and not at the bundle's start (see above); the module path is the one
-      // Temporal documents for bundling these interceptors with workflows.
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      // A plain require, evaluated here and not at the bundle's start (see above). A lib/ path: no public entry
+      // holds only the workflow side (the main one loads the client, worker and plugin code too), and this
+      // module is the one the package's own plugin bundles with workflows.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports, no-restricted-syntax
       const openTelemetry = require('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors.js') as {
-        interceptors: typeof OpenTelemetryInterceptors;
+        interceptors: () => WorkflowInterceptors;
       };
       traced = openTelemetry.interceptors() as typeof traced;
       return (traced!.inbound[0] as unknown as { execute: Call }).execute(input, next);

@@ -117,7 +117,7 @@ export interface Config {
   host: string;
   publicBaseUrl: string | undefined;
   databaseUrl: string | undefined;
-  /** src/sql statements as named prepared statements on a Postgres server (src/db/statement.ts). */
+  /** src/sql statements as named prepared statements on a Postgres server (src/db/server-orm.ts). */
   preparedStatements: boolean;
   dataDir: string;
   engine: 'embedded' | 'temporal';

@@ -1,6 +1,7 @@
 import { type Configuration, type Constructor, EntityManagerType, type LogContext } from '@mikro-orm/core';
 import { AbstractSqlDriver, BasePostgreSqlEntityManager, MikroORM as PgliteMikroORM, PgliteConnection, PglitePlatform } from '@mikro-orm/pglite';
 import type { DataDirLock } from './data-dir-lock.ts';
+import { withStatements } from './statement-connection.ts';
 import { pgliteOpened, pgliteStatement } from '../observability/deployment-metrics.ts';
 
 /**
@@ -15,7 +16,7 @@ import { pgliteOpened, pgliteStatement } from '../observability/deployment-metri
  * the loop to itself and starve HTTP requests and sockets. Every statement first lets pending I/O run.
  * `executeQuery` is where both the ORM's own statements and src/db/statement.ts's pass.
  */
-export class EmbeddedConnection extends PgliteConnection {
+export class EmbeddedConnection extends withStatements(PgliteConnection) {
   protected override async executeQuery<T>(query: string, cb: () => Promise<T>, context?: LogContext): Promise<T> {
     // Counted as the connection's pending requests (db_client_connection_* in docs/operations.md).
     pgliteStatement(1);

@@ -1,15 +1,16 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
+import type { EntityManager as CoreEntityManager, LoggerOptions } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import { MikroORM as PgMikroORM, PostgreSqlDriver, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
+import { MikroORM as PgMikroORM, type EntityManager as PgEntityManager } from '@mikro-orm/postgresql';
 import pg, { type Pool, type PoolClient } from 'pg';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.ts';
 import { entities } from './entities/index.ts';
 import { routines } from './entities/routines.ts';
 import { queueRoutines } from './entities/queue-routines.ts';
 import { migrations } from './migrations/index.ts';
-import { sendThroughPool } from './statement.ts';
+import { ObservedQueryLog } from './query-log.ts';
+import { ServerConnection, ServerDriver } from './server-orm.ts';
 import { watchPool } from '../observability/deployment-metrics.ts';
 
 /**
@@ -23,7 +24,7 @@ export type Em = PgEntityManager;
 
 export interface DbOptions {
   databaseUrl?: string;
-  /** src/sql statements as named prepared statements on a server (default true; src/db/statement.ts). */
+  /** src/sql statements as named prepared statements on a server (default true; src/db/server-orm.ts). */
   preparedStatements?: boolean;
   /** Directory of the embedded database; `memory://` keeps it in memory (tests). */
   dataDir?: string;
@@ -44,6 +45,7 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     extensions: [Migrator],
     migrations: { migrationsList: migrations, transactional: true, allOrNothing: true, snapshot: false, silent: true },
     debug: opts.debug ?? false,
+    loggerFactory: (options: LoggerOptions) => new ObservedQueryLog(options),
     // Services fork their own entity managers; touching the global one is a bug we want loud.
     allowGlobalContext: false,
     forceUtcTimezone: true,
@@ -53,6 +55,7 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
     const orm = (await PgMikroORM.init({
       ...common,
       clientUrl: opts.databaseUrl,
+      driver: ServerDriver,
       pool: { min: 0, max: 10 },
       driverOptions: {
         onPoolCreated: (created: Pool) => {
@@ -62,7 +65,8 @@ export async function openOrm(opts: DbOptions): Promise<Orm> {
         },
       },
     })) as unknown as Orm;
-    sendThroughPool(orm.em.getConnection(), () => pool, opts.preparedStatements !== false);
+    const connection = orm.em.getConnection();
+    if (connection instanceof ServerConnection) connection.sendThroughPool(() => pool, opts.preparedStatements !== false);
     return orm;
   }
   let dataDir = opts.dataDir ?? 'memory://';
@@ -129,7 +133,7 @@ export const MIGRATION_LOCK_KEY = 727_100;
  * (src/db/data-dir-lock.ts) and needs no lock. See docs/operations.md.
  */
 export async function migrate(orm: Orm): Promise<string[]> {
-  if (!(orm.em.getDriver() instanceof PostgreSqlDriver)) return migrateNow(orm);
+  if (!(orm.em.getDriver() instanceof ServerDriver)) return migrateNow(orm);
   const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
   // A connection that fails while waiting rejects the query below; the event must not crash the process.
   lock.on('error', () => undefined);

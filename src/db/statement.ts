@@ -1,7 +1,5 @@
 import type { EntitySchema } from '@mikro-orm/core';
-import { CompiledQuery } from 'kysely';
-import type { Pool, QueryConfig, QueryResult } from 'pg';
-import { isStatementError } from './server-errors.ts';
+import type { CompiledQuery, QueryResult } from 'kysely';
 
 /**
  * A SQL statement with a constant text and `$n` placeholders, under a stable name (the constants of
@@ -32,14 +30,14 @@ export function statement(name: string, text: string, entities?: readonly Entity
   return { name, text, ...(entities && { entities }) };
 }
 
-/** The parts of MikroORM's SQL connection used here (executeQuery logs, transformRawResult shapes rows). */
-interface SqlConnection {
-  executeQuery<T>(query: string, cb: () => Promise<T>, context?: object): Promise<T>;
-  transformRawResult(res: unknown, method: string): unknown;
-  getClient(): Executor;
+/** A Kysely instance or transaction: what MikroORM's transaction context is. */
+export interface StatementExecutor {
+  executeQuery(q: CompiledQuery): Promise<QueryResult<unknown>>;
 }
-interface Executor {
-  executeQuery(q: CompiledQuery): Promise<unknown>;
+
+/** What `query` uses of the ORM's connection (src/db/statement-connection.ts gives it to both drivers' connections). */
+interface StatementConnection {
+  sendStatement<T>(s: Statement, params: readonly unknown[], transaction: StatementExecutor | undefined): Promise<T[]>;
 }
 
 /** What `query` needs of an entity manager (any of MikroORM's SQL ones). */
@@ -86,55 +84,13 @@ export function outsideTransaction(orm: ForkingOrm): OutsideEm {
   return em;
 }
 
-/** Per ORM connection on a Postgres server: its pg pool (once created) and whether statements go as named prepared statements. */
-const servers = new WeakMap<object, { pool: () => Pool | undefined; named: boolean }>();
-
-/**
- * Statements of this ORM connection outside a transaction go straight to `pool` (pg's public
- * `pool.query`), under their names when `named`: Postgres then parses each once per connection, and
- * the name is what pg_stat_statements and the log show. src/db/orm.ts calls it for a server.
- */
-export function sendThroughPool(connection: object, pool: () => Pool | undefined, named: boolean): void {
-  servers.set(connection, { pool, named });
-}
-
 /**
  * Runs `s` with `values` in the entity manager's transaction, if any, and returns its rows. Arrays are
  * passed as Postgres arrays; plain objects as their JSON text. Every statement is logged through the
- * ORM's query log (counts, slow-query log) however it is sent.
+ * ORM's query log (counts, slow-query log) however it is sent: src/db/statement-connection.ts.
  */
 export async function query<T = Record<string, unknown>>(em: StatementEm, s: Statement, values: readonly unknown[]): Promise<T[]> {
-  const connection = em.getConnection() as SqlConnection;
   const params = values.map((v) => (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? JSON.stringify(v) : v));
-  const transaction = em.getTransactionContext() as Executor | undefined;
-  const server = transaction === undefined ? servers.get(connection) : undefined;
-  const pool = server?.pool();
-  if (pool) {
-    const config = server!.named ? { name: s.name, text: s.text, values: params } : { text: s.text, values: params };
-    return connection.executeQuery(s.text, async () => (await onPooledClient(pool, config)).rows as T[], { query: s.text, params });
-  }
   // A transaction's context is its Kysely transaction, which runs on the transaction's connection.
-  const executor = transaction ?? connection.getClient();
-  return connection.executeQuery(
-    s.text,
-    async () => connection.transformRawResult(await executor.executeQuery(CompiledQuery.raw(s.text, params)), 'all') as T[],
-    { query: s.text, params },
-  );
-}
-
-/**
- * One query on a pooled client. Not `pool.query`: it discards the client on any error, and a
- * statement's own error (a refusal, a conflict) leaves the session usable, its prepared statements with it.
- */
-async function onPooledClient(pool: Pool, config: QueryConfig): Promise<QueryResult> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    return await client.query(config);
-  } catch (error) {
-    if (!isStatementError(error)) broken = error as Error;
-    throw error;
-  } finally {
-    client.release(broken);
-  }
+  return (em.getConnection() as StatementConnection).sendStatement<T>(s, params, em.getTransactionContext() as StatementExecutor | undefined);
 }

@@ -14,7 +14,7 @@ import { tracingPipeline } from './tracing.ts';
 /** The client's workflow interceptors: none when tracing is off. */
 export async function clientTracingInterceptors(): Promise<WorkflowClientInterceptor[]> {
   if (!tracingPipeline()) return [];
-  const { OpenTelemetryWorkflowClientInterceptor } = await import('@temporalio/interceptors-opentelemetry/lib/client/index.js');
+  const { OpenTelemetryWorkflowClientInterceptor } = await import('@temporalio/interceptors-opentelemetry');
   return [new OpenTelemetryWorkflowClientInterceptor()];
 }
 
@@ -27,7 +27,7 @@ export async function workerTracingOptions(): Promise<{ interceptors: WorkerInte
   if (!pipeline) {
     return { interceptors: {}, sinks: { exporter: { export: { fn: () => undefined } } } as never };
   }
-  const otel = await import('@temporalio/interceptors-opentelemetry/lib/worker/index.js');
+  const otel = await import('@temporalio/interceptors-opentelemetry');
   return {
     interceptors: {
       activity: [

@@ -19,6 +19,16 @@ function markdownFiles(dir: string): string[] {
   });
 }
 
+/** GitHub's anchor of a heading's text: lower case, a link as its text, punctuation dropped, each space a hyphen. */
+function githubSlug(heading: string): string {
+  return heading
+    .toLowerCase()
+    .replace(/`/g, '')
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
 const anchorsOf = new Map<string, Set<string>>();
 function anchors(file: string): Set<string> {
   let found = anchorsOf.get(file);
@@ -30,12 +40,7 @@ function anchors(file: string): Set<string> {
     if (/^\s*```/.test(line)) fenced = !fenced;
     const heading = !fenced && /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (!heading) continue;
-    const slug = heading[1]!
-      .toLowerCase()
-      .replace(/`/g, '')
-      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
-      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
-      .replace(/\s/g, '-');
+    const slug = githubSlug(heading[1]!);
     const count = seen.get(slug) ?? 0;
     seen.set(slug, count + 1);
     found.add(count === 0 ? slug : `${slug}-${count}`);
@@ -58,8 +63,9 @@ test('relative links in the README and docs resolve, anchors included', () => {
       .forEach((line, index) => {
         if (/^\s*```/.test(line)) fenced = !fenced;
         if (fenced) return;
-        for (const link of line.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
-          const target = link[1]!;
+        // Inline links and images, `[text](target)`, and reference definitions, `[label]: target`.
+        const targets = [...line.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g), ...line.matchAll(/^\s{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?/g)].map((m) => m[1]!);
+        for (const target of targets) {
           if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue; // http:, mailto:, …
           const where = `${relative(REPO_ROOT, file)}:${index + 1} → ${target}`;
           const [path, anchor] = target.split('#') as [string, string | undefined];
@@ -104,6 +110,9 @@ test('the anchor rule is GitHub’s', () => {
   const file = join(REPO_ROOT, 'docs', 'architecture.md');
   assert.ok(anchors(file).has('layers'));
   assert.ok(anchors(file).has('a-rest-request'));
+  assert.is(brokenAnchor(file, 'no-such-heading'), 'no heading #no-such-heading');
+  assert.is(githubSlug('A run’s money: `finish_runs` — once'), 'a-runs-money-finish_runs--once');
+  assert.is(githubSlug('See [the spec](spec.md) & more'), 'see-the-spec--more');
 });
 
 /** The Markdown files a reader opens (the README, docs/, src/, workflows/) and the service's, tests' and benches' sources. */
@@ -140,7 +149,7 @@ test('a file named in the docs or in a source comment exists (a moved file leave
 
 test('the docs and the sources cite no issue: a decision is stated in its own words', () => {
   const problems: string[] = [];
-  for (const file of readable().filter((f) => !relative(REPO_ROOT, f).startsWith('test/'))) {
+  for (const file of readable()) {
     for (const [line, index] of proseLines(file)) {
       const citesIssue = /\b(issue|ticket)s?\s*#?\d+|\bthe issue (asked|said|wants)|#\d+\b(?![\w-])(?=.*\b(issue|PR)\b)/i.test(line);
       if (citesIssue) problems.push(`${relative(REPO_ROOT, file)}:${index + 1}`);

@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { interceptStatements } from '../../src/db/statement-connection.ts';
 import { getRun } from '../../src/runs/get-run.ts';
 import { ALICE_SECRET, BOB_SECRET, GREETER, PRIVATE_TOOL, TOKEN, WEBHOOK_SECRET, errorCodes, startHarness, type Harness } from './helpers/harness.ts';
 
@@ -269,20 +270,18 @@ test('lists are batched: the number of SQL statements does not grow with the pag
     account { handle wallet { balanceUsd } apiKeys { prefix } ledger(limit: 2) { kind } }
     workflow { name owner { handle } versions { label } } workflowVersion { label } } } }`;
   const count = async (limit: number) => {
-    // Every statement, em.execute's and src/sql's (query() in src/db/statement.ts), runs through executeQuery.
-    const connection = h.app.deps.orm.em.getConnection() as unknown as { executeQuery: (...args: unknown[]) => unknown };
-    const original = connection.executeQuery;
+    // Every statement, em.execute's and src/sql's (query() in src/db/statement.ts), passes the connection's interceptor.
     let n = 0;
-    connection.executeQuery = function (this: unknown, ...args: unknown[]) {
+    const stop = interceptStatements(h.app.deps.orm, (_sql, send) => {
       n++;
-      return original.apply(this, args);
-    };
+      return send();
+    });
     try {
       const res = await h.gql<{ runs: { runs: unknown[] } }>(q, { l: limit });
       assert.is(res.status, 200, res.text);
       assert.is(res.body.data!.runs.runs.length, limit);
     } finally {
-      connection.executeQuery = original;
+      stop();
     }
     return n;
   };

@@ -30,7 +30,7 @@ import { freePort, privatePostgres, whyNoPrivatePostgres } from './helpers/priva
 import { RUNS_COUNT_SQL } from '../../src/catalog/workflow-access.ts';
 
 /**
- * Fault tests (issue #7, hardening), with real parts only: real processes, a real Postgres server, real
+ * Fault tests (hardening), with real parts only: real processes, a real Postgres server, real
  * HTTP, no mocks.
  *
  * 1. The Postgres server is restarted six times (`pg_ctl stop -m fast` and `-m immediate`) under the real

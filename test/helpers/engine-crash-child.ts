@@ -6,6 +6,7 @@ import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { migrate, openOrm } from '../../src/db/orm.ts';
 import { json } from '../../src/db/sql.ts';
+import { interceptStatements } from '../../src/db/statement-connection.ts';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { loadOrCreateKey, Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
@@ -90,25 +91,22 @@ if (mode === 'start') {
   const killAfter = process.env.KILL_AFTER_SQL ? new RegExp(process.env.KILL_AFTER_SQL, 'i') : null;
   const killBefore = process.env.KILL_BEFORE_SQL ? new RegExp(process.env.KILL_BEFORE_SQL, 'i') : null;
   if (killAfter || killBefore) {
-    // Wraps the driver connection's executeQuery, which every statement runs through (em.execute,
-    // prepared statements and src/sql statements alike; transactions included).
-    type ExecuteQuery = (sql: unknown, run: () => Promise<unknown>, ctx?: { params?: unknown[] }) => Promise<unknown>;
-    const conn = orm.em.getDriver().getConnection() as unknown as { executeQuery: ExecuteQuery };
-    const executeQuery = conn.executeQuery.bind(conn);
-    conn.executeQuery = async (sql, run, ctx) => {
-      if (typeof sql === 'string' && killBefore?.test(sql.trim())) {
-        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: ctx?.params ?? [] })}`);
+    // Every statement passes the connection's interceptor (em.execute, the ORM's own and src/sql
+    // statements alike; transactions included).
+    interceptStatements(orm, async (sql, send, params) => {
+      if (killBefore?.test(sql.trim())) {
+        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params })}`);
         process.kill(process.pid, 'SIGKILL');
         await sleep(60_000);
       }
-      const result = await executeQuery(sql, run, ctx);
-      if (typeof sql === 'string' && killAfter?.test(sql.trim())) {
-        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params: ctx?.params ?? [] })}`);
+      const result = await send();
+      if (killAfter?.test(sql.trim())) {
+        say(`KILLING ${JSON.stringify({ sql: sql.trim(), params })}`);
         process.kill(process.pid, 'SIGKILL');
         await sleep(60_000);
       }
       return result;
-    };
+    });
   }
   say('READY');
   await new Promise<void>((resolve) => createInterface({ input: process.stdin }).once('line', () => resolve()));

@@ -2,6 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { EventSource } from 'eventsource';
 import { appendRunEvents } from '../../src/runs/fenced-write.ts';
+import { interceptStatements } from '../../src/db/statement-connection.ts';
 import { finishRun } from '../../src/runs/finish-run.ts';
 import { followRunEvents } from '../../src/runs/follow-run-events.ts';
 import { readEvents, type PublicRunEvent } from '../../src/runs/run-views.ts';
@@ -40,39 +41,16 @@ async function finish(t: TestApp, runId: string) {
   t.deps.bus.publish(runId, last!.last);
 }
 
-/**
- * The test app's real database, with every read of a run's log passed through `wrap` (statements reach
- * the database through the connection's executeQuery: src/db/statement.ts).
- */
-function logReadsThrough(t: TestApp, wrap: (read: () => Promise<unknown>) => Promise<unknown>): TestApp['deps']['orm'] {
-  return new Proxy(t.deps.orm, {
-    get(target, prop, receiver) {
-      if (prop !== 'em') return Reflect.get(target, prop, receiver);
-      return {
-        fork: () => {
-          const em = target.em.fork();
-          const connection = em.getConnection();
-          const counted = new Proxy(connection, {
-            get(c, p3) {
-              const v = Reflect.get(c, p3, c) as unknown;
-              if (p3 !== 'executeQuery' || typeof v !== 'function') return typeof v === 'function' ? v.bind(c) : v;
-              return (sql: string, ...rest: unknown[]) => {
-                const run = () => (v as (...a: unknown[]) => Promise<unknown>).call(c, sql, ...rest);
-                return /from run_event_batches/.test(sql) ? wrap(run) : run();
-              };
-            },
-          });
-          return new Proxy(em, {
-            get(e, p2) {
-              if (p2 === 'getConnection') return () => counted;
-              const v = Reflect.get(e, p2, e) as unknown;
-              return typeof v === 'function' ? v.bind(e) : v;
-            },
-          });
-        },
-      };
-    },
-  }) as TestApp['deps']['orm'];
+/** Removes the interceptor of logReadsThrough after each test. */
+let stopReadingThrough: (() => void) | undefined;
+t.after.each(() => {
+  stopReadingThrough?.();
+  stopReadingThrough = undefined;
+});
+
+/** Every read of a run's log on the test app's real database passes through `wrap` until the test ends (src/db/statement-connection.ts). */
+function logReadsThrough(t: TestApp, wrap: (read: () => Promise<unknown>) => Promise<unknown>): void {
+  stopReadingThrough = interceptStatements(t.deps.orm, (sql, send) => (/from run_event_batches/.test(sql) ? wrap(send) : send()));
 }
 
 t('a pending run reports every Run field, queue position in FIFO order and empty outputs', async ({ t }) => {
@@ -352,7 +330,7 @@ t('resuming with Last-Event-ID or afterSequence replays only later events; Last-
 /** `count` followers of a run from its start, over the test app's database with its log reads counted. */
 function countedFollowers(t: TestApp, id: string, count: number) {
   const reads = { count: 0 };
-  const orm = logReadsThrough(t, (read) => {
+  logReadsThrough(t, (read) => {
     reads.count++;
     return read();
   });
@@ -360,7 +338,7 @@ function countedFollowers(t: TestApp, id: string, count: number) {
   const ended = got.map(
     (events) =>
       new Promise<void>((resolve, reject) =>
-        followRunEvents({ orm, bus: t.deps.bus }, id, 0, { deliver: (ev) => void events.push(ev), end: (err) => (err ? reject(err) : resolve()) }),
+        followRunEvents(t.deps, id, 0, { deliver: (ev) => void events.push(ev), end: (err) => (err ? reject(err) : resolve()) }),
       ),
   );
   const caughtUp = async (n: number) => {
@@ -429,7 +407,7 @@ t('a follower that joins while an older read of the log is running still gets an
   const readRan = new Promise<void>((r) => (ran = r));
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
-  const orm = logReadsThrough(t, async (read) => {
+  logReadsThrough(t, async (read) => {
     const hold = first;
     first = false;
     const rows = await read();
@@ -439,11 +417,10 @@ t('a follower that joins while an older read of the log is running still gets an
     }
     return rows;
   });
-  const deps = { orm, bus: t.deps.bus };
   const follow = () => {
     const got: string[] = [];
     const ended = new Promise<void>((resolve, reject) =>
-      followRunEvents(deps, id, 0, { deliver: (ev) => void got.push(ev.type), end: (err) => (err ? reject(err) : resolve()) }),
+      followRunEvents(t.deps, id, 0, { deliver: (ev) => void got.push(ev.type), end: (err) => (err ? reject(err) : resolve()) }),
     );
     return { got, ended };
   };

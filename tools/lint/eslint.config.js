@@ -11,6 +11,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 
 const typeChecked = { parserOptions: { projectService: true, tsconfigRootDir: root } };
 
+/** A module path into a package's own build output (`pkg/lib/…`, `@scope/pkg/dist/…`) rather than what it exports. */
+const PACKAGE_INTERNALS = String.raw`^(@[^/]+/)?[^./@][^/]*/(lib|dist|build)/`;
+const internalsMessage = 'a package’s lib/ (dist/, build/) files are not its API: import what the package exports';
+const internalsLiteral = `/${PACKAGE_INTERNALS.replaceAll('/', '\\/')}/`;
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', 'src/client/**', 'test/fixtures/**', '**/generated/**', 'tools/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
@@ -31,6 +36,19 @@ export default tseslint.config(
       '@typescript-eslint/restrict-template-expressions': 'off',
       'max-lines': ['error', { max: 500 }],
       'max-len': ['error', { code: 160 }],
+    },
+  },
+  {
+    // Library edges public: a package is used through what it exports, so an upgrade that moves its files
+    // breaks nothing. A package that documents such a path as its entry is named with a disable comment saying so.
+    files: ['src/**/*.ts', 'workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ regex: PACKAGE_INTERNALS, message: internalsMessage }] }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: `ImportExpression[source.value=${internalsLiteral}]`, message: internalsMessage },
+        { selector: `CallExpression[callee.name='require'][arguments.0.value=${internalsLiteral}]`, message: internalsMessage },
+      ],
     },
   },
   {

@@ -1,3 +1,4 @@
+// eslint-disable-next-line no-restricted-imports -- Ajv documents ajv/dist/2020 as its JSON Schema 2020-12 entry; its main one is draft-07
 import { Ajv2020, type ErrorObject, type Options } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import type { Context } from 'openapi-backend';
