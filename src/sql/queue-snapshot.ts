@@ -14,8 +14,9 @@ const QUEUED_BY_CLASS = [0, 1, 2]
  * class (`queued_0` high, `queued_1` normal, `queued_2` low: runs_queue_fair_idx, each counted up to $1).
  *
  * The in-flight predicate is admission's (src/db/entities/run-predicates.ts): running or suspended, or
- * admitted and being prepared. The queue's count and its head come from the line's partial index
- * (runs_queue_line_idx, src/runs/queue-line.ts): a bounded index-only count and one index probe.
+ * admitted and being prepared. The queue's count and its oldest run come from the index of queued runs
+ * (runs_queue_fair_idx): a bounded index-only count, and the earliest acceptance among its entries (a
+ * walk of the index: the queue's order is not acceptance order, and one gauge a scrape needs no index of its own).
  */
 export const QUEUE_SNAPSHOT = statement(
   'queue_snapshot',
@@ -24,6 +25,6 @@ export const QUEUE_SNAPSHOT = statement(
     (select count(*) from (select 1 from runs where ${queuedRun()} limit $1::bigint) q)::int as queued,
     ${QUEUED_BY_CLASS},
     coalesce(extract(epoch from clock_timestamp() -
-      (select queued_at from runs where ${queuedRun()} order by queue_seq, queued_at, id limit 1)), 0)::float8 as oldest`,
+      (select min(queued_at) from runs where ${queuedRun()})), 0)::float8 as oldest`,
   [RunSchema],
 );

@@ -32,6 +32,7 @@ import { Migration20261208000000QueuePlaceStable } from './Migration202612080000
 import { Migration20261208000000RunPriorityAndFairness } from './Migration20261208000000RunPriorityAndFairness.ts';
 import { Migration20261208000000ScheduledRuns } from './Migration20261208000000ScheduledRuns.ts';
 import { Migration20261208000000WalletRule } from './Migration20261208000000WalletRule.ts';
+import { Migration20261209030000DropQueueNumbering } from './Migration20261209030000DropQueueNumbering.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
 export const migrations: MigrationObject[] = [
@@ -68,4 +69,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261208000000RunPriorityAndFairness', class: Migration20261208000000RunPriorityAndFairness },
   { name: 'Migration20261208000000ScheduledRuns', class: Migration20261208000000ScheduledRuns },
   { name: 'Migration20261208000000WalletRule', class: Migration20261208000000WalletRule },
+  { name: 'Migration20261209030000DropQueueNumbering', class: Migration20261209030000DropQueueNumbering },
 ];
