@@ -10,7 +10,7 @@ import { WORKFLOW_3 } from '../shared.ts';
 
 /**
  * Until no run of the service is pending, running or suspended (the floor's runs have phase `floor`).
- * Counted with the predicates of runs_in_flight_idx and runs_queue_line_idx, so polling during a drain
+ * Counted with the predicates of runs_in_flight_idx and runs_queue_fair_idx, so polling during a drain
  * reads those runs only, not the floor's pending rows.
  */
 async function drained(child: ServerChild, limitMs = 60_000): Promise<number> {

@@ -27,7 +27,7 @@ export interface AdmitArgs {
 /**
  * Fails queued runs that waited longer than QUEUE_MAX_WAIT_SECONDS (not charged) and runs that waited
  * for credentials longer than CREDENTIALS_WAIT_SECONDS (charged the steps that ran), then admits queued
- * runs in the line's order (src/runs/queue-line.ts) while the in-flight count is below `capacity`
+ * runs in the queue's order (docs/design/flow-control.md#the-order) while the in-flight count is below `capacity`
  * and each account stays below its `max_concurrent_runs`: admitted runs get phase `starting`. Serialised
  * across processes by a transaction-scoped advisory lock. Returns the admitted run ids.
  */

@@ -2,14 +2,14 @@ import type { Config } from '../config/config.ts';
 import type { Em } from '../db/orm.ts';
 import type { Deps } from './deps.ts';
 import { fork } from './deps.ts';
-import { linePositions } from './queue-line.ts';
 import type { RunQueue, RunRow } from './run-row.ts';
 import { query } from '../db/statement.ts';
 import { RECENT_RUN_MEAN } from '../sql/runs.ts';
+import { LINE_POSITIONS } from '../sql/queue-places.ts';
 
 /**
  * Queue state of pending runs. The place is exact on every read, at any depth, on every process: it is
- * read from the line itself (src/runs/queue-line.ts), with the run's row when the run was read
+ * counted in the queue's order (src/sql/queue-places.ts), with the run's row when the run was read
  * by id, else in one statement for every run asked about. Only the ETA is an estimate: the mean duration of recent runs, kept per service instance for at
  * most MEAN_MS.
  */
@@ -43,6 +43,13 @@ function currentMean(deps: Pick<Deps, 'orm' | 'config'>): Promise<Mean> {
     .then((mean) => (s.mean = mean))
     .finally(() => (s.loading = undefined));
   return s.loading;
+}
+
+/** Exact places of the given runs (those queued now), read in one statement. */
+export async function linePositions(em: Em, ids: string[]): Promise<Map<string, number>> {
+  if (!ids.length) return new Map();
+  const rows = await query<{ id: string; position: string | number | null }>(em, LINE_POSITIONS, [ids]);
+  return new Map(rows.filter((r) => r.position !== null).map((r) => [String(r.id), Number(r.position)]));
 }
 
 /** Queue state of one run (see queueStates); a run that is not pending has none, and is not asked about. */

@@ -6,7 +6,6 @@ import { readStartAt } from '../domain/run-start.ts';
 import { ENTER_BATCH, ENTER_DUE_RUNS, NEXT_SCHEDULED_START, RESCHEDULE_RUNS } from '../sql/scheduled-runs.ts';
 import type { Deps } from './deps.ts';
 import { getRun } from './get-run.ts';
-import { scheduleNumbering } from './queue-line.ts';
 
 /**
  * Delayed starts (docs/design/flow-control.md). A run accepted with a later start waits in phase
@@ -25,7 +24,6 @@ export async function enterDueRuns(deps: RunsDeps, engine: string): Promise<stri
     entered.push(...rows.map((r) => String(r.id)));
     if (rows.length < ENTER_BATCH) break;
   }
-  if (entered.length) scheduleNumbering(deps);
   return entered;
 }
 

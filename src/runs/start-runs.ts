@@ -17,7 +17,6 @@ import { acceptRuns, idempotencyConflict, spendCapReached, type AcceptCall, type
 import { batchItemKey, underBatchKey, type BatchKey } from './batch-key.ts';
 import { quoteRuns, type RunQuote } from './quote-runs.ts';
 import { checkRun, pickIdempotencyKey, type CheckMemo } from './check-run.ts';
-import { scheduleNumbering } from './queue-line.ts';
 import { runUrls, type AcceptedRun } from './run-views.ts';
 import { workflowReadCache, type KeptRead } from './workflow-cache.ts';
 
@@ -314,7 +313,6 @@ const acceptedRun = (deps: Deps, runId: string): AcceptedRun => ({ id: runId, st
 async function told(deps: Deps, accountId: string, runIds: readonly string[]): Promise<void> {
   if (runIds.length === 0) return;
   for (const _ of runIds) runAccepted();
-  scheduleNumbering(deps);
   await Promise.all(
     runIds.map((runId) =>
       deps.engine.runAccepted(runId).catch((err) => {

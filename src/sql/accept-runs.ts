@@ -12,7 +12,6 @@ import {
   WorkflowVersionSchema,
 } from '../db/entities/index.ts';
 import { CLAIM_ON_CONFLICT, IDEMPOTENCY_RECORD_HOURS } from './idempotency-records.ts';
-import { GATE_CTE } from './queue-line.ts';
 import { fairPass } from './fair-pass.ts';
 import { COUNT_CALLS } from './rate-windows.ts';
 import { viewTokenOf } from './workflows.ts';
@@ -87,8 +86,8 @@ export interface RunAcceptance {
  * - `new_call`, `inserted_run`, `labelled`, `sealed_input`, `queued_event`: for each new run, the run (queued:
  *   the engine admits in rounds of its own; or `scheduled` for a later `start_at`, outside the line until
  *   then: src/runs/scheduled-runs.ts), its metadata pairs (`run_labels`, for GET /runs
- *   filters), its sealed password inputs and its `run.queued` event, with
- *   the queue's numbering gate held shared until the commit (src/runs/queue-line.ts).
+ *   filters), its sealed password inputs and its `run.queued` event (its pass in the queue's order:
+ *   src/sql/fair-pass.ts).
  *
  * Each row: `run_id`, `fingerprint` (the claimed record's: this run's, or the one to replay),
  * `inserted`, `stale` (nothing written: the workflow changed), `over_cap` (nothing written: the cap),
@@ -97,8 +96,7 @@ export interface RunAcceptance {
  */
 export const ACCEPT_RUNS = statement(
   'accept_runs',
-  `with ${GATE_CTE},
-call as materialized (
+  `with call as materialized (
   select * from jsonb_to_recordset($1::jsonb)
          as call(ord bigint, run_id uuid, account_id uuid, api_key_id uuid, workflow_id uuid, version_id uuid, price numeric, user_access text,
                  creator_price numeric, step_usd numeric, compute_limit numeric, credential_mode text, inputs text, engine text,
@@ -153,7 +151,7 @@ sealed_input as (
     join inserted_run r on r.id = c.run_id),
 queued_event as (
   insert into run_event_batches (run_id, last_sequence, types, node_ids, data, ts)
-  select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from inserted_run r cross join gate)
+  select r.id, 1, array['run.queued'], array[null]::text[], array['{"status":"pending"}'::jsonb], r.created_at from inserted_run r)
 select c.ord, cl.run_id, cl.fingerprint, exists (select 1 from inserted_run r where r.id = c.run_id) as inserted, not c.current as stale,
        c.ord = any(over_cap.ords) as over_cap, r.allowed, r.counted, r.oldest_ms,
        case when r.ord is not null then (extract(epoch from now()) * 1000)::float8 end as now_ms

@@ -15,7 +15,7 @@ export const FIND_OTHER_BATCH_RECORD = statement(
 
 /**
  * $1 account id, $2 the MAC of a batch's key: the key's lock until the transaction ends (two int4 keys,
- * a space apart from the one-key advisory locks of src/sql/queue-line.ts and admit-queued.ts), so the
+ * a space apart from the one-key advisory lock of admit-queued.ts), so the
  * acceptances of two bodies under one batch key pass one after another (src/runs/batch-key.ts).
  */
 export const LOCK_BATCH_KEY = statement('lock_batch_key', 'select pg_advisory_xact_lock(hashtext($1::text), hashtext($2::text))', []);

@@ -1,6 +1,6 @@
 import { statement } from '../db/statement.ts';
 import { RunLabelSchema, RunSchema } from '../db/entities/index.ts';
-import { positionSql } from './queue-line.ts';
+import { positionSql } from './queue-places.ts';
 import { liveRun } from '../db/entities/run-predicates.ts';
 
 /** Reading a run and making it terminal (table `runs`, with its events (`run_event_batches`) and `run_secrets`). */
@@ -17,7 +17,7 @@ export const RUN_COLUMNS = `id, account_id, workflow_id, version_id, status, pha
 /** RUN_COLUMNS of the table or alias `r` (a statement that reads the run beside other tables). */
 export const runColumnsOf = (r: string): string => RUN_COLUMNS.replace(/(\w+)/g, `${r}.$1`);
 
-/** $1 run id; with the run's queue place, read in the same statement (src/runs/queue-line.ts). */
+/** $1 run id; with the run's queue place, read in the same statement (src/sql/queue-places.ts). */
 export const FIND_RUN = statement('find_run', `select ${RUN_COLUMNS}, ${positionSql('runs')} as queue_position from runs where id = $1`, [RunSchema]);
 
 /** $1 run id, $2 account id: another account's run is as unknown as a missing one. */

@@ -1,6 +1,5 @@
 import { statement } from '../db/statement.ts';
 import { RunSchema } from '../db/entities/index.ts';
-import { GATE_CTE } from './queue-line.ts';
 import { scheduledRun } from '../db/entities/run-predicates.ts';
 import { fairPass } from './fair-pass.ts';
 
@@ -14,16 +13,14 @@ export const ENTER_BATCH = 1000;
 
 /**
  * $1 engine, $2 how many at most: the scheduled runs of `engine` whose start has come enter the line, due
- * first: phase `queued`, `queued_at` the moment they enter, under the queue's numbering gate held shared
- * as an acceptance holds it (src/runs/queue-line.ts), so their places are exact as any run's, each with
- * its pass in the fair order taken as it enters (src/sql/fair-pass.ts). A run locked
+ * first: phase `queued`, `queued_at` the moment they enter, each with its pass in the fair order taken as
+ * it enters, as a run accepted at that moment takes it (src/sql/fair-pass.ts). A run locked
  * by a reschedule in flight is skipped (the next round sees it with its new start); the phase test makes
  * a run enter once, whatever number of processes run rounds at once. Returns the ids that entered.
  */
 export const ENTER_DUE_RUNS = statement(
   'enter_due_runs',
-  `with ${GATE_CTE},
-due as materialized (
+  `with due as materialized (
   select id, account_id, concurrency_key, priority, scheduled_for from runs
    where ${scheduledRun()} and scheduled_for <= clock_timestamp() and engine = $1
    order by scheduled_for, id limit $2
@@ -32,7 +29,7 @@ entering as materialized (
   select n.id, ${fairPass('n')} as fair_pass
     from (select due.*, row_number() over (order by due.scheduled_for, due.id) as ord from due) n)
 update runs r set phase = 'queued', queued_at = clock_timestamp(), updated_at = clock_timestamp(), fair_pass = entering.fair_pass
-  from entering cross join gate
+  from entering
  where r.id = entering.id and ${scheduledRun('r')}
 returning r.id`,
   [RunSchema],

@@ -5,22 +5,18 @@ import type { Em, Orm } from '../../src/db/orm.ts';
 import { query, statement } from '../../src/db/statement.ts';
 import { admitQueuedRunsDetailed } from '../../src/runs/admit-runs.ts';
 import type { RunsDeps } from '../../src/runs/deps.ts';
-import { numberQueuedRuns } from '../../src/runs/queue-line.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
-import { NUMBER_QUEUED_RUNS } from '../../src/sql/queue-line.ts';
-import { GATE_CTE } from '../../src/sql/queue-line.ts';
 import { resetDb, testOrm, insertWorkflow } from '../helpers/db.ts';
 import { testRunsDeps } from '../helpers/runs-deps.ts';
 import { statementsWhile } from '../helpers/statement-log.ts';
 
 /**
- * An admission round (wr_admit_queued) and a queue numbering (wr_number_queued) are one statement each,
- * a function that takes its lock and then reads in a snapshot of its own: the queue's order, RUN_CAPACITY,
- * each account's max_concurrent_runs, the engine, the lease and `more`, and rounds and numberings that
- * run at once.
+ * An admission round (wr_admit_queued) is one statement, a function that takes its lock and then reads
+ * in a snapshot of its own: the queue's order, RUN_CAPACITY, each account's max_concurrent_runs, the
+ * engine, the lease and `more`, and rounds that run at once.
  */
 
-const t = suite<{ orm: Orm; deps: RunsDeps }>('admission rounds and queue numbering, one statement each');
+const t = suite<{ orm: Orm; deps: RunsDeps }>('admission rounds, one statement each');
 t.before(async (ctx) => {
   ctx.orm = await testOrm();
   ctx.deps = testRunsDeps(ctx.orm);
@@ -39,17 +35,13 @@ async function account(orm: Orm, limit: number | null = null): Promise<{ account
 
 type Owner = Awaited<ReturnType<typeof account>>;
 
-/**
- * A run of `owner` in `phase` (queued by default), accepted `secondsAgo` seconds ago, with place
- * `queueSeq` when numbered; an acceptance's insert, holding the numbering gate shared as it does.
- */
+/** A run of `owner` in `phase` (queued by default), accepted `secondsAgo` seconds ago. */
 async function run(orm: Orm, owner: Owner, o: RunOptions = {}) {
   const id = randomUUID();
   await em(orm).execute(
-    `with ${GATE_CTE}
-     insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, compute_limit_usd, credential_mode, inputs, progress,
-                       engine, queued_at, queue_seq, priority, fair_pass)
-     select ?, ?, ?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}', ?, now() - make_interval(secs => ?), ?, ?, ? from gate`,
+    `insert into runs (id, account_id, workflow_id, version_id, status, phase, user_access, compute_limit_usd, credential_mode, inputs, progress,
+                       engine, queued_at, priority, fair_pass)
+     values (?, ?, ?, ?, ?, ?, 'wallet', 5, 'service_hosted', '{}', '{"results":{},"timers":{}}', ?, now() - make_interval(secs => ?), ?, ?)`,
     [
       id,
       owner.accountId,
@@ -59,7 +51,6 @@ async function run(orm: Orm, owner: Owner, o: RunOptions = {}) {
       o.phase === undefined ? 'queued' : o.phase,
       o.engine ?? 'embedded',
       o.secondsAgo ?? 0,
-      o.queueSeq ?? null,
       o.priority ?? 1,
       o.pass ?? 0,
     ],
@@ -69,7 +60,6 @@ async function run(orm: Orm, owner: Owner, o: RunOptions = {}) {
 
 interface RunOptions {
   secondsAgo?: number;
-  queueSeq?: number;
   status?: string;
   phase?: string | null;
   engine?: string;
@@ -82,17 +72,17 @@ const round = (deps: RunsDeps, capacity: number, more: Partial<Parameters<typeof
   admitQueuedRunsDetailed(deps, { capacity, engine: 'embedded', expireQueued: false, ...more });
 
 t(
-  'a round admits in the queue’s order (by acceptance time within one class and pass; place numbers do not reorder it) up to RUN_CAPACITY, counting the runs in flight',
+  'a round admits in the queue’s order (by acceptance time within one class and pass) up to RUN_CAPACITY, counting the runs in flight',
   async ({ orm, deps }) => {
     const alice = await account(orm);
     await run(orm, alice, { status: 'running', phase: null });
-    const unnumberedOld = await run(orm, alice, { secondsAgo: 50 });
-    const second = await run(orm, alice, { secondsAgo: 5, queueSeq: 2 });
-    const first = await run(orm, alice, { secondsAgo: 1, queueSeq: 1 });
-    const unnumberedNew = await run(orm, alice, { secondsAgo: 10 });
+    const oldest = await run(orm, alice, { secondsAgo: 50 });
+    const third = await run(orm, alice, { secondsAgo: 5 });
+    const fourth = await run(orm, alice, { secondsAgo: 2 });
+    const second = await run(orm, alice, { secondsAgo: 10 });
     await run(orm, alice, { secondsAgo: 1 });
     const r = await round(deps, 5);
-    assert.equal(r.admitted, [unnumberedOld, unnumberedNew, second, first], 'four places free of five');
+    assert.equal(r.admitted, [oldest, second, third, fourth], 'four places free of five');
     assert.ok(
       r.states.every((s) => s.status === 'pending' && s.phase === 'starting' && s.accountId === alice.accountId),
       'their state as admitted',
@@ -186,36 +176,6 @@ t('rounds at once never admit past RUN_CAPACITY: each reads the queue after the 
   const admitted = rounds.flatMap((r) => r.admitted);
   assert.is(admitted.length, 7, 'seven admitted over all the rounds');
   assert.is(new Set(admitted).size, 7, 'none twice');
-});
-
-t('numbering is one statement, and acceptances and numberings at once leave places 1…n without gaps or repeats', async ({ orm }) => {
-  const owner = await account(orm);
-  const { sql } = await statementsWhile(
-    orm,
-    async () => {
-      await run(orm, owner);
-      assert.is(await numberQueuedRuns(em(orm)), 1);
-    },
-    (s) => !s.query.includes('insert into runs'),
-  );
-  assert.equal(sql, [NUMBER_QUEUED_RUNS.text], 'the numbering is one statement');
-
-  const acceptances = Array.from({ length: 6 }, async () => {
-    for (let i = 0; i < 15; i++) await run(orm, owner, { secondsAgo: Math.random() });
-  });
-  let accepting = true;
-  const numberings = Array.from({ length: 3 }, async () => {
-    while (accepting) await numberQueuedRuns(em(orm));
-  });
-  await Promise.all(acceptances);
-  accepting = false;
-  await Promise.all(numberings);
-  await numberQueuedRuns(em(orm));
-  const rows = await em(orm).execute<{ queue_seq: string | null }[]>('select queue_seq from runs order by queue_seq');
-  assert.equal(
-    rows.map((r) => Number(r.queue_seq)),
-    Array.from({ length: 91 }, (_, i) => i + 1),
-  );
 });
 
 t.run();

@@ -1,7 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query, statement } from '../../src/db/statement.ts';
-import { NUMBER_QUEUED_BODY } from '../../src/db/migrations/Migration20261204000000AdmissionFunctions.ts';
 import { ADMIT_WAIT_BODY } from '../../src/db/migrations/Migration20261209040000AdmissionWait.ts';
 import { ADMIT_QUEUED, admitValues } from '../../src/sql/admit-queued.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
@@ -11,7 +10,8 @@ import { resetDb, testOrm } from '../helpers/db.ts';
  * Migration20261204000000AdmissionFunctions.ts). Every finished run leaves a dead entry in
  * runs_in_flight_idx; only a plain index scan marks such entries as it passes them, so the round must be
  * planned neither as a bitmap scan, which would read all of them again every round, nor by statistics
- * that lag (a sequential scan of every run, or a walk of the whole line for each picked run). A numbering (wr_number_queued) reads the queue's own indexes.
+ * that lag (a sequential scan of every run, or a walk of the whole line for each picked run). A queued run's
+ * place is held to its index by test/db/queue-place-plan.test.ts.
  */
 
 const SETTING = statement('test_scan_settings', `select current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan') as v`);
@@ -27,7 +27,6 @@ const ROUND_QUERY = functionQuery(ADMIT_WAIT_BODY, [
   ['lease_seconds', '$5::float8'],
 ]);
 const EXPLAIN_ROUND = statement('test_explain_admit', `explain (costs off) ${ROUND_QUERY}`);
-const EXPLAIN_NUMBERING = statement('test_explain_numbering', `explain (costs off) ${functionQuery(NUMBER_QUEUED_BODY, [['batch_size', '$1::int']])}`);
 const SCAN_SETTINGS_OFF = statement('test_scan_settings_off', `select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`);
 
 test.before(async () => {
@@ -73,18 +72,6 @@ test('an admission round admits its picked runs found by primary key, not by wal
   const plan = await roundPlan();
   assert.match(plan, /Index Scan using runs_pkey on runs run\b/, `each picked run is found by its id:\n${plan}`);
   assert.not.match(plan, /using runs_queue_\w+ on runs run\b/, `the update walks none of the queue's indexes:\n${plan}`);
-});
-
-test("a numbering reads the line's ends and its unnumbered tail through the queue's partial indexes", async () => {
-  const orm = await testOrm();
-  const plan = await orm.em.fork().transactional(async (tx) => {
-    // The suite's table is nearly empty, where a sequential scan would be chosen whatever the indexes.
-    await query(tx, SCAN_SETTINGS_OFF, []);
-    return (await query<{ 'QUERY PLAN': string }>(tx, EXPLAIN_NUMBERING, [5000])).map((r) => r['QUERY PLAN']).join('\n');
-  });
-  for (const index of ['runs_queue_line_idx', 'runs_queue_left_idx', 'runs_queue_fresh_idx'])
-    assert.match(plan, new RegExp(`using ${index}`), `${index}:\n${plan}`);
-  assert.not.match(plan, /Seq Scan|Bitmap/, `plain index scans only:\n${plan}`);
 });
 
 test.run();

@@ -1,7 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { statementsWhile } from '../helpers/statement-log.ts';
-import { waitFor } from '../helpers/wait-for.ts';
 import { ALICE_SECRET, BOB_SECRET, GREETER, PRIVATE_TOOL, startHarness, type Harness } from './helpers/harness.ts';
 
 /**
@@ -15,12 +14,6 @@ test.before(async () => {
   h = await startHarness();
   for (let i = 0; i < 10; i++) await h.startRun(ALICE_SECRET, GREETER, { name: `a${i}`, place: 'here' });
   for (let i = 0; i < 40; i++) await h.startRun(BOB_SECRET, PRIVATE_TOOL, { name: `b${i}` });
-  // The queue's line is numbered shortly after acceptances (src/runs/queue-line.ts): let that
-  // background write finish before counting what a request sends.
-  await waitFor('the queued runs to be numbered', async () => {
-    const [row] = await h.em().execute<{ unnumbered: number }[]>('select count(*)::int as unnumbered from runs where queue_seq is null');
-    return row!.unnumbered === 0;
-  });
 });
 
 test.after(async () => {

@@ -1,7 +1,7 @@
 import type { Orm } from '../../src/db/orm.ts';
 
 /**
- * `count` copies of run `runId` (new ids, not numbered in the queue line), with their metadata pairs in
+ * `count` copies of run `runId` (new ids), with their metadata pairs in
  * run_labels: many queued runs of one account at once, for the bulk calls' pages and the bench, without
  * sending as many POST /runs.
  */
@@ -9,7 +9,7 @@ export async function cloneRun(orm: Orm, runId: string, count: number): Promise<
   const em = orm.em.fork();
   await em.execute(
     `insert into runs select (jsonb_populate_record(null::runs,
-       to_jsonb(r) || jsonb_build_object('id', gen_random_uuid(), 'queue_seq', null))).*
+       to_jsonb(r) || jsonb_build_object('id', gen_random_uuid()))).*
        from runs r cross join generate_series(1, ?) where r.id = ?`,
     [count, runId],
   );

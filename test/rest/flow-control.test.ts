@@ -2,7 +2,6 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
 import { LOW_PRIORITY_AGE_SECONDS } from '../../src/db/migrations/Migration20261208000000RunPriorityAndFairness.ts';
-import { QUEUE_GATE } from '../../src/sql/queue-line.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 
 /**
@@ -20,13 +19,9 @@ t.before(async (ctx) => {
   ctx.t = await startTestApp();
 });
 t.after(async (ctx) => ctx.t.close());
-// Every test starts from an empty queue: what earlier tests left queued is cancelled, under the numbering
-// gate (the app numbers queued runs in the background, which would update the same rows in another order).
+// Every test starts from an empty queue: what earlier tests left queued is cancelled.
 t.before.each(async ({ t }) => {
-  await t.deps.orm.em.fork().transactional(async (tx) => {
-    await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
-    await tx.execute(`update runs set status = 'cancelled', phase = null where status = 'pending'`);
-  });
+  await t.deps.orm.em.fork().execute(`update runs set status = 'cancelled', phase = null where status = 'pending'`);
 });
 
 const body = (extra: Record<string, unknown> = {}) => ({ workflow: W_SUMMARY, inputs: { topic: 'x' }, ...extra });

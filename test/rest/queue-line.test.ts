@@ -1,13 +1,13 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { admitQueuedRuns } from '../../src/runs/admit-runs.ts';
-import { linePositions, numberQueuedRuns } from '../../src/runs/queue-line.ts';
+import { linePositions } from '../../src/runs/queue-positions.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 /**
- * Queue places are a fact at any depth (src/runs/queue-line.ts): whatever mix of numbered and
- * not yet numbered runs the line holds, and however runs leave it (cancelled from the middle, admitted
- * past an account at its limit), GET /runs/{id} answers the place counted from the line itself.
+ * Queue places are a fact at any depth (docs/design/flow-control.md#places): however runs leave the
+ * line (cancelled from the middle, admitted past an account at its limit), GET /runs/{id} answers the
+ * place counted in the queue's order, and a run that waits is never written while it waits.
  */
 
 const W_SUMMARY = 'aaaaaaaa-0000-4000-8000-000000000001';
@@ -37,17 +37,16 @@ async function expectPlaces(t: TestApp, line: { id: string; key: string }[], gon
   );
 }
 
-t('places stay exact through numbering, cancels from the middle and admission past an account at its limit', async ({ t }) => {
+t('places stay exact through new runs behind, cancels from the middle and admission past an account at its limit', async ({ t }) => {
   const line: { id: string; key: string }[] = [];
   const gone = new Set<string>();
   for (let i = 0; i < 8; i++) {
     const key = i % 3 === 0 ? 'wr_test_alice' : 'wr_test_bob';
     line.push({ id: await start(t, key), key });
   }
-  await expectPlaces(t, line, gone, 'just accepted (numbered or not)');
-  await numberQueuedRuns(t.deps.orm.em.fork() as never);
+  await expectPlaces(t, line, gone, 'just accepted');
   for (let i = 0; i < 4; i++) line.push({ id: await start(t, 'wr_test_bob'), key: 'wr_test_bob' });
-  await expectPlaces(t, line, gone, 'numbered runs and a fresh tail');
+  await expectPlaces(t, line, gone, 'with runs accepted behind them');
 
   for (const i of [2, 5, 9]) {
     assert.is((await t.call('POST', `/runs/${line[i]!.id}/cancel`, { key: line[i]!.key })).status, 200);
@@ -65,43 +64,38 @@ t('places stay exact through numbering, cancels from the middle and admission pa
     'an alice run was passed over',
   );
   await expectPlaces(t, line, gone, 'after admission past an account at its limit');
-  await numberQueuedRuns(t.deps.orm.em.fork() as never);
-  await expectPlaces(t, line, gone, 'after numbering the tail');
   const head = line.find((r) => !gone.has(r.id))!;
   assert.is((await t.call('GET', `/runs/${head.id}`, { key: head.key })).body.queue.position, 1, 'the head reads 1 (next)');
 });
 
-t('runs still queued are numbered about a second after their acceptance, without anyone reading them', async ({ t }) => {
-  for (let i = 0; i < 5; i++) await start(t, 'wr_test_bob');
-  const em = () => t.deps.orm.em.fork();
-  let unnumbered = -1;
-  for (let i = 0; i < 200 && unnumbered !== 0; i++) {
-    await new Promise((r) => setTimeout(r, 20));
-    [{ n: unnumbered }] = await em().execute<{ n: number }[]>(
-      `select count(*)::int as n from runs where status = 'pending' and phase = 'queued' and queue_seq is null`,
-    );
-  }
-  assert.is(unnumbered, 0);
+t('a queued run is never rewritten while it waits: its row version stays the one its acceptance wrote', async ({ t }) => {
+  // Places are counted, not stored: nothing writes a waiting run (a numbering once did, a second after acceptance).
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) ids.push(await start(t, 'wr_test_bob'));
+  const versions = async () =>
+    (await t.deps.orm.em.fork().execute<{ v: string }[]>(`select xmin::text as v from runs where id in (?) order by id`, [ids])).map((r) => r.v);
+  const accepted = await versions();
+  await new Promise((r) => setTimeout(r, 2500));
+  assert.equal(await versions(), accepted);
 });
 
-t('a place is read from one snapshot: numbering that commits meanwhile never shows a half-numbered line', async ({ t }) => {
-  // wr_queue_place runs several queries; were it VOLATILE each would take its own snapshot, and a numbering
-  // committed between the head's query and the tail's made a queued run read place 0.
-  const [fn] = await t.deps.orm.em.fork().execute<{ volatility: string }[]>(`select provolatile as volatility from pg_proc where proname = 'wr_queue_place'`);
-  assert.is(fn?.volatility, 's', 'wr_queue_place is STABLE');
+t('a place is read from one snapshot: runs accepted and admitted meanwhile never show a half-counted line', async ({ t }) => {
+  // wr_fair_place runs several counts; were it VOLATILE each would take its own snapshot, and a run admitted
+  // between two counts could be missed by one and counted by the other.
+  const [fn] = await t.deps.orm.em.fork().execute<{ volatility: string }[]>(`select provolatile as volatility from pg_proc where proname = 'wr_fair_place'`);
+  assert.is(fn?.volatility, 's', 'wr_fair_place is STABLE');
   const em = () => t.deps.orm.em.fork();
+  await em().execute(`update runs set status = 'cancelled', phase = null where status = 'pending'`);
   const line: string[] = [];
   for (let round = 0; round < 12; round++) {
-    for (let i = 0; i < 3; i++) line.push(await start(t, 'wr_test_bob'));
-    const [, places] = await Promise.all([numberQueuedRuns(em() as never), linePositions(em() as never, line)]);
-    // Runs of the tests above may still wait ahead of these: the places follow on from the first.
-    const first = places.get(line[0]!)!;
-    assert.ok(first >= 1, `round ${round}: the first reads ${first}`);
+    const [, places] = await Promise.all([start(t, 'wr_test_bob').then((id) => line.push(id)), linePositions(em() as never, line)]);
+    const waiting = line.filter((id) => places.has(id));
     assert.equal(
-      line.map((id) => places.get(id)),
-      line.map((_, i) => first + i),
-      `round ${round}`,
+      waiting.map((id) => places.get(id)),
+      waiting.map((_, i) => i + 1),
+      `round ${round}: the places read at once are 1…n`,
     );
+    if (round % 3 === 2) await admitQueuedRuns(t.deps, { capacity: 1 + round });
   }
 });
 

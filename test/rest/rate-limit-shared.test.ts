@@ -5,7 +5,7 @@ import type { ApiError } from '../../src/domain/errors.ts';
 import { PostgresWindowLimiter } from '../../src/runs/rate-limiter.ts';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { testOrm } from '../helpers/db.ts';
-import { QUEUE_GATE } from '../../src/sql/queue-line.ts';
+import { HOLD_ACCEPTANCES, RUNS_ACCEPTANCE } from '../helpers/held-acceptances.ts';
 import { hashApiKey } from '../../src/security/crypto.ts';
 
 /**
@@ -151,9 +151,9 @@ if (!process.env.DATABASE_URL) {
     assert.is(Number(claimed!.n), 3, 'refused requests claimed no idempotency key');
   });
 
-  t('requests of one key waiting on the queue gate in two processes are each counted once and accepted', async (ctx) => {
-    // The queue gate held exclusively makes every acceptance wait (it takes the gate shared). Whether
-    // a request was counted by its workflow read or by its acceptance, it is counted once.
+  t('requests of one key whose acceptances wait in Postgres in two processes are each counted once and accepted', async (ctx) => {
+    // Acceptances held (test/helpers/held-acceptances.ts) wait in Postgres. Whether a request was counted by
+    // its workflow read or by its acceptance, it is counted once.
     const key = 'wr_test_carol';
     const db = ctx.a.deps.orm.em.fork();
     await db.execute('delete from api_key_rate_windows');
@@ -168,12 +168,12 @@ if (!process.env.DATABASE_URL) {
     };
     let answers!: Promise<number[]>;
     const waited = await holder.transactional(async (tx) => {
-      await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
+      await tx.execute(HOLD_ACCEPTANCES);
       answers = Promise.all(
         [0, 1].map(async (i) => {
           const res = await fetch(`${i ? ctx.a.base : ctx.bBase}/runs`, {
             method: 'POST',
-            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': `gate-held-${i}` },
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': `held-${i}` },
             body: JSON.stringify({ workflow: 'aaaaaaaa-0000-4000-8000-000000000001', inputs: { topic: `g${i}` } }),
           });
           await res.text();
@@ -184,13 +184,13 @@ if (!process.env.DATABASE_URL) {
       for (let i = 0; i < 100 && waiting < 2; i++) {
         await new Promise((r) => setTimeout(r, 50));
         const [w] = await tx.execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity
-            where pid <> pg_backend_pid() and (query like '%pg_advisory_xact_lock_shared(${QUEUE_GATE})%' or query like '%execute accept_run%')
+            where pid <> pg_backend_pid() and ${RUNS_ACCEPTANCE}
               and wait_event_type = 'Lock'`);
         waiting = Number(w!.n);
       }
       return waiting;
     });
-    assert.ok(waited >= 1, 'the acceptances waited while the gate was held');
+    assert.ok(waited >= 1, 'the acceptances waited while they were held');
     assert.equal(await answers, [202, 202]);
     assert.is(await counted(), 2, 'each request counted once');
   });

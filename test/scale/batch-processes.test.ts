@@ -7,7 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startPeerApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { startService } from '../helpers/service-process.ts';
-import { QUEUE_GATE } from '../../src/sql/queue-line.ts';
+import { HOLD_ACCEPTANCES, RUNS_ACCEPTANCE } from '../helpers/held-acceptances.ts';
 import type { App } from '../../src/app.ts';
 import { hashApiKey } from '../../src/security/crypto.ts';
 
@@ -36,19 +36,16 @@ t.after(async (ctx) => {
 const sql = <T = any>(t: TestApp, text: string, params: unknown[] = []) => t.deps.orm.em.fork().execute<T[]>(text, params);
 const items = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ workflow: W_SUMMARY, inputs: { topic: `${tag}-${i}` } }));
 
-/** What the acceptance statement's text holds: it takes the queue's gate shared (src/sql/queue-line.ts). */
-const GATE_LOCK = `pg_advisory_xact_lock_shared(${QUEUE_GATE})`;
-
-/** The accept_runs statements waiting for a lock (the queue's gate), by backend pid. */
+/** The accept_runs statements waiting for a lock (held: test/helpers/held-acceptances.ts), by backend pid. */
 const waitingAcceptances = async (t: TestApp) =>
-  (
-    await sql<{ pid: number }>(t, `select pid from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and wait_event_type = 'Lock'`)
-  ).map((r) => r.pid);
+  (await sql<{ pid: number }>(t, `select pid from pg_stat_activity where pid <> pg_backend_pid() and ${RUNS_ACCEPTANCE} and wait_event_type = 'Lock'`)).map(
+    (r) => r.pid,
+  );
 
 /**
- * Sends a 1,000-run batch to a fresh `npm start`, holds the queue's gate so its acceptance waits in
+ * Sends a 1,000-run batch to a fresh `npm start`, holds acceptances so its acceptance waits in
  * Postgres, kills the process with SIGKILL there, then `after(pids)` decides the statement's fate
- * before the gate is let go.
+ * before acceptances are let go.
  */
 async function killMidAcceptance(t: TestApp, key: string, body: unknown, after: (pids: number[]) => Promise<void>): Promise<void> {
   const svc = startService({
@@ -65,20 +62,20 @@ async function killMidAcceptance(t: TestApp, key: string, body: unknown, after: 
   } finally {
     await svc.stop();
   }
-  // The statement, if it still runs, finishes once the gate is let go.
+  // The statement, if it still runs, finishes once acceptances are let go.
   for (
     let i = 0;
-    i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and query like '%${GATE_LOCK}%' and state = 'active'`)).length;
+    i < 200 && (await sql(t, `select 1 from pg_stat_activity where pid <> pg_backend_pid() and ${RUNS_ACCEPTANCE} and state = 'active'`)).length;
     i++
   ) {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
 
-/** Holds the queue's gate while the batch's acceptance waits for it, kills the process, lets `after` decide, lets the gate go. */
+/** Holds acceptances while the batch's acceptance waits, kills the process, lets `after` decide, lets acceptances go. */
 async function sendAndKill(t: TestApp, base: string, child: ChildProcess, key: string, body: unknown, after: (pids: number[]) => Promise<void>) {
   await t.deps.orm.em.fork().transactional(async (tx) => {
-    await tx.execute(`select pg_advisory_xact_lock(${QUEUE_GATE})`);
+    await tx.execute(HOLD_ACCEPTANCES);
     const sent = fetch(`${base}/v1/runs/batch`, {
       method: 'POST',
       headers: { authorization: 'Bearer wr_test_bob', 'content-type': 'application/json', 'idempotency-key': key },
@@ -89,7 +86,7 @@ async function sendAndKill(t: TestApp, base: string, child: ChildProcess, key: s
       await new Promise((r) => setTimeout(r, 50));
       pids = await waitingAcceptances(t);
     }
-    assert.is(pids.length, 1, 'the acceptance waits on the gate');
+    assert.is(pids.length, 1, 'the acceptance waits in Postgres');
     child.kill('SIGKILL');
     assert.is(await sent, null, 'the process died before answering');
     await after(pids);

@@ -13,15 +13,11 @@ const phaseIs = (alias: string | undefined, phase: RunPhase, op: '=' | '<>' = '=
 /** Statuses of a started run that has not ended. */
 const STARTED_STATUSES = ['running', 'suspended'] as const satisfies readonly RunStatus[];
 
-/** Waiting in the queue's line (the predicate of runs_queue_line_idx). */
+/** Waiting in the queue (the predicate of runs_queue_fair_idx). */
 export const queuedRun = (alias?: string): string => `${statusIs(alias, 'pending')} and ${phaseIs(alias, 'queued')}`;
 
 /** Waiting for a delayed start, outside the line (the predicate of runs_scheduled_idx). */
 export const scheduledRun = (alias?: string): string => `${statusIs(alias, 'pending')} and ${phaseIs(alias, 'scheduled')}`;
-
-/** Numbered runs that have left the line (the predicate of runs_queue_left_idx). */
-export const leftQueue = (alias?: string): string =>
-  `${column(alias, 'queue_seq')} is not null and (${statusIs(alias, 'pending', '<>')} or ${phaseIs(alias, 'queued', '<>')})`;
 
 /** Admitted and not yet running: the engine starts (`starting`) or funds (`preparing`) it. */
 export const admittedRun = (alias?: string): string => `${statusIs(alias, 'pending')} and ${column(alias, 'phase')} in ${sqlList(ADMITTED_PHASES)}`;

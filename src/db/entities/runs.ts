@@ -1,7 +1,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { JsonValue, NodeResult, RunOutputField } from '../../domain/graph/types.ts';
 import { BILLING_STATUSES, OUTCOMES, RUN_STATUSES, type RunPhase } from '../../domain/run-status.ts';
-import { IN_FLIGHT, leftQueue, liveRun, queuedRun, scheduledRun } from './run-predicates.ts';
+import { IN_FLIGHT, liveRun, queuedRun, scheduledRun } from './run-predicates.ts';
 import { checkedByDomain, createdAt, money, PgArrayType } from './columns.ts';
 import { AccountSchema } from './accounts.ts';
 import { CREDENTIAL_MODES, WorkflowSchema, WorkflowVersionSchema } from './catalog.ts';
@@ -92,8 +92,6 @@ export const RunSchema = defineEntity({
     concurrencyLimit: p.integer().nullable(),
     /** The run's pass in its class: the queue's order after the class (docs/design/flow-control.md#the-order). */
     fairPass: p.bigint('number').default(0),
-    /** Place number in the queue's line (src/runs/queue-line.ts). */
-    queueSeq: p.bigint('number').nullable(),
     startedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
     updatedAt: createdAt(),
@@ -103,10 +101,6 @@ export const RunSchema = defineEntity({
     { name: 'runs_api_key_created_idx', properties: ['apiKeyId', 'createdAt'] },
     // A workflow's runs, newest first: the internal GraphQL search by workflow (src/graphql/queries/runs.ts).
     { name: 'runs_workflow_created_idx', properties: ['workflowId', 'createdAt', 'id'] },
-    // The line in its order, its unnumbered tail, and numbered runs that left it (queue-line.ts).
-    { name: 'runs_queue_line_idx', properties: ['queueSeq', 'queuedAt', 'id'], where: queuedRun() },
-    { name: 'runs_queue_fresh_idx', properties: ['queuedAt', 'id'], where: `${queuedRun()} and queue_seq is null` },
-    { name: 'runs_queue_left_idx', properties: ['queueSeq'], where: leftQueue() },
     // Runs waiting for their delayed start, by time: the engines' rounds move the due ones into the line.
     { name: 'runs_scheduled_idx', properties: ['scheduledFor', 'id'], where: scheduledRun() },
     // A waiting debounced run, found by its key by the calls that join it (src/runs/debounce-runs.ts).

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Exact queue places at any depth (src/runs/queue-line.ts): each queued run's gapless place
+ * Exact queue places at any depth (the numbering, dropped by Migration20261209030000DropQueueNumbering): each queued run's gapless place
  * number, the line in its order (admission reads the head), the runs not numbered yet, and the numbered
  * runs that left the line (counted between the head and a reader's run). The old acceptance-order index
  * goes: two indexes over the queued runs let a planner without statistics pick the wrong one.

@@ -2,11 +2,11 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * An admission round and a queue numbering, each one call of a plpgsql function (src/runs/admit-runs.ts,
- * src/runs/queue-line.ts). Each takes an advisory lock and then reads what the lock guards:
+ * the numbering, dropped by Migration20261209030000DropQueueNumbering). Each takes an advisory lock and then reads what the lock guards:
  * every statement of a VOLATILE plpgsql function takes a fresh snapshot (READ COMMITTED), so the
  * statement after the lock sees everything committed by whoever held the lock before, which a lock taken
  * inside one statement could not (that statement's snapshot predates the wait). Their texts are the
- * routines AdmitQueuedRoutine and NumberQueuedRoutine (src/db/entities/queue-routines.ts) declare, so the
+ * routines AdmitQueuedRoutine and (until the numbering went) NumberQueuedRoutine (src/db/entities/queue-routines.ts) declare, so the
  * schema diff finds nothing; a change to either is a new migration the routine then points to.
  */
 export class Migration20261204000000AdmissionFunctions extends Migration {
@@ -95,7 +95,7 @@ export const NUMBER_QUEUED_RETURNS = 'table(numbered int)';
 
 /**
  * wr_number_queued(batch_size): numbers up to batch_size unnumbered queued runs, oldest first, after the
- * highest number in use, under the numbering gate (advisory lock 727002, QUEUE_GATE in src/sql/queue-line.ts)
+ * highest number in use, under the numbering gate (advisory lock 727002)
  * taken exclusively; every acceptance of a queued run holds it shared until its commit. After the lock
  * no acceptance is in flight, and the numbering's fresh snapshot sees every acceptance and every earlier
  * numbering committed: the numbers follow the order readers saw and have no gaps (a snapshot from before

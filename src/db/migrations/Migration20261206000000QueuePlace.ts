@@ -2,9 +2,9 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * A queued run's place as a function, `wr_queue_place`, called by the statements that read a run only
- * when the run is queued (positionSql, src/sql/queue-line.ts). As subqueries of the read itself the place
+ * when the run is queued (positionSql, now src/sql/queue-places.ts). As subqueries of the read itself the place
  * cost every read: the executor sets up every subplan of a statement each time it runs it, taken or not,
- * and most reads are of runs that are not queued. Its text is what QueuePlaceRoutine
+ * and most reads are of runs that are not queued. Its text is what QueuePlaceRoutine (until Migration20261209030000DropQueueNumbering)
  * (src/db/entities/queue-routines.ts) declares, so the schema diff finds nothing.
  */
 export class Migration20261206000000QueuePlace extends Migration {
@@ -24,7 +24,7 @@ const QUEUE_PLACE_PARAMS = `"run_seq" bigint, "run_queued_at" timestamptz, "run_
 
 /**
  * wr_queue_place(run_seq, run_queued_at, run_id): the exact place (1 = next) of a queued run, given its
- * number (`queue_seq`, null while not numbered), acceptance time and id (src/runs/queue-line.ts explains
+ * number (`queue_seq`, null while not numbered), acceptance time and id (Migration20261126000000QueueLine explains
  * the numbering). A numbered run's place is its number less the head's, less the numbered runs that
  * left the line between them; an unnumbered run is behind every numbered one, then in acceptance order.
  * Created VOLATILE (PostgreSQL's default); Migration20261208000000QueuePlaceStable makes it STABLE, so its

@@ -118,26 +118,44 @@ const AGED_BEFORE_RUN = '(queued.queued_at, queued.id) < (run_queued_at, run_id)
 const AGED_BEFORE_NORMAL = '(0::bigint, queued.queued_at, queued.id) < (run_pass, run_queued_at, run_id)';
 
 /**
+ * The counts wr_fair_place adds up, each a range of runs_queue_fair_idx (test/db/queue-place-plan.test.ts
+ * holds each to an index-only read): the runs ahead of a `high` run; every queued high run; the aged low
+ * runs ahead of an aged low run, and ahead of a normal run; the normal runs ahead of a normal run; every
+ * run above the low class; every aged low run; the runs ahead of a low run that has not aged.
+ */
+export const FAIR_PLACE_COUNTS = {
+  highBefore: countOf(`queued.priority = 0 and ${BEFORE}`),
+  high: countOf('queued.priority = 0'),
+  agedBeforeAged: countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_RUN}`),
+  agedBeforeNormal: countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_NORMAL}`),
+  normalBefore: countOf(`queued.priority = 1 and ${BEFORE}`),
+  aboveLow: countOf('queued.priority < 2'),
+  aged: countOf('queued.priority = 2 and queued.queued_at < aged_before'),
+  lowBefore: countOf(`queued.priority = 2 and queued.queued_at >= aged_before and ${BEFORE}`),
+};
+const C = FAIR_PLACE_COUNTS;
+
+/**
  * wr_fair_place(run_priority, run_pass, run_queued_at, run_id): the exact place (1 = next) of a queued
  * run: the queued runs an admission round takes before it (wr_admit_queued's order), plus one. Those
  * are the runs of a higher effective class, and those of its own class with a lower (pass, queued_at,
  * id); a low run queued longer than LOW_PRIORITY_AGE_SECONDS is of the normal class with pass 0. STABLE,
- * like wr_queue_place: the place and the status beside it come from the snapshot of the statement that
- * reads them. Each count is a range of runs_queue_fair_idx.
+ * so the place and the status beside it come from the snapshot of the statement that reads them. Each
+ * count is a range of runs_queue_fair_idx.
  */
 export const FAIR_PLACE_BODY = `declare
   aged_before timestamptz := now() - interval '${LOW_PRIORITY_AGE_SECONDS} seconds';
 begin
   if run_priority = 0 then
-    return 1 + ${countOf(`queued.priority = 0 and ${BEFORE}`)};
+    return 1 + ${C.highBefore};
   end if;
   if run_priority = 2 and run_queued_at < aged_before then
-    return 1 + ${countOf('queued.priority = 0')} + ${countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_RUN}`)};
+    return 1 + ${C.high} + ${C.agedBeforeAged};
   end if;
   if run_priority = 1 then
-    return 1 + ${countOf('queued.priority = 0')} + ${countOf(`queued.priority = 2 and queued.queued_at < aged_before and ${AGED_BEFORE_NORMAL}`)}
-      + ${countOf(`queued.priority = 1 and ${BEFORE}`)};
+    return 1 + ${C.high} + ${C.agedBeforeNormal}
+      + ${C.normalBefore};
   end if;
-  return 1 + ${countOf('queued.priority < 2')} + ${countOf('queued.priority = 2 and queued.queued_at < aged_before')}
-    + ${countOf(`queued.priority = 2 and queued.queued_at >= aged_before and ${BEFORE}`)};
+  return 1 + ${C.aboveLow} + ${C.aged}
+    + ${C.lowBefore};
 end`;

@@ -32,6 +32,7 @@ import { Migration20261208000000QueuePlaceStable } from './Migration202612080000
 import { Migration20261208000000RunPriorityAndFairness } from './Migration20261208000000RunPriorityAndFairness.ts';
 import { Migration20261208000000ScheduledRuns } from './Migration20261208000000ScheduledRuns.ts';
 import { Migration20261208000000WalletRule } from './Migration20261208000000WalletRule.ts';
+import { Migration20261209030000DropQueueNumbering } from './Migration20261209030000DropQueueNumbering.ts';
 import { Migration20261209040000AdmissionWait } from './Migration20261209040000AdmissionWait.ts';
 
 /** Listed in code (not globbed from disk) so migrations run the same under tsx, bundles and tests. */
@@ -69,5 +70,6 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261208000000RunPriorityAndFairness', class: Migration20261208000000RunPriorityAndFairness },
   { name: 'Migration20261208000000ScheduledRuns', class: Migration20261208000000ScheduledRuns },
   { name: 'Migration20261208000000WalletRule', class: Migration20261208000000WalletRule },
+  { name: 'Migration20261209030000DropQueueNumbering', class: Migration20261209030000DropQueueNumbering },
   { name: 'Migration20261209040000AdmissionWait', class: Migration20261209040000AdmissionWait },
 ];
