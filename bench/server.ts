@@ -276,7 +276,7 @@ async function main(): Promise<void> {
       // timer, its histogram observation and the accepted-runs counter.
       const req = { method: 'POST' } as IncomingMessage;
       const res = { writableEnded: true, destroyed: false, statusCode: 202 } as ServerResponse;
-      const route = () => '/v1/runs';
+      const route = '/v1/runs';
       const loop = (on: boolean) => {
         setMetricsEnabled(on);
         const t = process.cpuUsage();

@@ -8,6 +8,7 @@ import { assertPortFree, listenError } from './http/port-check.ts';
 import { mountDocs } from './http/docs/mount-docs.ts';
 import { mountHealth } from './http/health.ts';
 import { mountRest } from './http/rest/rest-adapter.ts';
+import { mountGraphqlOnDemand } from './graphql/on-demand.ts';
 import { loadOrCreateKey, Sealer } from './security/crypto.ts';
 import { InProcessRunEventBus } from './services/events/bus.ts';
 import { createStreamSlots } from './runs/stream-slots.ts';
@@ -167,9 +168,8 @@ async function defaultEngine(deps: Omit<Deps, 'engine'>): Promise<EnginePort> {
   return new TemporalEngine(deps, { worker });
 }
 
-/** REST and GraphQL adapters register themselves here as they land. */
+/** REST and GraphQL adapters register themselves here as they land; GraphQL is built by its first request. */
 async function mountAdapters(http: HttpServer, deps: Deps): Promise<void> {
   await mountRest(http, deps);
-  const { mountGraphql } = await import('./graphql/adapter.ts');
-  await mountGraphql(http, deps);
+  mountGraphqlOnDemand(http, deps);
 }

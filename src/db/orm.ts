@@ -133,6 +133,7 @@ export const MIGRATION_LOCK_KEY = 727_100;
  * (src/db/data-dir-lock.ts) and needs no lock. See docs/operations.md.
  */
 export async function migrate(orm: Orm): Promise<string[]> {
+  if (await allApplied(orm)) return [];
   if (!(orm.em.getDriver() instanceof ServerDriver)) return migrateNow(orm);
   const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
   // A connection that fails while waiting rejects the query below; the event must not crash the process.
@@ -145,6 +146,22 @@ export async function migrate(orm: Orm): Promise<string[]> {
     // Ending the session releases its lock, also when the unlock cannot be sent.
     await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     await lock.end().catch(() => undefined);
+  }
+}
+
+/**
+ * The check of a start on a migrated database: one read of the migrations table on the pool, no lock
+ * and no connection of its own. Migrations commit all together (`allOrNothing`), so finding every name
+ * means none is half applied. A table not there yet, or any other failure, leaves it to the migrator.
+ */
+async function allApplied(orm: Orm): Promise<boolean> {
+  const table = orm.config.get('migrations').tableName ?? 'mikro_orm_migrations';
+  try {
+    const rows = await orm.em.getConnection().execute<{ name: string }[]>(`select name from ${table}`);
+    const applied = new Set(rows.map((r) => r.name));
+    return migrations.every((m) => applied.has(m.name));
+  } catch {
+    return false;
   }
 }
 

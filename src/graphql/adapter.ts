@@ -17,7 +17,7 @@ import {
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
 import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import type { RequestBodies } from '../http/request-bodies.ts';
-import { SHUTDOWN_RETRY_MS, type HttpServer, type RequestContext } from '../http/server.ts';
+import { SHUTDOWN_RETRY_MS, type Handler, type HttpServer, type RequestContext } from '../http/server.ts';
 import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../runs/deps.ts';
 import { argumentError } from './argument-check.ts';
@@ -38,8 +38,6 @@ import { tracingPlugin } from './tracing-plugin.ts';
  * without a token; in production mode introspection and the explorer are off.
  */
 
-export const GRAPHQL_PATH = '/graphql';
-export const GRAPHQL_STREAM_PATH = '/graphql/stream';
 const MAX_GRAPHQL_BODY = 256 * 1024;
 /** The internal token's place among request bodies on their way (one token per deployment). */
 const TOKEN_BODIES = 'graphql-token';
@@ -103,7 +101,14 @@ const operationPlugin: ApolloServerPlugin<GraphqlContext> = {
   },
 };
 
-export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> {
+/** The handlers of GRAPHQL_PATH and GRAPHQL_STREAM_PATH, built once (src/graphql/on-demand.ts mounts them). */
+export interface GraphqlHandlers {
+  graphql: Handler;
+  stream: Handler;
+}
+
+/** Builds the schema, starts Apollo and graphql-sse's handler, and ends open subscriptions when `http` closes. */
+export async function graphqlHandlers(http: HttpServer, deps: Deps): Promise<GraphqlHandlers> {
   const { schema } = await graphqlSchema();
   const production = deps.config.production;
   const token = deps.config.internalApiToken;
@@ -123,16 +128,12 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   });
   await apollo.start();
 
-  http.mount(
-    (path) => path === GRAPHQL_PATH,
-    async (req, res, ctx) => {
-      // The explorer page holds no data: the queries it sends carry the token the user sets in it.
-      if (!production && wantsExplorer(req)) return sendExplorer(req, res, new URL(deps.baseUrl()).origin);
-      if (!authorized(req, token)) return sendUnauthorized(res);
-      await serveApollo(apollo, deps, http.bodies, req, res, ctx);
-    },
-    GRAPHQL_PATH,
-  );
+  const graphql: Handler = async (req, res, ctx) => {
+    // The explorer page holds no data: the queries it sends carry the token the user sets in it.
+    if (!production && wantsExplorer(req)) return sendExplorer(req, res, new URL(deps.baseUrl()).origin);
+    if (!authorized(req, token)) return sendUnauthorized(res);
+    await serveApollo(apollo, deps, http.bodies, req, res, ctx);
+  };
 
   const rules = [...specifiedRules, ...validationRules(production)];
   const guarded =
@@ -170,14 +171,11 @@ export async function mountGraphql(http: HttpServer, deps: Deps): Promise<void> 
   http.onClose(() => {
     for (const res of open) if (!res.writableEnded) res.end(`retry: ${SHUTDOWN_RETRY_MS}\n\n`);
   });
-  http.mount(
-    (path) => path === GRAPHQL_STREAM_PATH,
-    async (req, res, ctx) => {
-      if (!authorized(req, token)) return sendUnauthorized(res);
-      await serveSse(sse, http.bodies, req, res, ctx, open);
-    },
-    GRAPHQL_STREAM_PATH,
-  );
+  const stream: Handler = async (req, res, ctx) => {
+    if (!authorized(req, token)) return sendUnauthorized(res);
+    await serveSse(sse, http.bodies, req, res, ctx, open);
+  };
+  return { graphql, stream };
 }
 
 async function serveApollo(

@@ -120,7 +120,7 @@ export class HttpServer {
       else res.destroy();
     }
     // The access log line is debug: at the default level a request costs no log write.
-    observeResponse(req, res, started, () => ctx.route, this.#log.isLevelEnabled('debug') ? accessLog(req, ctx) : undefined);
+    observeResponse(req, res, started, ctx.route, this.#log.isLevelEnabled('debug') ? accessLog(req, ctx) : undefined);
   }
 
   /** Called once close() begins: long-lived responses (SSE) end themselves, with a reconnect hint. */

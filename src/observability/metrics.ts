@@ -66,17 +66,18 @@ export interface ResponseDone {
 /**
  * Records a request's duration once its response is done: at once when the handler already ended it
  * (the usual JSON answer: no listener, no closure kept), else when it closes (streams, a client gone).
- * `route` is read then, so an adapter may refine it while handling (`getRoute`).
+ * `route` is the template the handler routed to; a response that stays open (an SSE stream) keeps only
+ * it and one listener, not the request's context.
  */
-export function observeResponse(req: IncomingMessage, res: ServerResponse, started: number, getRoute: () => string, after?: ResponseDone): void {
+export function observeResponse(req: IncomingMessage, res: ServerResponse, started: number, route: string, after?: ResponseDone): void {
   if (!enabled && !after) return;
-  if (res.writableEnded || res.destroyed) recordResponse(req, res, started, getRoute, after);
-  else res.once('close', () => recordResponse(req, res, started, getRoute, after));
+  if (res.writableEnded || res.destroyed) recordResponse(req, res, started, route, after);
+  // 'close' comes once per response: `on` without the wrapper `once` adds.
+  else res.on('close', () => recordResponse(req, res, started, route, after));
 }
 
-function recordResponse(req: IncomingMessage, res: ServerResponse, started: number, getRoute: () => string, after?: ResponseDone): void {
+function recordResponse(req: IncomingMessage, res: ServerResponse, started: number, route: string, after?: ResponseDone): void {
   const seconds = (performance.now() - started) / 1000;
-  const route = getRoute();
   if (enabled) httpChild(route, req.method, res.statusCode).observe(seconds);
   after?.(route, res.statusCode, seconds);
 }

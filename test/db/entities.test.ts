@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
@@ -12,7 +13,7 @@ import {
   WorkflowSchema,
   WorkflowVersionSchema,
 } from '../../src/db/entities/index.ts';
-import { migrate, type Orm } from '../../src/db/orm.ts';
+import { migrate, MIGRATION_LOCK_KEY, type Orm } from '../../src/db/orm.ts';
 import { resetDb, testOrm } from '../helpers/db.ts';
 
 const t = suite<{ orm: Orm }>('entities and migrations');
@@ -24,6 +25,20 @@ t.before(async (ctx) => {
 t('migrations are idempotent and leave no difference between the entities and the schema', async ({ orm }) => {
   assert.equal(await migrate(orm), []);
   assert.is((await orm.schema.getUpdateSchemaSQL()).trim(), '');
+});
+
+t('a restart on a migrated server database neither takes nor waits for the migration lock', async ({ orm }) => {
+  const url = process.env.DATABASE_URL;
+  if (!url) return; // PGlite takes no lock: one process holds its data directory
+  const holder = new pg.Client({ connectionString: url });
+  await holder.connect();
+  try {
+    await holder.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const waited = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5_000).unref());
+    assert.equal(await Promise.race([migrate(orm), waited]), []);
+  } finally {
+    await holder.end();
+  }
 });
 
 t('an account, wallet, key, workflow, version, run and event round-trip through the ORM', async ({ orm }) => {

@@ -38,17 +38,23 @@ function assertAbsent(loaded: Set<string>, names: (string | RegExp)[], when: str
 /** Provider SDKs, the docs page and explorer, OpenTelemetry's SDK and exporters, the HTTP step's undici. */
 const FOR_STEPS_OR_PAGES = [/^@ai-sdk\//, 'ai', '@openrouter/ai-sdk-provider', 'undici', '@scalar/api-reference', 'graphiql', 'react', 'react-dom'];
 const OTEL_SDK = [/^@opentelemetry\/(sdk-|exporter-|resources|core$)/];
+/** The internal GraphQL API's server and schema: built by its first request (src/graphql/on-demand.ts). */
+const GRAPHQL = ['@apollo/server', 'graphql-sse', 'type-graphql', /^@graphql-tools\//];
+const INTERNAL_TOKEN = 'loaded-modules-internal-token';
 
 test('the embedded engine loads no Temporal SDK, no provider SDK before a step needs one, and then only that provider', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'wr-modules-'));
   const file = join(dir, 'modules.txt');
   writeFileSync(file, '');
   // An OpenAI endpoint that refuses the connection: the step fails at once, after its SDK loaded.
-  const svc = await startDemoService({ LOADED_MODULES_FILE: file, OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }, { nodeOptions: HOOK });
+  const svc = await startDemoService(
+    { LOADED_MODULES_FILE: file, OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', INTERNAL_API_TOKEN: INTERNAL_TOKEN },
+    { nodeOptions: HOOK },
+  );
   try {
     const idle = loadedPackages(file);
-    assert.ok(idle.has('@mikro-orm/core') && idle.has('graphql'), 'the hook records the packages the service loads');
-    assertAbsent(idle, [/^@temporalio\//, ...FOR_STEPS_OR_PAGES, ...OTEL_SDK], 'an idle embedded process');
+    assert.ok(idle.has('@mikro-orm/core') && idle.has('openapi-backend'), 'the hook records the packages the service loads');
+    assertAbsent(idle, [/^@temporalio\//, ...FOR_STEPS_OR_PAGES, ...OTEL_SDK, ...GRAPHQL], 'an idle embedded process');
     if (process.env.DATABASE_URL) assertAbsent(idle, ['@electric-sql/pglite', '@mikro-orm/pglite'], 'on a Postgres server');
 
     const started = await fetch(`${svc.base}/runs`, { method: 'POST', headers: KEY, body: JSON.stringify({ workflow: SUMMARIZE, inputs: { text: 'hello' } }) });
@@ -64,6 +70,16 @@ test('the embedded engine loads no Temporal SDK, no provider SDK before a step n
     );
     const after = loadedPackages(file);
     assert.ok(after.has('@ai-sdk/openai') && after.has('ai'), `the openai step loaded the AI SDK and its openai provider (run: ${JSON.stringify(ended)})`);
+    assertAbsent(after, GRAPHQL, 'before a GraphQL request');
+
+    const graphql = await fetch(`${new URL(svc.base).origin}/graphql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${INTERNAL_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ query: `{ run(id: "${run.id}") { id } }` }),
+    });
+    assert.is(graphql.status, 200, await graphql.clone().text());
+    assert.equal(((await graphql.json()) as { data: { run: { id: string } } }).data.run.id, run.id);
+    assert.ok(loadedPackages(file).has('@apollo/server'), 'the first GraphQL request built the GraphQL API');
     assertAbsent(
       after,
       ['@ai-sdk/anthropic', '@ai-sdk/google', '@ai-sdk/google-vertex', '@ai-sdk/azure', '@openrouter/ai-sdk-provider', 'undici', /^@temporalio\//],

@@ -56,6 +56,9 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
     'X-Accel-Buffering': 'no',
   });
   res.socket?.setNoDelay(true);
+  // The header block leaves on its own: node:http keeps it for the response's life as the string it
+  // concatenated, a tree of some thirty pieces, and writing it alone flattens it into one.
+  res.flushHeaders();
 
   await stream.send(`event: snapshot\ndata: ${JSON.stringify(toPublicRun(run, await queueOf(deps, run)))}\n\n`);
   if (!follower) return stream.end();
