@@ -92,7 +92,7 @@ export function labelOf(metadata: Readonly<Record<string, string>>): Pick<RunLis
 
 const LIST_CALL = `call as materialized (
   select * from jsonb_to_record($1::jsonb)
-         as call(account_id uuid, statuses text[], workflow_id uuid, created_after timestamptz, created_before timestamptz, max_rows int, skip_rows int,
+         as call(account_id uuid, statuses text[], workflow_id uuid, created_after timestamptz, created_before timestamptz, max_rows int, skip_rows bigint,
                  metadata jsonb, label_key text, label_value text, concurrency_key text, past_created timestamptz, past_id uuid))`;
 
 /** A field of `call`, as a value computed once before the scan. */
