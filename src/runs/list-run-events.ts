@@ -1,5 +1,5 @@
 import { notFound } from '../domain/errors.ts';
-import { fork, type Deps } from './deps.ts';
+import { statements, type Deps } from './deps.ts';
 import { isUuid } from '../domain/ids.ts';
 import { findAccountRun, readEvents } from './run-views.ts';
 
@@ -7,7 +7,7 @@ export const EVENTS_PAGE_SIZE = 1000;
 
 export async function listRunEvents(deps: Deps, accountId: string, runId: string, afterSequence = 0) {
   if (!isUuid(runId)) throw notFound('run');
-  const em = fork(deps);
+  const em = statements(deps);
   const run = await findAccountRun(em, accountId, runId);
   if (!run) throw notFound('run');
   const events = await readEvents(em, runId, afterSequence, EVENTS_PAGE_SIZE + 1);

@@ -1,9 +1,8 @@
 import type { Config } from '../config/config.ts';
-import type { Em } from '../db/orm.ts';
 import type { Deps } from './deps.ts';
-import { fork } from './deps.ts';
+import { statements } from './deps.ts';
 import type { RunQueue, RunRow } from './run-row.ts';
-import { query } from '../db/statement.ts';
+import { query, type StatementEm } from '../db/statement.ts';
 import { RECENT_RUN_MEAN } from '../sql/runs.ts';
 import { LINE_POSITIONS } from '../sql/queue-places.ts';
 
@@ -28,7 +27,7 @@ interface InstanceState {
 /** Per service instance: keyed by its configuration object, which adapters pass along unchanged. */
 const instances = new WeakMap<Config, InstanceState>();
 
-async function readMean(em: Em): Promise<Mean> {
+async function readMean(em: StatementEm): Promise<Mean> {
   const takenAt = Date.now();
   const [avg] = await query<{ mean: number | null }>(em, RECENT_RUN_MEAN, []);
   return { takenAt, seconds: avg?.mean === null || avg?.mean === undefined ? null : Number(avg.mean) };
@@ -39,14 +38,14 @@ function currentMean(deps: Pick<Deps, 'orm' | 'config'>): Promise<Mean> {
   if (!state) instances.set(deps.config, (state = {}));
   const s = state;
   if (s.mean && Date.now() - s.mean.takenAt < MEAN_MS) return Promise.resolve(s.mean);
-  s.loading ??= readMean(fork(deps))
+  s.loading ??= readMean(statements(deps))
     .then((mean) => (s.mean = mean))
     .finally(() => (s.loading = undefined));
   return s.loading;
 }
 
 /** Exact places of the given runs (those queued now), read in one statement. */
-export async function linePositions(em: Em, ids: string[]): Promise<Map<string, number>> {
+export async function linePositions(em: StatementEm, ids: string[]): Promise<Map<string, number>> {
   if (!ids.length) return new Map();
   const rows = await query<{ id: string; position: string | number | null }>(em, LINE_POSITIONS, [ids]);
   return new Map(rows.filter((r) => r.position !== null).map((r) => [String(r.id), Number(r.position)]));
@@ -71,7 +70,7 @@ export async function queueStates(deps: Pick<Deps, 'orm' | 'config'>, rows: read
   if (!queued.length) return out;
   // Rows read by findRun/findAccountRun carry their place already; others (lists) are read in one statement.
   const unread = queued.filter((r) => r.queuePosition === undefined).map((r) => r.id);
-  const [mean, read] = await Promise.all([currentMean(deps), unread.length ? linePositions(fork(deps), unread) : new Map<string, number>()]);
+  const [mean, read] = await Promise.all([currentMean(deps), unread.length ? linePositions(statements(deps), unread) : new Map<string, number>()]);
   const capacity = Math.max(1, deps.config.runCapacity);
   for (const run of queued) {
     const position = run.queuePosition ?? read.get(run.id);

@@ -69,7 +69,7 @@ export function mapEventRow(r: Record<string, unknown>): PublicRunEvent {
 }
 
 /** Events after a sequence, in order, at most `limit`. */
-export async function readEvents(em: Em, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
+export async function readEvents(em: StatementEm, runId: string, afterSequence: number, limit: number): Promise<PublicRunEvent[]> {
   const rows = await query(em, READ_RUN_EVENTS, [runId, afterSequence, limit]);
   return rows.map(mapEventRow);
 }
