@@ -26,6 +26,14 @@ const EXCLUDED = ['src/client', 'src/build'];
  * without a measurable cost per request (docs/performance.md, "The process").
  */
 export const NODE_FLAGS = ['--max-semi-space-size=8'];
+/**
+ * Environment of every production start, set before node starts (glibc reads it once, at the process's
+ * first allocation): `npm start` and `npm run worker` run `exec env … node`, the image sets it with ENV.
+ * glibc gives threads that allocate at once arenas of their own, up to eight per core, and each keeps
+ * pages it freed; with the Temporal worker (the SDK's Rust threads, the workflow thread) that is MiBs of
+ * idle RSS. Two arenas cost no throughput the bench sees (docs/performance.md, "The process").
+ */
+export const START_ENV: Record<string, string> = { MALLOC_ARENA_MAX: '2' };
 const INPUT_FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
 
 /** Every file under `root`/`dir` (and, with `withFolders`, every folder, `dir` first), skipping EXCLUDED. */
