@@ -117,7 +117,7 @@ test('node dist/src/main.js serves from the compiled output: demo catalog, OpenA
 const address = temporalAddress('db: production start');
 if (address) {
   test(
-    '[temporal] compiled with ENGINE=temporal: the worker loads dist/workflow-bundle.js and a demo run completes',
+    '[temporal] compiled with ENGINE=temporal and the production options: the worker loads dist/workflow-bundle.js and a demo run completes',
     countTemporal(async () => {
       const dir = mkdtempSync(join(tmpdir(), 'wr-dist-temporal-'));
       const env = {
@@ -127,8 +127,10 @@ if (address) {
         TEMPORAL_ADDRESS: address,
         TEMPORAL_TASK_QUEUE: `dist-${randomUUID()}`,
         LOG_LEVEL: 'warn',
+        ...START_ENV,
       };
-      const svc = startService(env, { command: [process.execPath, 'dist/src/main.js'] });
+      // With the production start's options and environment, so the run goes through the worker as operators run it.
+      const svc = startService(env, { command: [process.execPath, ...NODE_FLAGS, 'dist/src/main.js'] });
       try {
         const url = await svc.url;
         // Compiled, there are no workflow sources to bundle from: only the built file can run.
