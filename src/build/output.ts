@@ -26,8 +26,9 @@ const EXCLUDED = ['src/client', 'src/build'];
  * without a measurable cost per request. V8's compilation cache keeps every script it compiled, with
  * its source, after nothing else uses it: the CommonJS modules of the Temporal SDK, whose top-level
  * code runs once, and the copy of the workflow bundle the SDK compiles in the main thread at a worker's
- * start. It only saves work when the same source is compiled again, which no request or run does: off,
- * it costs nothing measurable per request or per run (docs/performance.md, "The process").
+ * start. It saves work only when the same source is compiled again (a repeated `new Function`), which
+ * no request or run was found to do; off, no cost per request or per run stood out of the bench's
+ * noise (docs/performance.md, "The process").
  */
 export const NODE_FLAGS = ['--max-semi-space-size=8', '--no-compilation-cache'];
 /**
