@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NODE_FLAGS } from '../src/build/output.ts';
+import { NODE_FLAGS, START_ENV } from '../src/build/output.ts';
 
 /**
  * The production process as an operator runs it: the service built by `npm run build` and started as
@@ -32,12 +32,15 @@ export interface Started {
   output: () => string;
 }
 
-/** Starts `node <options> <compiled>/src/main.js` (the production start's options by default) with `env` and waits for /readyz to answer 200. */
+/**
+ * Starts `node <options> <compiled>/src/main.js` (the production start's options and environment by
+ * default; `env` adds to it or overrides) and waits for /readyz to answer 200.
+ */
 export async function startCompiled(compiled: string, env: Record<string, string>, execArgv: string[] = NODE_FLAGS): Promise<Started> {
   const t0 = performance.now();
   const proc = spawn(process.execPath, [...execArgv, join(compiled, 'src/main.js')], {
     cwd: compiled,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', LOG_LEVEL: 'warn', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', LOG_LEVEL: 'warn', ...START_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';

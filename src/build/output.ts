@@ -23,9 +23,22 @@ const EXCLUDED = ['src/client', 'src/build'];
  * Node options of every production start (`npm start`, `npm run worker`, the image's entry point).
  * V8 grows the young generation to its default ceiling while the start loads modules and then keeps it
  * committed, though an idle process uses little of it; a lower ceiling keeps that out of the idle RSS
- * without a measurable cost per request (docs/performance.md, "The process").
+ * without a measurable cost per request. V8's compilation cache keeps every script it compiled, with
+ * its source, after nothing else uses it: the CommonJS modules of the Temporal SDK, whose top-level
+ * code runs once, and the copy of the workflow bundle the SDK compiles in the main thread at a worker's
+ * start. It saves work only when the same source is compiled again (a repeated `new Function`), which
+ * no request or run was found to do; off, no cost per request or per run stood out of the bench's
+ * noise (docs/performance.md, "The process").
  */
-export const NODE_FLAGS = ['--max-semi-space-size=8'];
+export const NODE_FLAGS = ['--max-semi-space-size=8', '--no-compilation-cache'];
+/**
+ * Environment of every production start, set before node starts (glibc reads it once, at the process's
+ * first allocation): `npm start` and `npm run worker` run `exec env … node`, the image sets it with ENV.
+ * glibc gives threads that allocate at once arenas of their own, up to eight per core, and each keeps
+ * pages it freed; with the Temporal worker (the SDK's Rust threads, the workflow thread) that is MiBs of
+ * idle RSS. Two arenas cost no throughput the bench sees (docs/performance.md, "The process").
+ */
+export const START_ENV: Record<string, string> = { MALLOC_ARENA_MAX: '2' };
 const INPUT_FILES = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
 
 /** Every file under `root`/`dir` (and, with `withFolders`, every folder, `dir` first), skipping EXCLUDED. */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { NODE_FLAGS } from '../../src/build/output.ts';
+import { NODE_FLAGS, START_ENV } from '../../src/build/output.ts';
 import { startService } from '../helpers/service-process.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -12,9 +12,10 @@ import { waitFor } from '../helpers/wait-for.ts';
 /**
  * The production start (docs/operations.md "Build and production start"): `npm start` builds dist/ when
  * it is missing or stale and runs the compiled service as npm's only child, one node process (no sh,
- * no tsx), so the SIGTERM npm forwards stops it; `node dist/src/main.js` serves from the compiled output
- * alone (the demo catalog, the OpenAPI document and the docs page's assets resolve there), and its
- * Temporal worker runs the workflow bundle the build wrote.
+ * no tsx) with the production start's environment (START_ENV), so the SIGTERM npm forwards stops it;
+ * `node dist/src/main.js` serves from the compiled output alone (the demo catalog, the OpenAPI document
+ * and the docs page's assets resolve there), and its Temporal worker runs the workflow bundle the build
+ * wrote.
  */
 
 /** pid, command line and children of a live process, from /proc. */
@@ -59,6 +60,8 @@ test("npm start runs the compiled service as npm's one node child, and a SIGTERM
     const service = proc(node)!;
     assert.match(service.argv[0]!, /(^|\/)node$/, `npm's child is node itself, not sh or tsx: ${service.argv.join(' ')}`);
     assert.equal(service.argv.slice(1), [...NODE_FLAGS, 'src/build/start.ts', 'src/main.js'], "with the production start's node options");
+    const environ = readFileSync(`/proc/${node}/environ`, 'utf8').split('\0');
+    for (const [name, value] of Object.entries(START_ENV)) assert.ok(environ.includes(`${name}=${value}`), `node started with ${name}=${value}`);
     for (const child of service.children) assert.not.match(proc(child)?.argv.join(' ') ?? '', /tsx|esbuild|\bsh\b/);
 
     svc.child.kill('SIGTERM');
@@ -114,7 +117,7 @@ test('node dist/src/main.js serves from the compiled output: demo catalog, OpenA
 const address = temporalAddress('db: production start');
 if (address) {
   test(
-    '[temporal] compiled with ENGINE=temporal: the worker loads dist/workflow-bundle.js and a demo run completes',
+    '[temporal] compiled with ENGINE=temporal and the production options: the worker loads dist/workflow-bundle.js and a demo run completes',
     countTemporal(async () => {
       const dir = mkdtempSync(join(tmpdir(), 'wr-dist-temporal-'));
       const env = {
@@ -124,8 +127,10 @@ if (address) {
         TEMPORAL_ADDRESS: address,
         TEMPORAL_TASK_QUEUE: `dist-${randomUUID()}`,
         LOG_LEVEL: 'warn',
+        ...START_ENV,
       };
-      const svc = startService(env, { command: [process.execPath, 'dist/src/main.js'] });
+      // With the production start's options and environment, so the run goes through the worker as operators run it.
+      const svc = startService(env, { command: [process.execPath, ...NODE_FLAGS, 'dist/src/main.js'] });
       try {
         const url = await svc.url;
         // Compiled, there are no workflow sources to bundle from: only the built file can run.

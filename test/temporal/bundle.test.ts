@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
+import { latin1Only, WORKFLOWS_PATH } from '../../src/engine/temporal/workflow-bundle.ts';
 import { quietTemporalRuntime, silentLogger, workflowBundle } from './support.ts';
 
 /**
@@ -34,6 +34,18 @@ test("the bundle keeps a source map that places workflow code in its files, with
     "the workflow's own file among the sources",
   );
   assert.is(map.sourcesContent, undefined, 'no copy of every source');
+});
+
+test('the bundle is Latin-1 text (one byte a character in V8), with the same meaning', async () => {
+  const { code } = await workflowBundle();
+  const wide = /[^\u0000-\u00ff]/.exec(code);
+  assert.is(wide, null, `a character above U+00FF at ${wide?.index}: ${JSON.stringify(code.slice((wide?.index ?? 0) - 40, (wide?.index ?? 0) + 5))}`);
+  // Escaped in a literal, a character is the same character; the sources' comments hold the rest.
+  const source = "'a — b → c … 😀' /* — */";
+  const escaped = latin1Only(source);
+  assert.not.match(escaped, /[^\u0000-\u00ff]/);
+  assert.is(new Function(`return ${escaped}`)(), 'a — b → c … 😀');
+  assert.is(latin1Only('plain café'), 'plain café', 'Latin-1 text is left as it is');
 });
 
 test('no database, provider or Node-only module reaches the workflow bundle', async () => {

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse } from 'yaml';
-import { DATA_DIRS, NODE_FLAGS, SOURCE_DIRS } from '../../src/build/output.ts';
+import { DATA_DIRS, NODE_FLAGS, SOURCE_DIRS, START_ENV } from '../../src/build/output.ts';
 
 /**
  * docker-compose.yml cannot be started on these machines (no Docker engine), so its properties are held
@@ -204,7 +204,10 @@ test('the image: a build stage compiles, the runtime stage takes production depe
   assert.equal(JSON.parse(entrypoint[0]!), ['node', ...NODE_FLAGS], "node itself is the entry point (no npm, sh or tsx), with the production start's options");
   assert.equal(steps(runtime, 'CMD'), ['["dist/src/main.js"]']);
   assert.equal(steps(runtime, 'USER'), ['node'], 'non-root');
-  assert.match(steps(runtime, 'ENV').join(' '), 'NODE_ENV=production');
+  const env = steps(runtime, 'ENV');
+  assert.ok(env.includes('NODE_ENV=production'), env.join(' | '));
+  assert.ok(Object.keys(START_ENV).length > 0);
+  for (const [name, value] of Object.entries(START_ENV)) assert.ok(env.includes(`${name}=${value}`), `the image sets ${name} as the production start does`);
 });
 
 test('no secret is baked in: each is required from the environment, and .env stays out of git and the image', () => {
@@ -240,14 +243,17 @@ test('named volumes only: nothing of the host is mounted', () => {
   assert.ok(service('api').volumes?.some((v) => v.startsWith('appdata:')));
 });
 
-test('npm start and npm run worker pass node the same options as the image', () => {
+test('npm start and npm run worker pass node the same options and environment as the image', () => {
   const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts;
   assert.ok(NODE_FLAGS.length > 0);
+  assert.equal(START_ENV, { MALLOC_ARENA_MAX: '2' });
   for (const [name, entry] of [
     ['start', 'src/main.js'],
     ['worker', 'src/worker.js'],
   ]) {
-    assert.is(scripts[name!], `exec node ${NODE_FLAGS.join(' ')} src/build/start.ts ${entry}`, name);
+    // `env` sets them before node starts (glibc reads MALLOC_ARENA_MAX once, at the first allocation).
+    const env = Object.entries(START_ENV).map(([key, value]) => `${key}=${value}`);
+    assert.is(scripts[name!], `exec env ${env.join(' ')} node ${NODE_FLAGS.join(' ')} src/build/start.ts ${entry}`, name);
   }
 });
 

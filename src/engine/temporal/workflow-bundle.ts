@@ -29,7 +29,17 @@ const quiet = { log: nothing, trace: nothing, debug: nothing, info: nothing, war
 /** Bundles workflows/ from source (webpack); what the build writes and what dev and tests run. */
 export async function bundleWorkflows(): Promise<{ code: string }> {
   const { code } = await bundleWorkflowCode({ ...WORKFLOW_BUNDLE_OPTIONS, logger: quiet });
-  return { code: withoutSourcesContent(code) };
+  return { code: latin1Only(withoutSourcesContent(code)) };
+}
+
+/**
+ * The bundle with every character above U+00FF written as a `\u` escape. V8 holds a string with even one
+ * such character at two bytes per character, and the worker's process and its workflow thread each keep
+ * the bundle's text for good; the few there are stand in comments (a dash, an arrow), where an escape
+ * changes no behaviour, and in string or regular expression literals an escape means the same character.
+ */
+export function latin1Only(code: string): string {
+  return code.replace(/[^\u0000-\u00ff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 const INLINE_MAP = '//# sourceMappingURL=data:';
