@@ -35,7 +35,8 @@ async function call(base: string, method: string, path: string, body?: unknown):
 }
 
 if (!process.env.DATABASE_URL) {
-  console.log('  fairness across two processes: SKIPPED — needs a Postgres server (DATABASE_URL); embedded PGlite serves one process');
+  // Said inside the suite's own output, where a reader of the run looks for it.
+  test('two processes: fairness across them', () => console.log('  (SKIPPED: needs a Postgres server, DATABASE_URL; embedded PGlite serves one process)'));
 } else {
   test('two processes: key B’s one run through process 2 is admitted within one turn of key A’s 30 queued through process 1', async () => {
     await resetDb(await testOrm());
