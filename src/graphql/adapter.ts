@@ -15,10 +15,8 @@ import {
   type ValidationRule,
 } from 'graphql';
 import { createHandler as createSseHandler, type OperationContext } from 'graphql-sse';
-import { sendExplorer, wantsExplorer } from '../http/docs/mount-docs.ts';
 import type { RequestBodies } from '../http/request-bodies.ts';
 import { SHUTDOWN_RETRY_MS, type Handler, type HttpServer, type RequestContext } from '../http/server.ts';
-import { constantTimeEqual } from '../security/crypto.ts';
 import type { Deps } from '../runs/deps.ts';
 import { argumentError } from './argument-check.ts';
 import { createContext, type GraphqlContext } from './context.ts';
@@ -31,43 +29,16 @@ import { tracingPlugin } from './tracing-plugin.ts';
  * The internal GraphQL adapter on the service's node:http server (docs/design/graphql.md):
  * - `POST /graphql` (and GET for queries): Apollo Server 5 through executeHTTPGraphQLRequest;
  * - `/graphql/stream`: graphql-sse (subscriptions, and queries/mutations if a client sends them there).
- * Both demand `Authorization: Bearer <INTERNAL_API_TOKEN>` (constant-time comparison); anything else is
- * 401 with no data. Both apply the same limits: size (the parser's token limit), depth (validation), page
+ * Both are reached only with `Authorization: Bearer <INTERNAL_API_TOKEN>` (src/graphql/on-demand.ts
+ * answers anything else 401 before this is built). Both apply the same limits: size (the parser's token limit), depth (validation), page
  * size (resolvers) and a cost budget computed with the variables, and answer errors in the same shape.
- * Outside production mode a browser's GET /graphql gets the GraphiQL explorer (docs/design/api-docs.md)
- * without a token; in production mode introspection and the explorer are off.
+ * In production mode introspection is off (the explorer page is on-demand.ts's).
  */
 
 const MAX_GRAPHQL_BODY = 256 * 1024;
 /** The internal token's place among request bodies on their way (one token per deployment). */
 const TOKEN_BODIES = 'graphql-token';
 const readGraphqlBody = (bodies: RequestBodies, req: IncomingMessage, ctx: RequestContext) => bodies.read(req, ctx, TOKEN_BODIES, MAX_GRAPHQL_BODY);
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-
-export function authorized(req: IncomingMessage, token: string): boolean {
-  const header = req.headers.authorization;
-  const match = typeof header === 'string' ? BEARER.exec(header) : null;
-  // Compare even when absent, so the timing does not tell "no header" from "wrong token".
-  return constantTimeEqual(match?.[1] ?? '', token) && match !== null;
-}
-
-function sendUnauthorized(res: ServerResponse): void {
-  const body = JSON.stringify({
-    errors: [
-      {
-        message: 'missing or invalid internal API token; expected "Authorization: Bearer <INTERNAL_API_TOKEN>"',
-        extensions: { code: 'UNAUTHENTICATED' },
-      },
-    ],
-  });
-  res.writeHead(401, {
-    'Content-Type': 'application/json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(body),
-    'WWW-Authenticate': 'Bearer realm="internal-graphql"',
-    'Cache-Control': 'no-store',
-  });
-  res.end(body);
-}
 
 function sendGraphqlError(res: ServerResponse, status: number, message: string, code: string): void {
   const body = JSON.stringify({ errors: [{ message, extensions: { code } }] });
@@ -111,7 +82,6 @@ export interface GraphqlHandlers {
 export async function graphqlHandlers(http: HttpServer, deps: Deps): Promise<GraphqlHandlers> {
   const { schema } = await graphqlSchema();
   const production = deps.config.production;
-  const token = deps.config.internalApiToken;
   const format = (formatted: GraphQLFormattedError, err: unknown) => formatGraphQLError(formatted, err, deps.log);
 
   const apollo = new ApolloServer<GraphqlContext>({
@@ -129,9 +99,6 @@ export async function graphqlHandlers(http: HttpServer, deps: Deps): Promise<Gra
   await apollo.start();
 
   const graphql: Handler = async (req, res, ctx) => {
-    // The explorer page holds no data: the queries it sends carry the token the user sets in it.
-    if (!production && wantsExplorer(req)) return sendExplorer(req, res, new URL(deps.baseUrl()).origin);
-    if (!authorized(req, token)) return sendUnauthorized(res);
     await serveApollo(apollo, deps, http.bodies, req, res, ctx);
   };
 
@@ -172,7 +139,6 @@ export async function graphqlHandlers(http: HttpServer, deps: Deps): Promise<Gra
     for (const res of open) if (!res.writableEnded) res.end(`retry: ${SHUTDOWN_RETRY_MS}\n\n`);
   });
   const stream: Handler = async (req, res, ctx) => {
-    if (!authorized(req, token)) return sendUnauthorized(res);
     await serveSse(sse, http.bodies, req, res, ctx, open);
   };
   return { graphql, stream };

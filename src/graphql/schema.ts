@@ -87,6 +87,10 @@ export function graphqlSchema(): Promise<BuiltSchema> {
     reference('Account', (ctx, id) => ctx.loaders.account.load(id));
     const schema = buildSubgraphSchema([{ typeDefs: parse(typeDefs), resolvers }]);
     return { schema, typeDefs };
-  })();
+  })().catch((err: unknown) => {
+    // A build that failed is not kept: the next caller builds again (src/graphql/on-demand.ts).
+    built = undefined;
+    throw err;
+  });
   return built;
 }

@@ -70,6 +70,8 @@ export class HttpServer {
   readonly #mounts: Mount[] = [];
   readonly #log: Logger;
   readonly #closing: (() => void)[] = [];
+  /** close() has begun: a hook added from now on runs at once. */
+  #closed = false;
 
   constructor(log: Logger, limits: HttpLimits = DEFAULT_HTTP_LIMITS) {
     this.#log = log;
@@ -123,9 +125,13 @@ export class HttpServer {
     observeResponse(req, res, started, ctx.route, this.#log.isLevelEnabled('debug') ? accessLog(req, ctx) : undefined);
   }
 
-  /** Called once close() begins: long-lived responses (SSE) end themselves, with a reconnect hint. */
+  /**
+   * Called once close() begins: long-lived responses (SSE) end themselves, with a reconnect hint. A hook
+   * added once close() has begun (an adapter built by a request in flight then) runs at once.
+   */
   onClose(hook: () => void): void {
-    this.#closing.push(hook);
+    if (this.#closed) hook();
+    else this.#closing.push(hook);
   }
 
   listen(port: number, host: string): Promise<{ port: number; host: string }> {
@@ -158,6 +164,7 @@ export class HttpServer {
         clearInterval(idle);
         resolve();
       });
+      this.#closed = true;
       for (const hook of this.#closing.splice(0)) hook();
       this.server.closeIdleConnections();
     });

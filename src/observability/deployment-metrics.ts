@@ -38,7 +38,7 @@ export function bindQueueSource(read: QueueReader, capacity: number): () => void
   };
 }
 
-/** One statement per scrape: the three gauges' collectors share the snapshot of the scrape in progress. */
+/** One statement per scrape: the queue gauges' collectors share the snapshot of the scrape in progress. */
 function snapshot(): Promise<QueueSnapshot | null> {
   if (pending) return pending;
   const s = source;

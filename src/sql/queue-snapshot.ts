@@ -9,7 +9,7 @@ const QUEUED_BY_CLASS = [0, 1, 2]
 
 /**
  * The run queue's gauges in one statement per scrape (src/runs/queue-snapshot.ts, for src/observability/deployment-metrics.ts): runs in
- * flight, runs queued (counted up to $1, so a scrape stays cheap however deep the queue grows) and the
+ * flight, runs queued (counted up to $1, so the count stays cheap however deep the queue grows) and the
  * age of the oldest queued run in seconds (0 when the queue is empty), and the runs queued per priority
  * class (`queued_0` high, `queued_1` normal, `queued_2` low: runs_queue_fair_idx, each counted up to $1).
  * Then the concurrency key waiting longest: the account and key of the oldest keyed run among the first $1
@@ -18,7 +18,8 @@ const QUEUED_BY_CLASS = [0, 1, 2]
  * The in-flight predicate is admission's (src/db/entities/run-predicates.ts): running or suspended, or
  * admitted and being prepared. The queue's count and its oldest run come from the index of queued runs
  * (runs_queue_fair_idx): a bounded index-only count, and the earliest acceptance among its entries (a
- * walk of the index: the queue's order is not acceptance order, and one gauge a scrape needs no index of its own).
+ * walk of all its entries, linear in the queue's depth: the queue's order is not acceptance order, and an
+ * index of its own for one gauge was tried and dropped, as stale statistics made place counts use it).
  */
 export const QUEUE_SNAPSHOT = statement(
   'queue_snapshot',

@@ -72,6 +72,17 @@ test('the embedded engine loads no Temporal SDK, no provider SDK before a step n
     assert.ok(after.has('@ai-sdk/openai') && after.has('ai'), `the openai step loaded the AI SDK and its openai provider (run: ${JSON.stringify(ended)})`);
     assertAbsent(after, GRAPHQL, 'before a GraphQL request');
 
+    // A request without the token (a scanner, a probe) is answered before anything is built.
+    for (const path of ['/graphql', '/graphql/stream']) {
+      const refused = await fetch(`${new URL(svc.base).origin}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ __typename }' }),
+      });
+      assert.is(refused.status, 401, `${path} without the token`);
+    }
+    assertAbsent(loadedPackages(file), GRAPHQL, 'after requests without the token');
+
     const graphql = await fetch(`${new URL(svc.base).origin}/graphql`, {
       method: 'POST',
       headers: { authorization: `Bearer ${INTERNAL_TOKEN}`, 'content-type': 'application/json' },
