@@ -24,7 +24,12 @@ export const AdmitQueuedRoutine = new Routine({
   body: ADMIT_WAIT_BODY,
 });
 
-/** `wr_fair_place(run_priority, run_pass, run_queued_at, run_id)`: a queued run's place in the fair order (src/sql/queue-places.ts); stable. */
+/**
+ * `wr_fair_place(run_priority, run_pass, run_queued_at, run_id)`: a queued run's place in the fair order
+ * (src/sql/queue-places.ts); stable. Its plan settings (no sequential or bitmap scans, set by
+ * Migration20261209030000DropQueueNumbering) are not expressible here: the migrations, not this
+ * declaration, are what creates it.
+ */
 export const FairPlaceRoutine = new Routine({
   name: 'wr_fair_place',
   type: 'function',
