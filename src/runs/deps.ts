@@ -1,6 +1,5 @@
 import type { Config } from '../config/config.ts';
 import type { Em, Orm } from '../db/orm.ts';
-import { outsideTransaction, type StatementEm } from '../db/statement.ts';
 import type { Logger } from '../logger.ts';
 import type { Sealer } from '../security/crypto.ts';
 import type { EnginePort } from './engine-port.ts';
@@ -36,12 +35,4 @@ export interface Deps extends RunsDeps {
 
 export function fork(deps: Pick<RunsDeps, 'orm'>): Em {
   return deps.orm.em.fork();
-}
-
-/**
- * Statements outside any transaction, with no entity manager built for them: what a read that only
- * runs statements needs (a fork's identity map is work and memory a stream or a page read never uses).
- */
-export function statements(deps: Pick<RunsDeps, 'orm'>): StatementEm {
-  return outsideTransaction(deps.orm);
 }

@@ -1,6 +1,5 @@
 import type { Deps } from './deps.ts';
-import { statements } from './deps.ts';
-import { query } from '../db/statement.ts';
+import { outsideTransaction, query } from '../db/statement.ts';
 import { isTerminal } from '../domain/run-status.ts';
 import { RUN_STATUS } from '../sql/runs.ts';
 import { readEvents, type PublicRunEvent } from './run-views.ts';
@@ -37,7 +36,7 @@ function readPage(deps: Pick<Deps, 'orm'>, runId: string, after: number, knows: 
   const key = `${runId}:${after}`;
   const running = reads.get(key);
   if (running && running.knows >= knows) return running;
-  const read: SharedRead = { knows, began: ++clock, page: readEvents(statements(deps), runId, after, PAGE) };
+  const read: SharedRead = { knows, began: ++clock, page: readEvents(outsideTransaction(deps.orm), runId, after, PAGE) };
   reads.set(key, read);
   const forget = () => {
     if (reads.get(key) === read) reads.delete(key);
@@ -162,7 +161,7 @@ export class RunFollower {
     try {
       do {
         this.#checkAgain = false;
-        const [row] = await query<{ status: string; last_sequence: number | string }>(statements(this.deps), RUN_STATUS, [this.runId]);
+        const [row] = await query<{ status: string; last_sequence: number | string }>(outsideTransaction(this.deps.orm), RUN_STATUS, [this.runId]);
         if (this.#closed) return;
         if (row && isTerminal(row.status) && Number(row.last_sequence) <= this.#cursor) return this.#end();
       } while (this.#checkAgain);

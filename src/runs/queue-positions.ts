@@ -1,8 +1,7 @@
 import type { Config } from '../config/config.ts';
 import type { Deps } from './deps.ts';
-import { statements } from './deps.ts';
 import type { RunQueue, RunRow } from './run-row.ts';
-import { query, type StatementEm } from '../db/statement.ts';
+import { outsideTransaction, query, type StatementEm } from '../db/statement.ts';
 import { RECENT_RUN_MEAN } from '../sql/runs.ts';
 import { LINE_POSITIONS } from '../sql/queue-places.ts';
 
@@ -38,7 +37,7 @@ function currentMean(deps: Pick<Deps, 'orm' | 'config'>): Promise<Mean> {
   if (!state) instances.set(deps.config, (state = {}));
   const s = state;
   if (s.mean && Date.now() - s.mean.takenAt < MEAN_MS) return Promise.resolve(s.mean);
-  s.loading ??= readMean(statements(deps))
+  s.loading ??= readMean(outsideTransaction(deps.orm))
     .then((mean) => (s.mean = mean))
     .finally(() => (s.loading = undefined));
   return s.loading;
@@ -70,7 +69,7 @@ export async function queueStates(deps: Pick<Deps, 'orm' | 'config'>, rows: read
   if (!queued.length) return out;
   // Rows read by findRun/findAccountRun carry their place already; others (lists) are read in one statement.
   const unread = queued.filter((r) => r.queuePosition === undefined).map((r) => r.id);
-  const [mean, read] = await Promise.all([currentMean(deps), unread.length ? linePositions(statements(deps), unread) : new Map<string, number>()]);
+  const [mean, read] = await Promise.all([currentMean(deps), unread.length ? linePositions(outsideTransaction(deps.orm), unread) : new Map<string, number>()]);
   const capacity = Math.max(1, deps.config.runCapacity);
   for (const run of queued) {
     const position = run.queuePosition ?? read.get(run.id);

@@ -1,8 +1,8 @@
+import { outsideTransaction } from '../../db/statement.ts';
 import type { ServerResponse } from 'node:http';
 import { notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../logger.ts';
 import { sseStreamOpen } from '../../observability/metrics.ts';
-import { statements } from '../../runs/deps.ts';
 import { isUuid } from '../../domain/ids.ts';
 import { watchRunEvents, type RunEventSink, type RunFollower } from '../../runs/follow-run-events.ts';
 import { queueOf } from '../../runs/queue-positions.ts';
@@ -32,7 +32,7 @@ export async function streamRun(c: RestCall, runId: string): Promise<void> {
   const fromQuery = (c.api.request.query as { afterSequence?: string }).afterSequence;
   const cursor = Number(fromHeader ?? fromQuery ?? 0);
   if (!isUuid(runId)) throw notFound('run');
-  const em = statements(deps);
+  const em = outsideTransaction(deps.orm);
   const run = await findAccountRun(em, c.principal.accountId, runId);
   if (!run) throw notFound('run');
   assertOutputsFit(run, deps.config.maxOutputBytes);
