@@ -2,13 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Orm } from '../../src/db/orm.ts';
-import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { Sealer } from '../../src/security/crypto.ts';
 import { authenticateKey } from '../../src/services/auth/authenticate-key.ts';
 import type { Deps } from '../../src/runs/deps.ts';
 import { startRun } from '../../src/runs/start-run.ts';
 import { testOrm } from '../helpers/db.ts';
-import { engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
+import { engineDeps, seedBuyerCatalog, withEmbeddedEngine } from '../helpers/engine-fixtures.ts';
 import { startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -85,14 +84,7 @@ async function scenario(deps: Deps, engineName: string): Promise<string[]> {
 
 test('embedded engine: a debounced burst starts at its maxDelay while calls keep coming, with the last inputs', async () => {
   await seed();
-  const base = engineDeps(orm, sealer);
-  const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
-  await engine.start();
-  try {
-    await scenario({ ...base, engine }, 'embedded');
-  } finally {
-    await engine.stop();
-  }
+  await withEmbeddedEngine(engineDeps(orm, sealer), (deps) => scenario(deps, 'embedded'));
 });
 
 const address = temporalAddress('debounce');

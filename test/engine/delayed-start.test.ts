@@ -15,7 +15,7 @@ import { testOrm } from '../helpers/db.ts';
 import { startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { hangingServer, engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
+import { hangingServer, engineDeps, seedBuyerCatalog, withEmbeddedEngine } from '../helpers/engine-fixtures.ts';
 
 /**
  * Delayed starts on both engines (docs/design/flow-control.md): a scheduled run starts at its time and is
@@ -133,13 +133,9 @@ const base = (env: Record<string, string> = {}) => engineDeps(orm, sealer, { ALL
 test('embedded engine: a delayed run starts at its time, outside the line until then; reschedule moves it, racing the start safely', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const b = base({ RUN_CAPACITY: '1' });
-  const engine = new EmbeddedEngine(b, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
-  await engine.start();
   try {
-    await scenario({ ...b, engine }, 'embedded');
+    await withEmbeddedEngine(base({ RUN_CAPACITY: '1' }), (deps) => scenario(deps, 'embedded'));
   } finally {
-    await engine.stop();
     await slow.close();
   }
 });

@@ -38,6 +38,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { statementsWhile, type LoggedStatement } from '../helpers/statement-log.ts';
 import { ADMIT_QUEUED } from '../../src/sql/admit-queued.ts';
 import { ACCEPT_RUNS } from '../../src/sql/accept-runs.ts';
+import { QUICK_EMBEDDED } from '../helpers/engine-fixtures.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Harness: a real database, real services, the real engine.
@@ -61,7 +62,7 @@ function harness(env: Record<string, string> = {}, opts: EmbeddedEngineOptions =
     bus: new InProcessRunEventBus(),
     baseUrl: () => 'http://localhost:8080/v1',
   };
-  const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000, ...opts });
+  const engine = new EmbeddedEngine(base, { ...QUICK_EMBEDDED, ...opts });
   engines.push(engine);
   return { deps: { ...base, engine }, engine };
 }

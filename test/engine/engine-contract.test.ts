@@ -20,6 +20,7 @@ import { resetDb, testOrm } from '../helpers/db.ts';
 import { startProviderStub } from '../helpers/provider-stub.ts';
 import { countTemporal, temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { QUICK_EMBEDDED } from '../helpers/engine-fixtures.ts';
 
 /**
  * The engine integration suite, written once and run against every engine available:
@@ -57,7 +58,7 @@ const embedded: Factory = {
   name: 'embedded',
   async make(env) {
     const base = baseDeps(env);
-    const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
+    const engine = new EmbeddedEngine(base, QUICK_EMBEDDED);
     await engine.start();
     return { name: 'embedded', deps: { ...base, engine }, timeoutMs: 10_000, close: () => engine.stop() };
   },

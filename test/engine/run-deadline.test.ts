@@ -12,7 +12,7 @@ import { testOrm } from '../helpers/db.ts';
 import { eventually, startLiveHarness, workflowClosed } from '../helpers/live-temporal.ts';
 import { temporalAddress } from '../helpers/temporal.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { hangingServer, engineDeps, seedBuyerCatalog } from '../helpers/engine-fixtures.ts';
+import { hangingServer, engineDeps, seedBuyerCatalog, withEmbeddedEngine } from '../helpers/engine-fixtures.ts';
 
 /**
  * Cancel-After (docs/design/run-metadata.md#deadline) on both engines: a run past its deadline is
@@ -113,13 +113,9 @@ async function scenario(deps: Deps, engineName: string): Promise<{ cancelled: st
 test('embedded engine: past its deadline a queued, a suspended and a running run are cancelled; one that ends first is not', async () => {
   const slow = await hangingServer();
   await seed(slow.url);
-  const base = engineDeps(orm, sealer, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' });
-  const engine = new EmbeddedEngine(base, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 });
-  await engine.start();
   try {
-    await scenario({ ...base, engine }, 'embedded');
+    await withEmbeddedEngine(engineDeps(orm, sealer, { RUN_CAPACITY: '1', ALLOW_PRIVATE_NETWORK: '1' }), (deps) => scenario(deps, 'embedded'));
   } finally {
-    await engine.stop();
     await slow.close();
   }
 });

@@ -4,6 +4,7 @@ import * as assert from 'uvu/assert';
 import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
 import { startProviderStub, type ProviderStub } from '../helpers/provider-stub.ts';
 import { BOB_SECRET, TOKEN, errorCodes, startHarness, type Harness } from './helpers/harness.ts';
+import { QUICK_EMBEDDED } from '../helpers/engine-fixtures.ts';
 
 /**
  * End to end over HTTP with the real embedded engine: a BYOK run suspends with wait_signal, the
@@ -48,10 +49,7 @@ let client: Client;
 
 test.before(async () => {
   stub = await startProviderStub({ chunks: ['Hi', ' there'] });
-  h = await startHarness(
-    { OPENAI_BASE_URL: stub.baseURLFor('openai') },
-    { catalog, engine: (deps) => new EmbeddedEngine(deps, { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 }) },
-  );
+  h = await startHarness({ OPENAI_BASE_URL: stub.baseURLFor('openai') }, { catalog, engine: (deps) => new EmbeddedEngine(deps, QUICK_EMBEDDED) });
   client = createClient({ url: `${h.url}/graphql/stream`, headers: { Authorization: `Bearer ${TOKEN}` }, fetchFn: fetch, retryAttempts: 0 });
 });
 

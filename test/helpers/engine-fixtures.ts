@@ -6,6 +6,8 @@ import { loadCatalog } from '../../src/catalog/load-catalog.ts';
 import { parseCatalog } from '../../src/catalog/parse-catalog.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Orm } from '../../src/db/orm.ts';
+import { EmbeddedEngine } from '../../src/engine/embedded/embedded-engine.ts';
+import type { Deps } from '../../src/runs/deps.ts';
 import type { Sealer } from '../../src/security/crypto.ts';
 import { InProcessRunEventBus } from '../../src/services/events/bus.ts';
 import { resetDb } from './db.ts';
@@ -60,4 +62,18 @@ export async function seedBuyerCatalog(orm: Orm, sealer: Sealer, key: string, wo
 export function engineDeps(orm: Orm, sealer: Sealer, env: Record<string, string> = {}) {
   const config = loadConfig({ CATALOG_FILE: 'none', LOG_LEVEL: 'silent', ...env });
   return { config, orm, log: pino({ level: 'silent' }), sealer, bus: new InProcessRunEventBus(), baseUrl: () => 'http://localhost:8080/v1' };
+}
+
+/** The engine tests' embedded engine clocks: a lease, a sweep and a stop short enough for a test's waits. */
+export const QUICK_EMBEDDED = { leaseTtlMs: 1_000, sweepIntervalMs: 200, stopTimeoutMs: 2_000 };
+
+/** `use` with an embedded engine (QUICK_EMBEDDED) on `base`, started before it and stopped after it, whatever it does. */
+export async function withEmbeddedEngine<T>(base: ReturnType<typeof engineDeps>, use: (deps: Deps) => Promise<T>): Promise<T> {
+  const engine = new EmbeddedEngine(base, QUICK_EMBEDDED);
+  await engine.start();
+  try {
+    return await use({ ...base, engine });
+  } finally {
+    await engine.stop();
+  }
 }
